@@ -1,0 +1,2 @@
+"""Distributed TensorFlow on Kubernetes from Airflow."""
+__version__ = "0.1.0"

@@ -1,0 +1,105 @@
+"""Every error the project raises, in one place.
+
+Why one module: operators decide retry-or-fail by error class alone. Errors that
+subclass :class:`PermanentError` can never succeed on retry (bad input, a job that
+failed by its own policy), so operators turn them into ``AirflowFailException``;
+everything else may be transient and is left to Airflow's retries. This module
+imports nothing from Airflow so pod-side code (``tfk8s_airflow.runtime``) can use it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+
+class TFK8sError(Exception):
+    """Base of all tfk8s-airflow errors."""
+
+
+class PermanentError(TFK8sError):
+    """Retrying cannot help: fail the task without retry."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem in a user's input: where it is and how to fix it."""
+
+    field: str
+    message: str
+    fix: str = ""
+
+    def __str__(self) -> str:
+        text = f"{self.field}: {self.message}"
+        return f"{text} (fix: {self.fix})" if self.fix else text
+
+
+class SpecError(PermanentError, ValueError):
+    """A job spec (or operator argument) is invalid; lists every problem found."""
+
+    def __init__(self, problems: Sequence[Problem] | Problem | str, field: str = "spec"):
+        if isinstance(problems, str):
+            problems = [Problem(field, problems)]
+        elif isinstance(problems, Problem):
+            problems = [problems]
+        self.problems: tuple[Problem, ...] = tuple(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"invalid TF job spec ({len(self.problems)} problem(s)):\n{lines}")
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        return tuple(p.field for p in self.problems)
+
+
+class TemplateError(PermanentError):
+    """A Jinja2 template failed to render (undefined variable, bad YAML)."""
+
+
+class QuotaExceededError(PermanentError):
+    """The whole job does not fit in the namespace's ResourceQuota."""
+
+
+class JobFailedError(PermanentError):
+    """The training job failed by its own rules (exit code, unschedulable, deadline...)."""
+
+    def __init__(self, message: str, summary: dict | None = None):
+        super().__init__(message)
+        self.summary = summary or {}
+
+
+class KubernetesApiError(TFK8sError):
+    """A Kubernetes API call failed; says what was being done. Retryable unless 4xx."""
+
+    def __init__(self, action: str, status: int | None, reason: str):
+        self.action = action
+        self.status = status
+        self.reason = reason
+        super().__init__(f"Kubernetes API error while {action}: HTTP {status}: {reason}")
+
+
+class PermanentKubernetesApiError(KubernetesApiError, PermanentError):
+    """A Kubernetes API rejection that will not change on retry (400/403/422...)."""
+
+
+class DataError(PermanentError):
+    """Input data is missing, empty, or unreadable in a way retries cannot fix."""
+
+
+class PathSafetyError(DataError):
+    """A path escapes its configured root (``..``, absolute outside root, symlink)."""
+
+
+class StagingError(TFK8sError):
+    """Copying or verifying staged data failed (may be transient)."""
+
+
+class HdfsUnavailableError(StagingError):
+    """No NameNode answered (all HA NameNodes tried)."""
+
+
+class PeerTimeoutError(TFK8sError):
+    """A replica's peers did not become reachable within the bounded wait."""
+
+
+class RuntimeConfigError(PermanentError):
+    """Pod-side configuration (TF_CONFIG, shard file) is missing or malformed."""
