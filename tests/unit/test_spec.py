@@ -1,0 +1,167 @@
+"""The spec: parsing, defaults, round trip, and a catalogue of bad specs with their messages."""
+import pytest
+
+from tfk8s_airflow.exceptions import SpecError
+from tfk8s_airflow.spec import TFJobSpec, apply_overrides
+
+MINIMAL = {"name": "mnist", "image": "tfk8s/trainer:0.1", "ps": {"replicas": 1}, "worker": {"replicas": 2}}
+
+FULL = {
+    "name": "ctr-model", "namespace": "team-a", "image": "registry.example.com:5000/ml/trainer:2.21",
+    "image_pull_policy": "Always", "command": ["python", "-m", "tfk8s_airflow.trainer"],
+    "args": ["--steps", "1000"], "env": {"LOG_LEVEL": "info"},
+    "resources": {"cpu": "2", "memory": "4Gi"}, "port": 2223, "tf_wiring": "both",
+    "success_policy": "all_workers", "restart_policy": "ExitCode", "max_restarts": 5,
+    "schedule_timeout": "5m", "startup_timeout": 900, "active_deadline": "2h",
+    "labels": {"team": "ads"}, "annotations": {"example.com/owner": "ads-ml"},
+    "service_account": "tf-trainer",
+    "volumes": [{"name": "data", "mount_path": "/data", "host_path": "/mnt/tfk8s-gluster/data", "read_only": True},
+                {"name": "model", "mount_path": "/model", "pvc": "models"}],
+    "hide_evaluator": True,
+    "chief": {"replicas": 1},
+    "ps": {"replicas": 2, "resources": {"cpu": "4", "memory": "8Gi"}},
+    "worker": {"replicas": 4, "resources": {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": 1},
+               "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+               "node_selector": {"accelerator": "a100"}, "env": {"EXTRA": "1"}},
+    "evaluator": {"replicas": 1, "image": "registry.example.com:5000/ml/evaluator@sha256:" + "a" * 64},
+}
+
+
+def test_minimal_spec_defaults():
+    s = TFJobSpec.from_dict(MINIMAL)
+    assert (s.namespace, s.port, s.tf_wiring, s.success_policy) == ("default", 2222, "tf_config", "default")
+    assert s.replica_ids() == [("ps", 0), ("worker", 0), ("worker", 1)]
+    assert s.roles["ps"].restart_policy == "Never" and not s.roles["ps"].tracked
+    assert s.roles["worker"].restart_policy == "OnFailure" and s.roles["worker"].tracked
+    assert s.success_replicas() == [("worker", 0)]
+    assert s.schedule_timeout == 300 and s.active_deadline is None
+
+
+def test_full_spec_parses_merges_and_round_trips():
+    s = TFJobSpec.from_dict(FULL)
+    assert s.schedule_timeout == 300 and s.active_deadline == 7200
+    w = s.roles["worker"]
+    assert dict(w.env) == {"LOG_LEVEL": "info", "EXTRA": "1"}
+    assert w.resources["nvidia.com/gpu"] == "1" and w.pod_restart_policy == "OnFailure"
+    assert s.roles["chief"].resources == s.resources
+    assert s.roles["evaluator"].image.endswith("a" * 64)
+    assert s.success_replicas() == [("chief", 0), ("worker", 0), ("worker", 1), ("worker", 2),
+                                    ("worker", 3), ("evaluator", 0)]
+    assert TFJobSpec.from_dict(s.to_dict()) == s
+    with pytest.raises(Exception):
+        s.name = "other"  # frozen
+
+
+def test_tf2_layout_untracked_workers():
+    s = TFJobSpec.from_dict({**MINIMAL, "chief": 1, "worker": {"replicas": 2, "tracked": False}})
+    assert s.success_replicas() == [("chief", 0)]
+
+
+def test_overrides_apply_yaml_values():
+    d = apply_overrides(MINIMAL, ["worker.replicas=4", "env.A=x", "hide_evaluator=true"])
+    assert d["worker"]["replicas"] == 4 and d["env"] == {"A": "x"} and d["hide_evaluator"] is True
+    assert MINIMAL["worker"]["replicas"] == 2  # input untouched
+
+
+def test_role_given_as_an_integer():
+    assert TFJobSpec.from_dict({**MINIMAL, "worker": 3}).replicas("worker") == 3
+
+
+def test_max_replicas_is_configurable():
+    big = {**MINIMAL, "worker": {"replicas": 600}}
+    with pytest.raises(SpecError, match="600 replicas|601 replicas"):
+        TFJobSpec.from_dict(big)
+    assert TFJobSpec.from_dict(big, max_replicas=1000).total_replicas == 601
+
+
+def test_all_problems_reported_at_once():
+    with pytest.raises(SpecError) as info:
+        TFJobSpec.from_dict({"name": "Bad_Name", "image": "x y", "workers": 2, "port": 0})
+    assert set(info.value.fields) >= {"name", "image", "workers", "port", "worker"}
+
+
+# (mutation, field, substring of the message or fix)
+BAD = [
+    ({"worker": {"replicas": 0}}, "worker.replicas", "must be at least 1"),
+    ({"worker": None}, "worker", "is required"),
+    ({"chief": {"replicas": 2}}, "chief.replicas", "must be 0 or 1"),
+    ({"evaluator": {"replicas": 3}}, "evaluator.replicas", "must be 0 or 1"),
+    ({"ps": {"replicas": -1}}, "ps.replicas", "must be >= 0"),
+    ({"worker": {"replicas": "many"}}, "worker.replicas", "must be an integer"),
+    ({"workers": {"replicas": 2}}, "workers", "did you mean 'worker'?"),
+    ({"imge": "x"}, "imge", "did you mean 'image'?"),
+    ({"worker": {"replicas": 2, "replica": 1}}, "worker.replica", "did you mean 'replicas'?"),
+    ({"image": "Tfk8s/Trainer:0.1"}, "image", "repository names are lowercase"),
+    ({"image": "trainer:"}, "image", "not a valid image reference"),
+    ({"image": "host:port:x/trainer"}, "image", "not a valid image reference"),
+    ({"image": None}, "image", "is required"),
+    ({"worker": {"replicas": 2, "image": "bad image"}}, "worker.image", "not a valid image reference"),
+    ({"resources": {"cpu": "two"}}, "resources.cpu", "not a resource quantity"),
+    ({"resources": {"memory": "4GB"}}, "resources.memory", "not a resource quantity"),
+    ({"resources": {"memory": "-1Gi"}}, "resources.memory", "must be positive"),
+    ({"resources": {"nvidia.com/gpu": "0.5"}}, "resources.nvidia.com/gpu", "whole number"),
+    ({"resources": {"gpu": 1}}, "resources.gpu", "did you mean 'nvidia.com/gpu'?"),
+    ({"port": 70000}, "port", "between 1 and 65535"),
+    ({"port": "http"}, "port", "must be an integer"),
+    ({"name": "My_Job"}, "name", "not a DNS-1123 label"),
+    ({"name": "x" * 64}, "name", "the limit is 63"),
+    ({"name": None}, "name", "is required"),
+    ({"namespace": "Team A"}, "namespace", "not a DNS-1123 label"),
+    ({"labels": {"team": "a b"}}, "labels.team", "label value"),
+    ({"labels": {"bad key!": "x"}}, "labels.bad key!", "key name"),
+    ({"labels": {"team": "x" * 64}}, "labels.team", "label value"),
+    ({"labels": {"tfk8s.io/job": "mine"}}, "labels.tfk8s.io/job", "reserved"),
+    ({"annotations": {"-bad": "x"}}, "annotations.-bad", "key name"),
+    ({"env": {"TF_CONFIG": "{}"}}, "env.TF_CONFIG", "set by tfk8s-airflow itself"),
+    ({"env": {"1BAD": "x"}}, "env.1BAD", "not a valid environment variable name"),
+    ({"command": "python train.py"}, "command", "one item per argument"),
+    ({"tf_wiring": "env"}, "tf_wiring", "must be one of tf_config, flags, both"),
+    ({"success_policy": "any"}, "success_policy", "must be one of default, all_workers"),
+    ({"restart_policy": "Always"}, "restart_policy", "must be one of Never, OnFailure, ExitCode"),
+    ({"ps": {"replicas": 1, "restart_policy": "OnFailure"}}, "ps.restart_policy", "loses every variable"),
+    ({"ps": {"replicas": 1, "tracked": True}}, "ps.tracked", "never exit"),
+    ({"worker": {"replicas": 2, "tracked": False}}, "worker.tracked", "need a chief"),
+    ({"chief": 1, "worker": {"replicas": 2, "tracked": False}, "success_policy": "all_workers"},
+     "success_policy", "conflicts with worker.tracked"),
+    ({"hide_evaluator": True}, "hide_evaluator", "no evaluator"),
+    ({"schedule_timeout": "soon"}, "schedule_timeout", "positive duration"),
+    ({"active_deadline": -5}, "active_deadline", "positive duration"),
+    ({"max_restarts": -1}, "max_restarts", "must be >= 0"),
+    ({"image_pull_policy": "Sometimes"}, "image_pull_policy", "must be one of"),
+    ({"service_account": "Bad_SA"}, "service_account", "DNS-1123 subdomain"),
+    ({"volumes": [{"name": "data", "mount_path": "/data"}]}, "volumes[0]", "exactly one of host_path or pvc"),
+    ({"volumes": [{"name": "data", "mount_path": "data", "host_path": "/x"}]}, "volumes[0].mount_path", "absolute"),
+    ({"volumes": [{"name": "d", "mount_path": "/d", "host_path": "/x"}, {"name": "d", "mount_path": "/e", "pvc": "p"}]},
+     "volumes[1].name", "duplicate volume name"),
+    ({"volumes": [{"name": "d", "mount_path": "/d", "host_path": "/x", "sub_path": "../etc"}]},
+     "volumes[0].sub_path", "without '..'"),
+    ({"tolerations": [{"key": "a", "operator": "Maybe"}]}, "tolerations[0].operator", "Equal or Exists"),
+    ({"code": {"uri": "ftp://host/x.tgz"}}, "code.uri", "http(s):// or hdfs://"),
+    ({"code": {"uri": "https://h/x.tgz", "sha256": "abc"}}, "code.sha256", "64 hex"),
+    ({"code": {"uri": "https://h/x.tgz", "entrypoint": "../run.sh"}}, "code.entrypoint", "relative path"),
+]
+
+
+@pytest.mark.parametrize("mutation,field,text", BAD, ids=[b[1] + ":" + b[2] for b in BAD])
+def test_bad_spec_catalogue(mutation, field, text):
+    data = {k: val for k, val in {**MINIMAL, **mutation}.items() if val is not None}
+    with pytest.raises(SpecError) as info:
+        TFJobSpec.from_dict(data)
+    matching = [p for p in info.value.problems if p.field == field]
+    assert matching, f"no problem for {field}: {info.value}"
+    assert any(text in str(p) for p in matching), str(info.value)
+    assert field in str(info.value)
+
+
+def test_spec_must_be_a_mapping():
+    with pytest.raises(SpecError, match="must be a mapping"):
+        TFJobSpec.from_dict(["not", "a", "dict"])
+
+
+def test_from_file_errors_name_the_file(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: [unclosed\n")
+    with pytest.raises(SpecError, match="bad.yaml"):
+        TFJobSpec.from_file(bad)
+    with pytest.raises(SpecError, match="cannot read"):
+        TFJobSpec.from_file(tmp_path / "missing.yaml")
