@@ -103,3 +103,18 @@ class PeerTimeoutError(TFK8sError):
 
 class RuntimeConfigError(PermanentError):
     """Pod-side configuration (TF_CONFIG, shard file) is missing or malformed."""
+
+
+class ModelMissingError(PermanentError):
+    """No SavedModel or checkpoint where the trained model should be."""
+
+
+class MetricBelowThresholdError(PermanentError):
+    """The evaluated model is worse than the required threshold (do not promote it)."""
+
+    def __init__(self, metric: str, value: float, threshold: float, detail: str = ""):
+        self.metric = metric
+        self.value = value
+        self.threshold = threshold
+        extra = f" ({detail})" if detail else ""
+        super().__init__(f"{metric} {value:.4f} is below the threshold {threshold:.4f}{extra}")
