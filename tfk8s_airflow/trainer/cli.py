@@ -1,0 +1,104 @@
+"""Command line of the reference trainer: ``python -m tfk8s_airflow.trainer``.
+
+Why one entry point for every role: the job's pods all run the same command and differ
+only in ``TF_CONFIG`` (or the legacy ``--job_name/--task_index`` flags), exactly like a
+TFJob, so the trainer decides from its task what to be (PS server, worker, chief,
+evaluator). Every ending goes through :func:`tfk8s_airflow.runtime.run_main`, so a bad
+input exits 1 (permanent) and a lost peer exits 138 (retryable) for the pod's restart
+policy. Defaults come from the ``TFK8S_*`` environment where the pod provides them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from typing import Sequence
+
+from tfk8s_airflow import runtime
+from tfk8s_airflow.exceptions import RuntimeConfigError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m tfk8s_airflow.trainer",
+        description="Reference distributed TensorFlow trainer (PS/worker) for tfk8s-airflow.")
+    p.add_argument("--mode", choices=("tf1", "tf2"), required=True,
+                   help="tf1: between-graph async PS training; tf2: ParameterServerStrategy")
+    p.add_argument("--model-dir", default=os.environ.get(runtime.MODEL_DIR_ENV),
+                   help=f"checkpoints, SavedModel, metrics (default ${runtime.MODEL_DIR_ENV})")
+    p.add_argument("--steps", type=int, default=500, help="total global steps")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--learning-rate", type=float, default=0.1)
+    p.add_argument("--data", action="append", default=None,
+                   help="training CSV files, comma-separated or repeated (default: my shard)")
+    p.add_argument("--heldout", action="append", default=None,
+                   help="held-out CSV files: chief adds heldout accuracy to metrics.json; "
+                        "the evaluator evaluates on them")
+    p.add_argument("--peer-timeout", type=float, default=300.0,
+                   help="seconds to wait for peers' DNS and ports before failing (retryable)")
+    p.add_argument("--checkpoint-every", type=int, default=100, help="steps between checkpoints")
+    p.add_argument("--hidden", type=int, default=16, help="hidden units of the MLP")
+    p.add_argument("--seed", type=int, default=0, help="weight initialisation seed")
+    p.add_argument("--log-every", type=int, default=50, help="TF1: local steps between progress logs")
+    p.add_argument("--step-delay", type=float, default=0.0,
+                   help="sleep per step (slows a demo or test so a replica can be killed mid-run)")
+    p.add_argument("--threshold", type=float, default=None,
+                   help="evaluator: fail when final accuracy is below this")
+    p.add_argument("--eval-timeout", type=float, default=3600.0,
+                   help="evaluator: give up when the chief has not finished by then")
+    p.add_argument("--eval-poll", type=float, default=2.0, help="evaluator: seconds between polls")
+    return p
+
+
+def _config(rest: Sequence[str]) -> runtime.TFConfig:
+    if os.environ.get(runtime.TF_CONFIG_ENV):
+        if rest:
+            raise RuntimeConfigError(f"unknown arguments: {' '.join(rest)}")
+        return runtime.tf_config()
+    cfg, unknown = runtime.parse_legacy_flags(rest)
+    if unknown:
+        raise RuntimeConfigError(f"unknown arguments: {' '.join(unknown)}")
+    return cfg
+
+
+def _run(argv: Sequence[str] | None) -> None:
+    args, rest = build_parser().parse_known_args(argv)
+    if not args.model_dir:
+        raise RuntimeConfigError(f"--model-dir not given and {runtime.MODEL_DIR_ENV} not set")
+    if args.steps < 1 or args.batch_size < 1 or args.checkpoint_every < 1 or args.log_every < 1:
+        raise RuntimeConfigError("--steps, --batch-size, --checkpoint-every, --log-every must be >= 1")
+    cfg = _config(rest)
+    logging.getLogger("tfk8s_airflow").info("task %s (%s), mode %s", cfg.task_key, cfg.address, args.mode)
+    os.makedirs(args.model_dir, exist_ok=True)
+    if cfg.task_type == "evaluator":
+        from tfk8s_airflow.trainer import evaluator  # noqa: PLC0415 - imports TensorFlow
+
+        print(json.dumps({"evaluation": evaluator.run(cfg, args)}), flush=True)
+        return
+    if args.mode == "tf1":
+        from tfk8s_airflow.trainer import tf1 as impl  # noqa: PLC0415
+    else:
+        from tfk8s_airflow.trainer import tf2 as impl  # noqa: PLC0415
+    metrics = impl.train(cfg, args)
+    if metrics is None:
+        return
+    from tfk8s_airflow.trainer.state import write_metrics  # noqa: PLC0415
+
+    if args.heldout:
+        from tfk8s_airflow.trainer.evaluate import evaluate  # noqa: PLC0415
+        from tfk8s_airflow.trainer.data import split_files  # noqa: PLC0415
+
+        metrics["heldout"] = evaluate(args.model_dir, split_files(args.heldout))
+    print(json.dumps({"metrics": write_metrics(args.model_dir, **metrics)}), flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return runtime.run_main(lambda: _run(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

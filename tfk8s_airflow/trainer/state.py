@@ -1,0 +1,86 @@
+"""Small JSON files the trainer leaves in the model directory.
+
+Why: the orchestrator and the tests must see *what happened* without loading TensorFlow:
+the final step and loss (``metrics.json``), and for every replica the step it started
+from on each (re)start (``replicas/<role>-<i>.json``), which is the evidence that a
+restarted replica resumed from a checkpoint instead of starting over. The chief also
+writes ``train_state.json`` (its run history plus ``finished``), which an evaluator
+replica polls. All writes are atomic (temp file + rename): a pod killed mid-write must
+never leave a half-written file that the next reader chokes on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+TRAIN_STATE = "train_state.json"
+METRICS = "metrics.json"
+REPLICAS_DIR = "replicas"
+
+
+def write_json_atomic(path: str, doc: Any) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh, indent=1, sort_keys=True)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def read_json(path: str, default: Any = None) -> Any:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except (FileNotFoundError, json.JSONDecodeError):
+        return default
+
+
+class RunRecorder:
+    """Appends one entry per (re)start of a replica and completes it at the end."""
+
+    def __init__(self, model_dir: str, task_key: str, is_chief: bool, mode: str):
+        self.path = os.path.join(model_dir, REPLICAS_DIR, f"{task_key}.json")
+        self.chief_path = os.path.join(model_dir, TRAIN_STATE) if is_chief else None
+        self.model_dir = model_dir
+        self.task_key = task_key
+        self.mode = mode
+        self.doc = read_json(self.path, {}) or {}
+        self.doc.setdefault("task", task_key)
+        self.doc.setdefault("mode", mode)
+        self.doc.setdefault("runs", [])
+
+    @property
+    def run(self) -> dict:
+        return self.doc["runs"][-1]
+
+    def _flush(self) -> None:
+        write_json_atomic(self.path, self.doc)
+        if self.chief_path:
+            chief = dict(self.doc, start_step=self.run.get("start_step"),
+                         final_step=self.run.get("final_step"), loss=self.run.get("loss"),
+                         finished=self.run.get("status") == "finished")
+            write_json_atomic(self.chief_path, chief)
+
+    def started(self, start_step: int, **extra: Any) -> None:
+        self.doc["runs"].append({"start_step": int(start_step), "started_at": time.time(),
+                                 "status": "running", "pid": os.getpid(), **extra})
+        self._flush()
+
+    def progress(self, step: int, loss: float) -> None:
+        self.run.update(last_step=int(step), loss=float(loss), updated_at=time.time())
+        self._flush()
+
+    def finished(self, final_step: int, loss: float, **extra: Any) -> None:
+        self.run.update(final_step=int(final_step), loss=float(loss), status="finished",
+                        finished_at=time.time(), **extra)
+        self._flush()
+
+
+def write_metrics(model_dir: str, **metrics: Any) -> dict:
+    doc = dict(metrics, written_at=time.time())
+    write_json_atomic(os.path.join(model_dir, METRICS), doc)
+    return doc
