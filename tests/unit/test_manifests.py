@@ -1,0 +1,128 @@
+"""Pods, Service and ConfigMap: contract fields, golden YAML, and the Kubernetes 1.36 schema."""
+import json
+import os
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from tfk8s_airflow.manifests import JobNames, job_manifests, plan_replicas
+from tfk8s_airflow.render import parse_yaml, render_yaml
+from tfk8s_airflow.spec import TFJobSpec
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+GOLDEN = ROOT / "tests" / "golden"
+K8S_SCHEMA = "1.36.0"
+SHARDS = {"worker-0": ["/data/part-0", "/data/part-2"], "worker-1": ["/data/part-1"]}
+
+
+def load(path):
+    return TFJobSpec.from_file(path)
+
+
+def names_for(spec):
+    return JobNames.for_run(spec, "scheduled__2026-11-29T00:00:00+00:00", dag_id="tfk8s_retrain_daily")
+
+
+def by_kind(objs, kind):
+    return [o for o in objs if o["kind"] == kind]
+
+
+def test_pod_contract_fields():
+    spec = TFJobSpec.from_dict({"name": "mnist", "image": "tfk8s/trainer:0.1", "ps": 1, "worker": 2})
+    names = names_for(spec)
+    objs = job_manifests(spec, names, SHARDS)
+    pods = by_kind(objs, "Pod")
+    assert [p["metadata"]["name"] for p in pods] == [f"{names.job}-ps-0", f"{names.job}-worker-0",
+                                                     f"{names.job}-worker-1"]
+    w1 = pods[2]
+    assert w1["spec"]["hostname"] == "worker-1" and w1["spec"]["subdomain"] == names.service
+    labels = w1["metadata"]["labels"]
+    assert labels["tfk8s.io/job"] == names.job and labels["tfk8s.io/role"] == "worker"
+    assert labels["tfk8s.io/index"] == "1" and labels["app.kubernetes.io/managed-by"] == "tfk8s-airflow"
+    assert all(len(val) <= 63 for val in labels.values())
+    c = w1["spec"]["containers"][0]
+    assert c["name"] == "tensorflow" and c["ports"] == [{"name": "tfjob-port", "containerPort": 2222,
+                                                         "protocol": "TCP"}]
+    env = {e["name"]: e["value"] for e in c["env"]}
+    tf_config = json.loads(env["TF_CONFIG"])
+    assert tf_config["task"] == {"type": "worker", "index": 1}
+    assert tf_config["cluster"]["ps"] == [f"ps-0.{names.service}.default.svc:2222"]
+    assert env["TFK8S_SHARDS_FILE"] == "/etc/tfk8s/shards/shards.json"
+    assert pods[0]["spec"]["restartPolicy"] == "Never" and w1["spec"]["restartPolicy"] == "OnFailure"
+    assert pods[0]["metadata"]["labels"]["tfk8s.io/tracked"] == "false"
+    svc = by_kind(objs, "Service")[0]
+    assert svc["spec"]["clusterIP"] == "None" and svc["spec"]["publishNotReadyAddresses"] is True
+    assert svc["spec"]["selector"] == {"tfk8s.io/job": names.job}
+    cm = by_kind(objs, "ConfigMap")[0]
+    assert json.loads(cm["data"]["shards.json"]) == SHARDS
+    assert {"name": "tfk8s-shards", "configMap": {"name": names.configmap}} in w1["spec"]["volumes"]
+
+
+def test_no_configmap_without_shards_and_flags_wiring():
+    spec = load(ROOT / "examples" / "legacy-flags.yaml")
+    objs = job_manifests(spec, names_for(spec))
+    assert not by_kind(objs, "ConfigMap")
+    c = by_kind(objs, "Pod")[-1]["spec"]["containers"][0]
+    assert "TF_CONFIG" not in {e["name"] for e in c["env"]}
+    assert c["args"][-2:] == ["--job_name=worker", "--task_index=2"]
+    env = {e["name"]: e["value"] for e in c["env"]}
+    assert env["TFK8S_DATA_DIR"] == "/data" and env["TFK8S_LOGS_DIR"] == "/log"
+
+
+def test_full_example_resources_deadline_code():
+    spec = load(ROOT / "examples" / "full.yaml")
+    pods = by_kind(job_manifests(spec, names_for(spec)), "Pod")
+    worker = next(p for p in pods if p["metadata"]["labels"]["tfk8s.io/role"] == "worker")
+    res = worker["spec"]["containers"][0]["resources"]
+    assert res["limits"]["nvidia.com/gpu"] == "1" and res["requests"]["cpu"] == "2"
+    assert worker["spec"]["activeDeadlineSeconds"] == 7200
+    assert worker["spec"]["initContainers"][0]["name"] == "fetch-code"
+    assert "--sha256" in worker["spec"]["initContainers"][0]["args"]
+    assert worker["spec"]["nodeSelector"] == {"accelerator": "a100"}
+    chief = next(p for p in pods if p["metadata"]["labels"]["tfk8s.io/role"] == "chief")
+    assert "nodeSelector" not in chief["spec"]
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[e.stem for e in EXAMPLES])
+def test_every_object_passes_the_kubernetes_schema_strictly(example):
+    spec = load(example)
+    for obj in job_manifests(spec, names_for(spec), SHARDS):
+        kubernetes_validate.validate(obj, K8S_SCHEMA, strict=True)
+
+
+def test_schema_check_catches_a_broken_object():
+    spec = load(EXAMPLES[0])
+    pod = by_kind(job_manifests(spec, names_for(spec)), "Pod")[0]
+    pod["spec"]["containers"][0]["ports"][0]["containerPort"] = "2222"
+    pod["spec"]["hostnme"] = "typo"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(pod, K8S_SCHEMA, strict=True)
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[e.stem for e in EXAMPLES])
+def test_template_renders_exactly_the_builders_objects(example):
+    spec = load(example)
+    names = names_for(spec)
+    for shards in (None, SHARDS):
+        assert parse_yaml(render_yaml(spec, names, shards)) == job_manifests(spec, names, shards)
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[e.stem for e in EXAMPLES])
+def test_golden_yaml(example):
+    spec = load(example)
+    text = render_yaml(spec, names_for(spec), SHARDS)
+    golden = GOLDEN / f"{example.stem}.yaml"
+    if os.environ.get("TFK8S_UPDATE_GOLDEN"):
+        golden.write_text(text)
+    assert golden.exists(), "run with TFK8S_UPDATE_GOLDEN=1 to create the golden file"
+    assert text == golden.read_text()
+
+
+def test_replica_plan_is_the_single_source():
+    spec = TFJobSpec.from_dict({"name": "x", "image": "i:1", "chief": 1, "ps": 1, "worker": 3, "evaluator": 1})
+    plan = plan_replicas(spec, names_for(spec))
+    assert [(r.role, r.index) for r in plan] == spec.replica_ids()
+    assert len({r.pod_name for r in plan}) == len(plan)

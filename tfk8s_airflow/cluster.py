@@ -1,0 +1,67 @@
+"""TensorFlow wiring: the cluster spec, TF_CONFIG and the legacy flags.
+
+Why TFJob's exact format: programs written for Kubeflow's TFJob read
+``TF_CONFIG`` = ``{"cluster": ..., "task": {"type", "index"}, "environment": "cloud"}``
+and must run unchanged. Peer addresses use the job's headless Service
+(``<role>-<i>.<service>.<namespace>.svc:<port>``), which publishes DNS before
+pods are Ready, so workers do not crash on unresolvable peers at start-up.
+Older programs (the tensorflow/ecosystem template) take
+``--ps_hosts --worker_hosts --job_name --task_index`` instead; ``flags`` gives them that.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Mapping
+
+from tfk8s_airflow.naming import replica_hostname
+from tfk8s_airflow.spec import ROLES, TFJobSpec
+
+
+def replica_address(role: str, index: int, service: str, namespace: str, port: int) -> str:
+    return f"{replica_hostname(role, index)}.{service}.{namespace}.svc:{port}"
+
+
+def cluster_spec(spec: TFJobSpec, service: str, *, include_evaluator: bool = True) -> dict[str, list[str]]:
+    """Role -> sorted peer addresses, roles in TF_CONFIG order, empty roles omitted."""
+    out: dict[str, list[str]] = {}
+    for role in ROLES:
+        n = spec.replicas(role)
+        if n <= 0 or (role == "evaluator" and not include_evaluator):
+            continue
+        out[role] = [replica_address(role, i, service, spec.namespace, spec.port) for i in range(n)]
+    return out
+
+
+def tf_config_dict(spec: TFJobSpec, service: str, role: str, index: int,
+                   cluster: Mapping[str, list[str]] | None = None) -> dict:
+    """TF_CONFIG for one replica.
+
+    With ``hide_evaluator`` the evaluator is left out of every replica's cluster,
+    its own included: a TF2 ParameterServerStrategy coordinator hangs on an
+    evaluator in its cluster (kubeflow/training-operator#1213), and TensorFlow's
+    sidecar evaluator expects a cluster without itself.
+    """
+    if cluster is None:
+        cluster = cluster_spec(spec, service, include_evaluator=not spec.hide_evaluator)
+    return {"cluster": dict(cluster), "task": {"type": role, "index": index}, "environment": "cloud"}
+
+
+def tf_config_json(spec: TFJobSpec, service: str, role: str, index: int,
+                   cluster: Mapping[str, list[str]] | None = None) -> str:
+    return json.dumps(tf_config_dict(spec, service, role, index, cluster), separators=(",", ":"))
+
+
+def legacy_flags(spec: TFJobSpec, service: str, role: str, index: int) -> list[str]:
+    """``--ps_hosts --worker_hosts --job_name --task_index`` for pre-TF_CONFIG programs.
+
+    The tensorflow/ecosystem template knew only PS and workers; a chief is passed
+    as ``--chief_hosts`` so programs that want it can have it.
+    """
+    cluster = cluster_spec(spec, service, include_evaluator=False)
+    flags = []
+    for r in ("chief", "ps", "worker"):
+        if r in cluster or r != "chief":
+            flags.append(f"--{r}_hosts={','.join(cluster.get(r, []))}")
+    flags += [f"--job_name={role}", f"--task_index={index}"]
+    return flags

@@ -1,0 +1,275 @@
+"""Pure builders: from a spec to the Kubernetes objects of one job.
+
+Why a replica plan between the spec and the objects: the Python builders and the
+Jinja2 template (``templates/tfcluster_template.yaml.jinja``) must produce the
+same objects. Both start from the same :class:`Replica` facts (names, labels,
+env, TF_CONFIG...), computed once here, so a user's own template can never drift
+from what the operators create, and a test can prove the two agree.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from tfk8s_airflow import naming
+from tfk8s_airflow.cluster import cluster_spec, legacy_flags, tf_config_dict
+from tfk8s_airflow.spec import TFJobSpec
+
+CONTAINER_NAME = "tensorflow"
+PORT_NAME = "tfjob-port"
+SHARDS_KEY = "shards.json"
+SHARDS_MOUNT = "/etc/tfk8s/shards"
+CODE_VOLUME = "tfk8s-code"
+SHARDS_VOLUME = "tfk8s-shards"
+FETCH_CONTAINER = "fetch-code"
+
+LABEL_JOB = "tfk8s.io/job"
+LABEL_ROLE = "tfk8s.io/role"
+LABEL_INDEX = "tfk8s.io/index"
+LABEL_TRACKED = "tfk8s.io/tracked"
+LABEL_RUN = "tfk8s.io/run"
+LABEL_DAG = "tfk8s.io/dag"
+
+
+@dataclass(frozen=True)
+class JobNames:
+    """Everything that identifies one run of a job in the cluster."""
+
+    job: str
+    namespace: str
+    service: str
+    configmap: str
+    identity: Mapping[str, str] = field(default_factory=dict)  # run/dag labels
+
+    @classmethod
+    def for_run(cls, spec: TFJobSpec, run_id: str = "", group: str = "", dag_id: str = "") -> "JobNames":
+        """Names for (spec name or dag_id, run_id, group): one function, per DESIGN."""
+        job = naming.job_name(dag_id or spec.name, run_id, group or (spec.name if dag_id else ""))
+        identity = {}
+        if run_id:
+            identity[LABEL_RUN] = naming.sanitize_label_value(run_id)
+        if dag_id:
+            identity[LABEL_DAG] = naming.sanitize_label_value(dag_id)
+        return cls(job=job, namespace=spec.namespace, service=naming.service_name(job),
+                   configmap=naming.configmap_name(job), identity=identity)
+
+    @property
+    def selector(self) -> str:
+        """The label selector that finds every object of this job."""
+        return f"{LABEL_JOB}={self.job}"
+
+
+@dataclass(frozen=True)
+class Replica:
+    """Every fact of one replica's pod; rendered by builders and templates alike."""
+
+    role: str
+    index: int
+    pod_name: str
+    hostname: str
+    image: str
+    image_pull_policy: str
+    command: list[str] | None
+    args: list[str]
+    env: list[dict[str, str]]
+    tf_config: str | None
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    resources: dict[str, dict[str, str]]
+    restart_policy: str
+    node_selector: dict[str, str]
+    tolerations: list[dict[str, Any]]
+    volumes: list[dict[str, Any]]
+    volume_mounts: list[dict[str, Any]]
+    init_containers: list[dict[str, Any]]
+    tracked: bool
+
+
+def job_labels(spec: TFJobSpec, names: JobNames) -> dict[str, str]:
+    """Labels every object of the job carries; values sanitized to 63 characters."""
+    labels = dict(spec.labels)
+    labels.update({
+        "app.kubernetes.io/name": "tensorflow",
+        "app.kubernetes.io/instance": names.job,
+        "app.kubernetes.io/part-of": naming.sanitize_label_value(spec.name),
+        "app.kubernetes.io/managed-by": "tfk8s-airflow",
+        LABEL_JOB: names.job,
+    })
+    labels.update(names.identity)
+    return labels
+
+
+def _volume_env_name(volume_name: str) -> str:
+    return "TFK8S_" + volume_name.upper().replace("-", "_").replace(".", "_") + "_DIR"
+
+
+def plan_replicas(spec: TFJobSpec, names: JobNames, shards: Mapping[str, Sequence[str]] | None = None
+                  ) -> list[Replica]:
+    """One :class:`Replica` per pod, in TF_CONFIG role order."""
+    base_labels = job_labels(spec, names)
+    cluster = cluster_spec(spec, names.service, include_evaluator=not spec.hide_evaluator)
+    volumes, mounts = _volumes(spec, names, with_shards=shards is not None)
+    out = []
+    for rs in spec.active_roles:
+        for i in range(rs.replicas):
+            hostname = naming.replica_hostname(rs.role, i)
+            labels = dict(base_labels)
+            labels.update({
+                "app.kubernetes.io/component": rs.role,
+                LABEL_ROLE: rs.role,
+                LABEL_INDEX: str(i),
+                LABEL_TRACKED: "true" if rs.tracked else "false",
+            })
+            env = [{"name": "TFK8S_JOB_NAME", "value": names.job},
+                   {"name": "TFK8S_NAMESPACE", "value": names.namespace},
+                   {"name": "TFK8S_ROLE", "value": rs.role},
+                   {"name": "TFK8S_INDEX", "value": str(i)}]
+            tf_config = None
+            if spec.tf_wiring in ("tf_config", "both"):
+                tf_config = json.dumps(tf_config_dict(spec, names.service, rs.role, i, cluster),
+                                       separators=(",", ":"))
+                env.insert(0, {"name": "TF_CONFIG", "value": tf_config})
+            if shards is not None:
+                env.append({"name": "TFK8S_SHARDS_FILE", "value": f"{SHARDS_MOUNT}/{SHARDS_KEY}"})
+            for vol in spec.volumes:
+                env.append({"name": _volume_env_name(vol.name), "value": vol.mount_path})
+            if spec.code:
+                env.append({"name": "TFK8S_CODE_DIR", "value": spec.code.mount_path})
+            env += [{"name": k, "value": val} for k, val in rs.env.items()]
+            args = list(rs.args)
+            if spec.tf_wiring in ("flags", "both"):
+                args += legacy_flags(spec, names.service, rs.role, i)
+            command = list(rs.command) if rs.command is not None else None
+            if command is None and spec.code:
+                command = ["sh", f"{spec.code.mount_path}/{spec.code.entrypoint}"]
+            resources = {}
+            if rs.resources:
+                resources = {"requests": dict(rs.resources), "limits": dict(rs.resources)}
+            out.append(Replica(
+                role=rs.role, index=i, pod_name=naming.pod_name(names.job, rs.role, i),
+                hostname=hostname, image=rs.image, image_pull_policy=spec.image_pull_policy,
+                command=command, args=args, env=env, tf_config=tf_config, labels=labels,
+                annotations=dict(spec.annotations), resources=resources,
+                restart_policy=rs.pod_restart_policy, node_selector=dict(rs.node_selector),
+                tolerations=[dict(t) for t in rs.tolerations], volumes=volumes,
+                volume_mounts=mounts, init_containers=_init_containers(spec, rs.image),
+                tracked=rs.tracked,
+            ))
+    return out
+
+
+def _volumes(spec: TFJobSpec, names: JobNames, with_shards: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
+    for vol in spec.volumes:
+        if vol.host_path:
+            volumes.append({"name": vol.name, "hostPath": {"path": vol.host_path, "type": "Directory"}})
+        else:
+            volumes.append({"name": vol.name, "persistentVolumeClaim": {"claimName": vol.pvc,
+                                                                         "readOnly": vol.read_only}})
+        mount: dict[str, Any] = {"name": vol.name, "mountPath": vol.mount_path}
+        if vol.read_only:
+            mount["readOnly"] = True
+        if vol.sub_path:
+            mount["subPath"] = vol.sub_path
+        mounts.append(mount)
+    if with_shards:
+        volumes.append({"name": SHARDS_VOLUME, "configMap": {"name": names.configmap}})
+        mounts.append({"name": SHARDS_VOLUME, "mountPath": SHARDS_MOUNT, "readOnly": True})
+    if spec.code:
+        volumes.append({"name": CODE_VOLUME, "emptyDir": {}})
+        mounts.append({"name": CODE_VOLUME, "mountPath": spec.code.mount_path})
+    return volumes, mounts
+
+
+def _init_containers(spec: TFJobSpec, image: str) -> list[dict[str, Any]]:
+    """The code-fetch init container: seed/TonY style code delivery without an image per algorithm."""
+    if not spec.code:
+        return []
+    code = spec.code
+    args = ["-m", "tfk8s_airflow.codefetch", "--uri", code.uri, "--dest", code.mount_path,
+            "--entrypoint", code.entrypoint]
+    if code.sha256:
+        args += ["--sha256", code.sha256]
+    return [{"name": FETCH_CONTAINER, "image": code.image or image,
+             "imagePullPolicy": spec.image_pull_policy, "command": ["python3"], "args": args,
+             "volumeMounts": [{"name": CODE_VOLUME, "mountPath": code.mount_path}]}]
+
+
+def pod_manifest(spec: TFJobSpec, names: JobNames, replica: Replica) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": CONTAINER_NAME, "image": replica.image,
+                                 "imagePullPolicy": replica.image_pull_policy}
+    if replica.command is not None:
+        container["command"] = replica.command
+    if replica.args:
+        container["args"] = replica.args
+    container["env"] = replica.env
+    container["ports"] = [{"name": PORT_NAME, "containerPort": spec.port, "protocol": "TCP"}]
+    if replica.resources:
+        container["resources"] = replica.resources
+    if replica.volume_mounts:
+        container["volumeMounts"] = replica.volume_mounts
+    pod_spec: dict[str, Any] = {
+        "hostname": replica.hostname,
+        "subdomain": names.service,
+        "restartPolicy": replica.restart_policy,
+        "enableServiceLinks": False,
+    }
+    if spec.service_account:
+        pod_spec["serviceAccountName"] = spec.service_account
+    if spec.active_deadline:
+        pod_spec["activeDeadlineSeconds"] = spec.active_deadline
+    if replica.node_selector:
+        pod_spec["nodeSelector"] = replica.node_selector
+    if replica.tolerations:
+        pod_spec["tolerations"] = replica.tolerations
+    if replica.init_containers:
+        pod_spec["initContainers"] = replica.init_containers
+    pod_spec["containers"] = [container]
+    if replica.volumes:
+        pod_spec["volumes"] = replica.volumes
+    metadata: dict[str, Any] = {"name": replica.pod_name, "namespace": names.namespace,
+                                "labels": replica.labels}
+    if replica.annotations:
+        metadata["annotations"] = replica.annotations
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
+
+
+def service_manifest(spec: TFJobSpec, names: JobNames) -> dict[str, Any]:
+    """The job's headless Service: DNS for every replica, published before Ready."""
+    return {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": names.service, "namespace": names.namespace,
+                     "labels": job_labels(spec, names)},
+        "spec": {"clusterIP": "None", "publishNotReadyAddresses": True,
+                 "selector": {LABEL_JOB: names.job},
+                 "ports": [{"name": PORT_NAME, "port": spec.port, "targetPort": spec.port,
+                            "protocol": "TCP"}]},
+    }
+
+
+def configmap_manifest(spec: TFJobSpec, names: JobNames, shards: Mapping[str, Sequence[str]]
+                       ) -> dict[str, Any]:
+    """Shard assignments, keyed '<role>-<index>', read by tfk8s_airflow.runtime in the pod."""
+    return {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": names.configmap, "namespace": names.namespace,
+                     "labels": job_labels(spec, names)},
+        "data": {SHARDS_KEY: shards_json(shards)},
+    }
+
+
+def shards_json(shards: Mapping[str, Sequence[str]]) -> str:
+    return json.dumps({k: list(val) for k, val in sorted(shards.items())}, indent=1)
+
+
+def job_manifests(spec: TFJobSpec, names: JobNames, shards: Mapping[str, Sequence[str]] | None = None
+                  ) -> list[dict[str, Any]]:
+    """Service, then the ConfigMap (when shards are given), then one Pod per replica."""
+    objs = [service_manifest(spec, names)]
+    if shards is not None:
+        objs.append(configmap_manifest(spec, names, shards))
+    objs += [pod_manifest(spec, names, r) for r in plan_replicas(spec, names, shards)]
+    return objs
