@@ -1,0 +1,104 @@
+"""Acceptance: WebHDFS against the devstack's real NameNode and DataNode (issue 3)."""
+from __future__ import annotations
+
+import os
+import time
+from urllib.parse import urlparse
+
+import pytest
+import requests
+from hdfs.util import HdfsError
+
+pytestmark = pytest.mark.hdfs
+
+
+def test_write_list_read_back_and_checksum(hdfs_server, hdfs_dir):
+    client = hdfs_server.client()
+    big = os.urandom(3 * 1024 * 1024 + 17)  # several 512-byte checksum chunks, odd tail
+    client.write(f"{hdfs_dir}/part-0000.bin", data=big)
+    client.write(f"{hdfs_dir}/part-0001.bin", data=big)  # same bytes, other name
+    client.write(f"{hdfs_dir}/sub/_SUCCESS", data=b"")
+    client.write(f"{hdfs_dir}/sub/notes.txt", data="ünïcode\n", encoding="utf-8")
+
+    assert client.list(hdfs_dir) == ["part-0000.bin", "part-0001.bin", "sub"]
+    assert client.list(f"{hdfs_dir}/sub") == ["_SUCCESS", "notes.txt"]
+    status = client.status(f"{hdfs_dir}/part-0000.bin")
+    assert (status["type"], status["length"], status["owner"]) == ("FILE", len(big), hdfs_server.user)
+    files = {os.path.relpath(os.path.join(root, name), hdfs_dir)
+             for root, _dirs, names in client.walk(hdfs_dir) for name in names}
+    assert files == {"part-0000.bin", "part-0001.bin", "sub/_SUCCESS", "sub/notes.txt"}
+
+    with client.read(f"{hdfs_dir}/part-0000.bin") as reader:
+        assert reader.read() == big
+    with client.read(f"{hdfs_dir}/sub/notes.txt", encoding="utf-8") as reader:
+        assert reader.read() == "ünïcode\n"
+    with client.read(f"{hdfs_dir}/part-0000.bin", offset=1000, length=24) as reader:
+        assert reader.read() == big[1000:1024]
+
+    # GETFILECHECKSUM (served by the DataNode behind a 307 redirect).
+    first = client.checksum(f"{hdfs_dir}/part-0000.bin")
+    second = client.checksum(f"{hdfs_dir}/part-0001.bin")
+    assert first["algorithm"] == "MD5-of-0MD5-of-512CRC32C"
+    assert first["length"] == 28
+    assert first == second  # same bytes, same checksum
+    flipped = bytearray(big)
+    flipped[-1] ^= 0xFF
+    client.write(f"{hdfs_dir}/part-0001.bin", data=bytes(flipped), overwrite=True)
+    assert client.checksum(f"{hdfs_dir}/part-0001.bin")["bytes"] != first["bytes"]
+
+
+def test_datanode_redirect_points_at_loopback(hdfs_server, hdfs_dir):
+    hdfs_server.client().write(f"{hdfs_dir}/f", data=b"x")
+    resp = requests.get(f"{hdfs_server.url}/webhdfs/v1{hdfs_dir}/f",
+                        params={"op": "OPEN", "user.name": hdfs_server.user},
+                        allow_redirects=False, timeout=10)
+    assert resp.status_code == 307
+    assert urlparse(resp.headers["Location"]).hostname == "127.0.0.1"
+
+
+def test_real_permission_denied_for_an_ordinary_user(hdfs_server, hdfs_dir):
+    root = hdfs_server.superclient()
+    private = f"{hdfs_dir}/private"
+    root.makedirs(private)
+    root.write(f"{private}/secret.txt", data=b"s3cret")
+    root.set_owner(private, owner="someone-else", group="someone-else")
+    root.set_permission(private, "700")
+
+    client = hdfs_server.client()  # the ordinary user, not the owner
+    with pytest.raises(HdfsError) as listing:
+        client.list(private)
+    assert listing.value.exception == "AccessControlException"
+    assert f"Permission denied: user={hdfs_server.user}, access=READ_EXECUTE" in listing.value.message
+    with pytest.raises(HdfsError, match="Permission denied") as reading:
+        with client.read(f"{private}/secret.txt") as reader:
+            reader.read()
+    assert reading.value.exception == "AccessControlException"
+    with pytest.raises(HdfsError, match="Permission denied"):
+        client.write(f"{private}/new.txt", data=b"x")
+    # The owner's data is untouched and the superuser still reads it.
+    with root.read(f"{private}/secret.txt") as reader:
+        assert reader.read() == b"s3cret"
+    assert root.list(private) == ["secret.txt"]
+
+
+def test_shared_tree_layout(hdfs_server):
+    root = hdfs_server.superclient()
+    for path, mode, owner in (("/tmp", "1777", hdfs_server.superuser),
+                              ("/data", "1777", hdfs_server.superuser),
+                              (f"/user/{hdfs_server.user}", "755", hdfs_server.user)):
+        status = root.status(path)
+        assert (status["type"], status["permission"], status["owner"]) == ("DIRECTORY", mode, owner), path
+
+
+def test_namenode_can_be_stopped_and_restarted(hdfs_server, hdfs_dir):
+    client = hdfs_server.client()
+    client.write(f"{hdfs_dir}/kept.bin", data=b"survives a restart")
+    started = time.monotonic()
+    with hdfs_server.stopped():
+        assert not hdfs_server.is_up()
+        with pytest.raises(requests.exceptions.ConnectionError):
+            hdfs_server.client(timeout=5).status(hdfs_dir)
+    assert hdfs_server.is_up()
+    assert time.monotonic() - started < 90
+    with client.read(f"{hdfs_dir}/kept.bin") as reader:
+        assert reader.read() == b"survives a restart"
