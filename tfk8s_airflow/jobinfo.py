@@ -1,0 +1,79 @@
+"""Resolving a spec given to an operator, and the job record that travels in XCom.
+
+Why: one DAG serves the schedule, the UI form and backfills, so the spec may be
+a TFJobSpec, a dict with Jinja in it, a YAML/JSON file path or text, or what
+``{{ params }}``/``{{ dag_run.conf }}`` rendered. Everything becomes a validated
+TFJobSpec here, in ``execute()``, and a job record (names, policy, spec) is what
+the launch, sensor and teardown tasks read back: they never re-derive names.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from tfk8s_airflow.exceptions import Problem, SpecError
+from tfk8s_airflow.manifests import JobNames
+from tfk8s_airflow.spec import DEFAULT_MAX_REPLICAS, TFJobSpec
+from tfk8s_airflow.status import JobPolicy
+
+
+def as_spec_input(spec: Any) -> Any:
+    """What an operator stores at parse time: TFJobSpec becomes plain (templatable) data."""
+    return spec.to_dict() if isinstance(spec, TFJobSpec) else spec
+
+
+def resolve_spec(value: Any, *, base_dir: str | None = None, max_replicas: int | None = None,
+                 overrides: Mapping[str, Any] | None = None) -> TFJobSpec:
+    """Any accepted form of a spec, validated. Raises SpecError."""
+    if max_replicas is None:
+        max_replicas = int(os.environ.get("TFK8S_MAX_REPLICAS", DEFAULT_MAX_REPLICAS))
+    if isinstance(value, TFJobSpec):
+        data: Any = value.to_dict()
+    elif isinstance(value, str):
+        text = value.strip()
+        path = Path(text) if len(text) < 4096 and "\n" not in text else None
+        if path is not None and path.suffix in (".yaml", ".yml", ".json"):
+            if not path.is_absolute() and base_dir:
+                path = Path(base_dir) / path
+            if not path.is_file():
+                raise SpecError(Problem("spec", f"spec file {path} does not exist",
+                                        "give an absolute path or one relative to the DAG file"))
+            return TFJobSpec.from_file(path, max_replicas=max_replicas, overrides=_flatten(overrides))
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise SpecError(Problem("spec", f"the rendered spec is not YAML/JSON: {exc}",
+                                    "check the template that produces it")) from exc
+    else:
+        data = value
+    if not isinstance(data, Mapping):
+        raise SpecError(Problem("spec", f"must be a mapping, got {type(data).__name__}",
+                                "pass a TFJobSpec, a dict, or a YAML/JSON file path"))
+    return TFJobSpec.from_dict(data, max_replicas=max_replicas, overrides=_flatten(overrides))
+
+
+def _flatten(overrides: Mapping[str, Any] | None, prefix: str = "") -> list[str]:
+    """{"worker": {"replicas": 4}} -> ["worker.replicas=4"] for apply_overrides."""
+    out: list[str] = []
+    for key, val in (overrides or {}).items():
+        if isinstance(val, Mapping) and val:
+            out += _flatten(val, f"{prefix}{key}.")
+        else:
+            out.append(f"{prefix}{key}={json.dumps(val)}")
+    return out
+
+
+def job_record(spec: TFJobSpec, names: JobNames) -> dict[str, Any]:
+    """The XCom record of one job run."""
+    return {
+        "job": names.job, "namespace": names.namespace, "service": names.service,
+        "configmap": names.configmap, "selector": names.selector,
+        "identity": dict(names.identity), "policy": JobPolicy.from_spec(spec).to_dict(),
+        "spec": spec.to_dict(), "created_at": time.time(),
+    }

@@ -1,0 +1,87 @@
+"""Teardown of a TF job: archive every replica's log tail, then delete everything of it.
+
+Why archive first: TFJob users lost the logs of failed and healthy peers at
+cleanup (kubeflow/training-operator#536, #877, #1059). Each replica's tail (and
+its previous container's, after restarts) goes into this task's log and, when
+the job has an archive directory (``archive_dir`` or a ``logs`` volume with a
+host path visible here), into ``<dir>/<job>/<pod>.log``. Then every pod,
+Service and ConfigMap with the job label is deleted, parameter servers included,
+and the task waits until they are gone: nothing of a job outlives its run.
+Idempotent: a second run finds nothing and succeeds.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowException
+
+from tfk8s_airflow.backends.kubernetes import JobClient
+
+
+class TFJobTeardownOperator(BaseOperator):
+    """Archives log tails and deletes every object of the job; always runs (a teardown task).
+
+    :param job: the job record returned by :class:`TFJobSetupOperator` (XComArg).
+    :param log_tail_lines: lines archived per replica.
+    :param archive_dir: directory for archived logs (default: the spec's ``logs`` host path).
+    :param grace_period_seconds: grace given to replicas on delete.
+    :param wait_timeout: seconds to wait for the objects to be gone.
+    """
+
+    template_fields: Sequence[str] = ("job", "archive_dir")
+    ui_color = "#f5d6d6"
+
+    def __init__(self, *, job: Any, kubernetes_conn_id: str = "kubernetes_default",
+                 log_tail_lines: int = 100, archive_dir: str | None = None,
+                 grace_period_seconds: int = 5, wait_timeout: float = 180, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.job = job
+        self.kubernetes_conn_id = kubernetes_conn_id
+        self.log_tail_lines = log_tail_lines
+        self.archive_dir = archive_dir
+        self.grace_period_seconds = grace_period_seconds
+        self.wait_timeout = wait_timeout
+
+    def _archive_root(self, record: dict[str, Any]) -> Path | None:
+        if self.archive_dir:
+            return Path(self.archive_dir)
+        for vol in record.get("spec", {}).get("volumes", []):
+            if vol.get("name") == "logs" and vol.get("host_path") and os.path.isdir(vol["host_path"]):
+                return Path(vol["host_path"])
+        return None
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        record = self.job
+        if not record:
+            self.log.info("no job record (setup did not finish): nothing to tear down")
+            return {}
+        ns, selector, job = record["namespace"], record["selector"], record["job"]
+        client = JobClient.from_conn(self.kubernetes_conn_id)
+        root = self._archive_root(record)
+        archived = []
+        for pod in sorted(client.list_pods(ns, selector), key=lambda p: p.metadata.name):
+            name = pod.metadata.name
+            text = client.log_tail(ns, name, self.log_tail_lines)
+            restarts = sum((cs.restart_count or 0) for cs in (pod.status.container_statuses or []))
+            if restarts:
+                text = (f"--- previous container (restarts: {restarts}) ---\n"
+                        + client.log_tail(ns, name, self.log_tail_lines, previous=True)
+                        + "\n--- current container ---\n" + text)
+            self.log.info("=== %s (phase %s): last %d log lines ===\n%s", name, pod.status.phase,
+                          self.log_tail_lines, text.rstrip())
+            if root is not None:
+                target = root / job / f"{name}.log"
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text, encoding="utf-8")
+                archived.append(str(target))
+        counts = client.delete_job_objects(ns, selector, self.grace_period_seconds)
+        self.log.info("deleted %s of job %s", counts, job)
+        left = client.wait_gone(ns, selector, timeout=self.wait_timeout)
+        if left:
+            raise AirflowException(f"teardown of {job}: still present after {self.wait_timeout:.0f}s: "
+                                   f"{', '.join(left)}")
+        return {"job": job, "deleted": counts, "archived": archived}

@@ -1,0 +1,4 @@
+"""Sensors of tfk8s-airflow."""
+from tfk8s_airflow.sensors.job import TFJobSensor
+
+__all__ = ["TFJobSensor"]
