@@ -1,0 +1,21 @@
+# Versions and paths of the k8s devstack component. Sourced after _common.sh.
+K8S_VERSION="${TFK8S_K8S_VERSION:-v1.36.3}"
+ETCD_VERSION="${TFK8S_ETCD_VERSION:-v3.6.16}"
+KWOK_VERSION="${TFK8S_KWOK_VERSION:-v0.8.0}"
+K8S_CACHE_DIR="$TFK8S_CACHE/k8s-$K8S_VERSION"
+K8S_BIN_DIR="$K8S_CACHE_DIR/bin"
+K8S_STATE="$TFK8S_DEVSTACK_HOME/k8s"
+
+# Loopback ports, away from the defaults so a real cluster on this machine does not clash.
+ETCD_CLIENT_PORT="${TFK8S_ETCD_CLIENT_PORT:-12379}"
+ETCD_PEER_PORT="${TFK8S_ETCD_PEER_PORT:-12380}"
+APISERVER_PORT="${TFK8S_APISERVER_PORT:-16443}"
+KCM_PORT="${TFK8S_KCM_PORT:-16457}"
+SCHEDULER_PORT="${TFK8S_SCHEDULER_PORT:-16459}"
+KWOK_PORT="${TFK8S_KWOK_PORT:-16250}"
+APISERVER_URL="https://127.0.0.1:$APISERVER_PORT"
+
+PKI="$K8S_STATE/pki"
+KUBECONFIG_ADMIN="$K8S_STATE/kubeconfig"
+# Start order; `down` stops them in reverse.
+K8S_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
