@@ -22,5 +22,30 @@ webhdfs_ok() {
     | grep -q '"FileStatus"'
 }
 
+# proc_live PID: the process exists and is not a zombie (a killed JVM whose parent is
+# gone stays a zombie until init reaps it, and kill -0 still succeeds on it).
+proc_live() {
+  kill -0 "$1" 2>/dev/null || return 1
+  [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]
+}
+hdfs_pid_alive() { [ -f "$HDFS_PIDFILE" ] && proc_live "$(cat "$HDFS_PIDFILE")"; }
+
 # hdfs_running: our minicluster JVM is alive and serving WebHDFS.
-hdfs_running() { pid_alive "$HDFS_PIDFILE" && webhdfs_ok; }
+hdfs_running() { hdfs_pid_alive && webhdfs_ok; }
+
+# hdfs_stop: stop our JVM (TERM, then KILL after 10 s). Caller holds $HDFS_HOME/lock.
+hdfs_stop() {
+  if ! hdfs_pid_alive; then rm -f "$HDFS_PIDFILE"; return 0; fi
+  local pid _
+  pid="$(cat "$HDFS_PIDFILE")"
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 1 40); do proc_live "$pid" || break; sleep 0.25; done
+  if proc_live "$pid"; then
+    log "hdfs: pid $pid ignored SIGTERM for 10s, sending SIGKILL"
+    kill -KILL "$pid" 2>/dev/null || true
+    for _ in $(seq 1 40); do proc_live "$pid" || break; sleep 0.25; done
+  fi
+  proc_live "$pid" && return 1
+  rm -f "$HDFS_PIDFILE"
+  log "hdfs: stopped (pid $pid)"
+}
