@@ -20,15 +20,25 @@ proc_live() {
   kill -0 "$1" 2>/dev/null || return 1
   [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]
 }
-glusterd_pid_alive() { [ -f "$GLUSTERD_PIDFILE" ] && proc_live "$(cat "$GLUSTERD_PIDFILE")"; }
+# glusterd_pid_alive: the pid file names a live glusterd (not a reused pid).
+glusterd_pid_alive() {
+  [ -f "$GLUSTERD_PIDFILE" ] && proc_live "$(cat "$GLUSTERD_PIDFILE")" \
+    && [ "$(cat "/proc/$(cat "$GLUSTERD_PIDFILE")/comm" 2>/dev/null)" = glusterd ]
+}
 
 glusterd_ok() { GCLI_TIMEOUT=10 gcli volume list >/dev/null 2>&1; }
-volume_started() { gcli volume info "$GLUSTER_VOLUME" 2>/dev/null | grep -q '^Status: Started'; }
-brick_online() { gcli volume status "$GLUSTER_VOLUME" --xml 2>/dev/null | grep -q '<status>1</status>'; }
+# (Outputs are captured, not piped into grep -q: with pipefail an early grep exit can turn
+# a match into a failure through SIGPIPE.)
+volume_started() {
+  local out; out="$(gcli volume info "$GLUSTER_VOLUME" 2>/dev/null)" && grep -q '^Status: Started' <<<"$out"
+}
+brick_online() {
+  local out; out="$(gcli volume status "$GLUSTER_VOLUME" --xml 2>/dev/null)" && grep -q '<status>1</status>' <<<"$out"
+}
 # mounted_here: our volume is FUSE-mounted at the mount point (reads /proc only: never hangs).
 mounted_here() {
-  findmnt -n -M "$GLUSTER_MOUNT" -o SOURCE,FSTYPE 2>/dev/null \
-    | grep -q "^$GLUSTER_HOST:/$GLUSTER_VOLUME *fuse.glusterfs"
+  local out; out="$(findmnt -n -M "$GLUSTER_MOUNT" -o SOURCE,FSTYPE 2>/dev/null)" \
+    && grep -q "^$GLUSTER_HOST:/$GLUSTER_VOLUME *fuse.glusterfs" <<<"$out"
 }
 mount_ok() { mounted_here && timeout 5 stat -f "$GLUSTER_MOUNT" >/dev/null 2>&1 && timeout 5 ls "$GLUSTER_MOUNT" >/dev/null 2>&1; }
 gluster_running() { glusterd_ok && volume_started && brick_online && mount_ok; }

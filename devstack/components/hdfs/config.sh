@@ -17,9 +17,12 @@ HDFS_DETAILS="$HDFS_HOME/details.json"
 HDFS_START_TIMEOUT="${TFK8S_HDFS_START_TIMEOUT:-120}"
 
 # webhdfs_ok: the NameNode answers WebHDFS (any JSON FileStatus of /).
+# (Output is captured, not piped into grep -q: with pipefail an early grep exit can
+# turn a match into a failure through SIGPIPE.)
 webhdfs_ok() {
-  curl -sf --max-time 3 "$HDFS_URL/webhdfs/v1/?op=GETFILESTATUS&user.name=$HDFS_SUPERUSER" \
-    | grep -q '"FileStatus"'
+  local out
+  out="$(curl -sf --max-time 3 "$HDFS_URL/webhdfs/v1/?op=GETFILESTATUS&user.name=$HDFS_SUPERUSER")" \
+    && [[ "$out" == *'"FileStatus"'* ]]
 }
 
 # proc_live PID: the process exists and is not a zombie (a killed JVM whose parent is
@@ -28,7 +31,11 @@ proc_live() {
   kill -0 "$1" 2>/dev/null || return 1
   [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]
 }
-hdfs_pid_alive() { [ -f "$HDFS_PIDFILE" ] && proc_live "$(cat "$HDFS_PIDFILE")"; }
+# hdfs_pid_alive: the pid file names a live minicluster JVM (not a reused pid).
+hdfs_pid_alive() {
+  [ -f "$HDFS_PIDFILE" ] && proc_live "$(cat "$HDFS_PIDFILE")" \
+    && grep -qa MiniHadoopClusterManager "/proc/$(cat "$HDFS_PIDFILE")/cmdline" 2>/dev/null
+}
 
 # hdfs_running: our minicluster JVM is alive and serving WebHDFS.
 hdfs_running() { hdfs_pid_alive && webhdfs_ok; }
