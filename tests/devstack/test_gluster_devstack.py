@@ -47,3 +47,17 @@ def test_rename_publishes_atomically(gluster_volume, gluster_dir):
     assert final.read_bytes() == b"complete"
     assert gluster_volume.brick_path(final).read_bytes() == b"complete"
     assert not gluster_volume.brick_path(partial).exists()
+
+
+def test_env_exports_and_fast_idempotent_up(gluster_volume):
+    import time
+
+    from tests.fixtures.data import DEVSTACK
+
+    out = subprocess.run([str(DEVSTACK / "env"), "gluster"], check=True, capture_output=True,
+                         text=True, timeout=60).stdout
+    assert f"export TFK8S_GLUSTER_MOUNT={gluster_volume.mount}" in out.splitlines()
+    assert f"export TFK8S_GLUSTER_BRICK={gluster_volume.brick}" in out.splitlines()
+    started = time.monotonic()
+    subprocess.run([str(DEVSTACK / "up"), "gluster"], check=True, capture_output=True, timeout=60)
+    assert time.monotonic() - started < 5

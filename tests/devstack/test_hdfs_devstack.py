@@ -102,3 +102,18 @@ def test_namenode_can_be_stopped_and_restarted(hdfs_server, hdfs_dir):
     assert time.monotonic() - started < 90
     with client.read(f"{hdfs_dir}/kept.bin") as reader:
         assert reader.read() == b"survives a restart"
+
+
+def test_env_exports_and_fast_idempotent_up(hdfs_server):
+    import json
+    import subprocess
+
+    from tests.fixtures.data import DEVSTACK
+
+    conn = json.loads(os.environ["AIRFLOW_CONN_WEBHDFS_DEFAULT"])
+    assert conn == {"conn_type": "webhdfs", "host": "127.0.0.1",
+                    "port": urlparse(hdfs_server.url).port, "login": hdfs_server.user}
+    assert os.environ["TFK8S_WEBHDFS_URL"] == hdfs_server.url
+    started = time.monotonic()
+    subprocess.run([str(DEVSTACK / "up"), "hdfs"], check=True, capture_output=True, timeout=60)
+    assert time.monotonic() - started < 5
