@@ -15,6 +15,8 @@ Why it is written this way:
 * The PS starts its server and blocks in ``join()``: a PS never exits by itself, the
   orchestrator ends it. Workers start their own server *before* waiting for the PS, and
   wait only for the PS (not for other workers, which may already be done).
+* A non-chief worker polls (every 0.5 s, bounded by ``--peer-timeout``) until the chief
+  has initialised the variables, instead of the session manager's fixed 30 s sleeps.
 * After training the chief exports a SavedModel from its final checkpoint (see
   :mod:`.export`) and writes ``metrics.json``.
 """
@@ -29,6 +31,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfk8s_airflow import runtime
+from tfk8s_airflow.exceptions import PeerTimeoutError
 from tfk8s_airflow.trainer import data, export
 from tfk8s_airflow.trainer import model as mdl
 from tfk8s_airflow.trainer.state import RunRecorder
@@ -58,7 +61,29 @@ def _build_graph(cfg: runtime.TFConfig, features: int, args: argparse.Namespace)
         loss = mdl.loss(mdl.logits(x, weights), y)
         train_op = v1.train.GradientDescentOptimizer(args.learning_rate).minimize(
             loss, global_step=global_step)
-    return {"global_step": global_step, "x": x, "y": y, "loss": loss, "train_op": train_op}
+    uninitialized = v1.report_uninitialized_variables(v1.global_variables())
+    return {"global_step": global_step, "x": x, "y": y, "loss": loss, "train_op": train_op,
+            "uninitialized": uninitialized}
+
+
+def _wait_for_chief_init(target: str, config: object, uninitialized: tf.Tensor,
+                         timeout_s: float) -> None:
+    """Poll until the chief has initialised (or restored) the variables on the PS.
+
+    A non-chief ``MonitoredTrainingSession`` checks this itself but sleeps 30 s between
+    checks, which would idle a worker for most of a short job.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with v1.Session(target, config=config) as sess:
+            missing = sess.run(uninitialized)
+        if missing.size == 0:
+            return
+        if time.monotonic() > deadline:
+            raise PeerTimeoutError(
+                f"the chief did not initialise the model within {timeout_s:.0f}s "
+                f"(still uninitialised: {', '.join(m.decode() for m in missing[:5])})")
+        time.sleep(0.5)
 
 
 def train(cfg: runtime.TFConfig, args: argparse.Namespace) -> dict | None:
@@ -75,12 +100,16 @@ def train(cfg: runtime.TFConfig, args: argparse.Namespace) -> dict | None:
     with tf.Graph().as_default():
         g = _build_graph(cfg, xs.shape[1], args)
         hooks = [v1.train.StopAtStepHook(last_step=args.steps)]
+        session_config = runtime.tf1_session_config(cfg.task_type, cfg.task_index)
+        if not cfg.is_chief:
+            _wait_for_chief_init(server.target, session_config, g["uninitialized"],
+                                 args.peer_timeout)
         with v1.train.MonitoredTrainingSession(
             master=server.target, is_chief=cfg.is_chief,
             checkpoint_dir=args.model_dir if cfg.is_chief else None,
             save_checkpoint_steps=args.checkpoint_every if cfg.is_chief else None,
             save_summaries_steps=None, save_summaries_secs=None, log_step_count_steps=None,
-            hooks=hooks, config=runtime.tf1_session_config(cfg.task_type, cfg.task_index),
+            hooks=hooks, config=session_config,
         ) as sess:
             step = start_step = int(sess.run(g["global_step"]))
             log.info("%s starts at global step %d", cfg.task_key, start_step)
@@ -96,13 +125,17 @@ def train(cfg: runtime.TFConfig, args: argparse.Namespace) -> dict | None:
                     recorder.progress(step, loss)
                 if args.step_delay:
                     time.sleep(args.step_delay)
-    recorder.finished(int(step), float(loss), local_steps=local_steps)
-    log.info("%s done at global step %d (ran %d steps, loss %.4f)", cfg.task_key, step,
+    final_step = int(step)  # as fetched with the last train op: may lag by one
+    weights = None
+    if cfg.is_chief:
+        # MonitoredTrainingSession saved a final checkpoint on close; export from it.
+        weights, final_step = export.weights_from_checkpoint(
+            export.latest_checkpoint(args.model_dir))
+    recorder.finished(final_step, float(loss), local_steps=local_steps)
+    log.info("%s done at global step %d (ran %d steps, loss %.4f)", cfg.task_key, final_step,
              local_steps, loss)
-    if not cfg.is_chief:
+    if weights is None:
         return None
-    # MonitoredTrainingSession saved a final checkpoint on close; export from it.
-    weights, ckpt_step = export.weights_from_checkpoint(export.latest_checkpoint(args.model_dir))
-    export.export_saved_model(weights, ckpt_step, args.model_dir)
-    return {"mode": "tf1", "final_step": ckpt_step, "start_step": start_step,
+    export.export_saved_model(weights, final_step, args.model_dir)
+    return {"mode": "tf1", "final_step": final_step, "start_step": start_step,
             "loss": float(loss), "local_steps": local_steps}

@@ -1,0 +1,121 @@
+"""Run a distributed TF job as local processes on 127.0.0.1, one per replica.
+
+Why: the trainer's contract with its pods is TF_CONFIG + env + exit codes, and that can be
+exercised for real without Kubernetes: each replica is a subprocess with the TF_CONFIG a
+pod would get (127.0.0.1 and a free port instead of the Service's DNS name). PS and TF2
+worker processes never exit by themselves, so :meth:`LocalJob.stop` kills every process
+it started; tests call it in ``finally``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def tf_config(cluster: dict[str, list[str]], role: str, index: int) -> str:
+    return json.dumps({"cluster": cluster, "task": {"type": role, "index": index},
+                       "environment": "cloud"})
+
+
+class LocalJob:
+    """Replicas of one job; ``command`` is the argv every replica runs (like a pod spec)."""
+
+    def __init__(self, workdir: Path, roles: dict[str, int], command: Sequence[str],
+                 env: dict[str, str] | None = None, hidden_roles: Sequence[str] = ("evaluator",)):
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.roles = roles
+        self.command = list(command)
+        self.env = env or {}
+        self.cluster = {r: [f"127.0.0.1:{free_port()}" for _ in range(n)]
+                        for r, n in roles.items() if n}
+        # The evaluator is hidden from the other replicas' cluster (it serves nothing).
+        self.visible = {r: h for r, h in self.cluster.items() if r not in hidden_roles}
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.starts: dict[str, int] = {}
+
+    def keys(self) -> list[str]:
+        return [f"{r}-{i}" for r, n in self.roles.items() for i in range(n)]
+
+    def log_path(self, key: str) -> Path:
+        return self.workdir / f"{key}.{self.starts.get(key, 1)}.log"
+
+    def start(self, key: str, extra_args: Sequence[str] = ()) -> subprocess.Popen:
+        role, index = key.rsplit("-", 1)
+        cluster = self.cluster if role in ("evaluator",) else self.visible
+        env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2",
+                   PYTHONUNBUFFERED="1", TF_CONFIG=tf_config(cluster, role, int(index)),
+                   TFK8S_JOB_NAME="local", TFK8S_ROLE=role, TFK8S_INDEX=index)
+        env.update(self.env)
+        self.starts[key] = self.starts.get(key, 0) + 1
+        log = open(self.log_path(key), "w")  # noqa: SIM115 - owned by the process
+        proc = subprocess.Popen([*self.command, *extra_args], env=env, stdout=log,
+                                stderr=subprocess.STDOUT, cwd=self.workdir)
+        log.close()
+        self.procs[key] = proc
+        return proc
+
+    def start_all(self) -> None:
+        for key in self.keys():
+            self.start(key)
+
+    def kill(self, key: str) -> None:
+        proc = self.procs[key]
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+
+    def wait(self, key: str, timeout: float) -> int:
+        try:
+            return self.procs[key].wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"{key} did not finish in {timeout}s; log:\n{self.log(key)}") from None
+
+    def log(self, key: str, tail: int = 4000) -> str:
+        try:
+            return self.log_path(key).read_text(errors="replace")[-tail:]
+        except FileNotFoundError:
+            return ""
+
+    def logs(self) -> str:
+        return "\n".join(f"===== {k}\n{self.log(k, 2500)}" for k in self.procs)
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, what: str,
+               on_fail: Callable[[], str] = lambda: "") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{on_fail()}")
+
+
+def trainer_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "tfk8s_airflow.trainer", *args]
