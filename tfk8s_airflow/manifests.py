@@ -151,7 +151,7 @@ def plan_replicas(spec: TFJobSpec, names: JobNames, shards: Mapping[str, Sequenc
                 role=rs.role, index=i, pod_name=naming.pod_name(names.job, rs.role, i),
                 hostname=hostname, image=rs.image, image_pull_policy=spec.image_pull_policy,
                 command=command, args=args, env=env, tf_config=tf_config, labels=labels,
-                annotations=dict(spec.annotations), resources=resources,
+                annotations=dict(rs.annotations), resources=resources,
                 restart_policy=rs.pod_restart_policy, node_selector=dict(rs.node_selector),
                 tolerations=[dict(t) for t in rs.tolerations], volumes=volumes,
                 volume_mounts=mounts, init_containers=_init_containers(spec, rs.image),

@@ -40,7 +40,7 @@ _TOP_KEYS = {
 }
 _ROLE_KEYS = {
     "replicas", "image", "command", "args", "env", "resources", "node_selector",
-    "tolerations", "restart_policy", "tracked",
+    "tolerations", "restart_policy", "tracked", "annotations",
 }
 _VOLUME_KEYS = {"name", "mount_path", "host_path", "pvc", "read_only", "sub_path"}
 _CODE_KEYS = {"uri", "entrypoint", "sha256", "image", "mount_path"}
@@ -111,6 +111,7 @@ class RoleSpec:
     tolerations: tuple[Mapping[str, Any], ...]
     restart_policy: str
     tracked: bool
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def pod_restart_policy(self) -> str:
@@ -235,6 +236,9 @@ class TFJobSpec:
                 block["node_selector"] = dict(rs.node_selector)
             if rs.tolerations:
                 block["tolerations"] = [dict(t) for t in rs.tolerations]
+            extra_ann = {k: val for k, val in rs.annotations.items() if self.annotations.get(k) != val}
+            if extra_ann:
+                block["annotations"] = extra_ann
             out[role] = block
         return out
 
@@ -426,7 +430,7 @@ class _Parser:
                          f"write {role}: {{replicas: 1}}")
                 continue
             roles[role] = self._role(role, block, image, command, args, env, resources,
-                                     node_selector, tolerations, restart)
+                                     node_selector, tolerations, restart, annotations)
         self._check_roles(roles, success, hide_evaluator, image)
         if self.problems:
             raise SpecError(self.problems)
@@ -509,12 +513,12 @@ class _Parser:
             out[lk] = lv
         return out
 
-    def _annotations(self, d: Mapping[str, Any]) -> dict[str, str]:
-        raw = self._map(d, "annotations", "annotations")
+    def _annotations(self, d: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+        raw = self._map(d, "annotations", prefix + "annotations")
         out: dict[str, str] = {}
         for ak, av in raw.items():
             ak = str(ak)
-            self.problems += v.check_label_key(ak, f"annotations.{ak}")
+            self.problems += v.check_label_key(ak, f"{prefix}annotations.{ak}")
             out[ak] = "" if av is None else str(av)
         if sum(len(k) + len(x) for k, x in out.items()) > 256 * 1024:
             self.add("annotations", "total size exceeds 256 KiB", "move large data to a ConfigMap or volume")
@@ -637,7 +641,7 @@ class _Parser:
     def _role(self, role: str, block: Mapping[str, Any], image: str, command: tuple[str, ...] | None,
               args: tuple[str, ...], env: dict[str, str], resources: dict[str, str],
               node_selector: dict[str, str], tolerations: tuple[Mapping[str, Any], ...],
-              restart: str) -> RoleSpec:
+              restart: str, annotations: dict[str, str]) -> RoleSpec:
         p = f"{role}."
         self._unknown(block, _ROLE_KEYS, p)
         replicas = self._int(block, "replicas", p + "replicas", 1 if role != "ps" else 0)
@@ -658,7 +662,8 @@ class _Parser:
         if role == "ps" and tracked:
             self.add(p + "tracked", "parameter servers never exit, so they cannot be tracked",
                      "remove tracked from ps")
-        return RoleSpec(role=role, replicas=replicas, image=r_image,
+        r_annotations = {**annotations, **self._annotations(block, p)}
+        return RoleSpec(role=role, replicas=replicas, image=r_image, annotations=_frozen_map(r_annotations),
                         command=r_command if r_command is not None else command,
                         args=r_args if r_args is not None else args,
                         env=_frozen_map(r_env), resources=_frozen_map(r_res),

@@ -1,12 +1,12 @@
 """``tf_job()``: one call in a DAG gives the whole distributed TensorFlow job.
 
 Why a task group of ordinary tasks: each replica is visible in the grid as a
-mapped KubernetesPodOperator task; the replica counts may come from the UI form
+mapped KubernetesPodOperator task instance labelled by its hostname; the replica counts may come from the UI form
 at run time, so the launch tasks map over the setup task's output (dynamic task
 mapping) instead of being fixed at parse time. Teardown is the setup's teardown,
 so Airflow runs it after failures and user kills, and clears it with the setup.
 
-    setup ─► launch_chief/launch_evaluator/launch_ps/launch_worker (mapped) ─► wait ─► teardown
+    setup ─► launch (mapped: chief-0, evaluator-0, ps-0.., worker-0..) ─► wait ─► teardown
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from tfk8s_airflow.operators.replica import TFReplicaPodOperator
 from tfk8s_airflow.operators.setup import TFJobSetupOperator
 from tfk8s_airflow.operators.teardown import TFJobTeardownOperator
 from tfk8s_airflow.sensors.job import TFJobSensor
-from tfk8s_airflow.spec import ROLES
 
 
 def tf_job(group_id: str = "train", *, spec: Any, shards: Any = None,
@@ -41,23 +40,21 @@ def tf_job(group_id: str = "train", *, spec: Any, shards: Any = None,
             task_id="setup", spec=spec, shards=shards, overrides=overrides,
             kubernetes_conn_id=kubernetes_conn_id, max_replicas=max_replicas,
             check_quota=check_quota, retries=setup_retries)
-        launches = [
-            TFReplicaPodOperator.partial(
-                task_id=f"launch_{role}", kubernetes_conn_id=kubernetes_conn_id, retries=2,
-                **dict(launch_kwargs or {}),
-            ).expand_kwargs(setup.output[role])
-            for role in ROLES
-        ]
+        launch = TFReplicaPodOperator.partial(
+            task_id="launch", kubernetes_conn_id=kubernetes_conn_id, retries=2,
+            map_index_template="{{ task.pod_template_dict['spec']['hostname'] }}",
+            **dict(launch_kwargs or {}),
+        ).expand_kwargs(setup.output)
         sensor_args: dict[str, Any] = {}
         if sensor_timeout is not None:
             sensor_args["timeout"] = sensor_timeout
         wait = TFJobSensor(
-            task_id="wait", job=setup.output, kubernetes_conn_id=kubernetes_conn_id,
+            task_id="wait", job=setup.output["job"], kubernetes_conn_id=kubernetes_conn_id,
             poll_interval=poll_interval, deferrable=deferrable, log_tail_lines=log_tail_lines,
-            trigger_rule="none_failed", **sensor_args)
+            **sensor_args)
         teardown = TFJobTeardownOperator(
-            task_id="teardown", job=setup.output, kubernetes_conn_id=kubernetes_conn_id,
+            task_id="teardown", job=setup.output["job"], kubernetes_conn_id=kubernetes_conn_id,
             log_tail_lines=log_tail_lines, archive_dir=archive_dir)
-        setup >> launches >> wait >> teardown
+        setup >> launch >> wait >> teardown
         teardown.as_teardown(setups=setup)
     return group

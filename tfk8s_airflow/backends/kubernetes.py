@@ -78,9 +78,10 @@ class JobClient:
     def log_tail(self, namespace: str, pod: str, lines: int = 50, previous: bool = False) -> str:
         """The last lines of a replica's log; '' when the node serves no logs."""
         try:
-            return self.core.read_namespaced_pod_log(
+            text = self.core.read_namespaced_pod_log(
                 name=pod, namespace=namespace, container=CONTAINER_NAME, tail_lines=lines,
-                previous=previous, _request_timeout=30) or ""
+                previous=previous, _request_timeout=30, _preload_content=False).data
+            return text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text or "")
         except ApiException as exc:
             return f"<log unavailable: HTTP {exc.status} {exc.reason}>"
         except Exception as exc:  # noqa: BLE001 - a log tail must never fail teardown

@@ -21,15 +21,12 @@ from tfk8s_airflow.exceptions import PermanentError, QuotaExceededError
 from tfk8s_airflow.jobinfo import as_spec_input, job_record, resolve_spec
 from tfk8s_airflow.manifests import (JobNames, configmap_manifest, plan_replicas, pod_manifest,
                                      service_manifest)
-from tfk8s_airflow.spec import ROLES
 
 
-def launch_kwargs(spec, names: JobNames, shards) -> dict[str, list[dict[str, Any]]]:
-    """Per role, one KubernetesPodOperator kwargs dict per replica (for expand_kwargs)."""
-    out: dict[str, list[dict[str, Any]]] = {role: [] for role in ROLES}
-    for replica in plan_replicas(spec, names, shards):
-        out[replica.role].append({"pod_template_dict": pod_manifest(spec, names, replica)})
-    return out
+def launch_kwargs(spec, names: JobNames, shards) -> list[dict[str, Any]]:
+    """One KubernetesPodOperator kwargs dict per replica, in TF_CONFIG order (for expand_kwargs)."""
+    return [{"pod_template_dict": pod_manifest(spec, names, replica)}
+            for replica in plan_replicas(spec, names, shards)]
 
 
 def normalize_shards(shards: Any) -> Mapping[str, Sequence[str]] | None:
@@ -47,8 +44,8 @@ def normalize_shards(shards: Any) -> Mapping[str, Sequence[str]] | None:
 class TFJobSetupOperator(BaseOperator):
     """Validates the spec and creates the job's headless Service and shard ConfigMap.
 
-    Pushes XCom keys ``chief``, ``evaluator``, ``ps``, ``worker`` (launch kwargs
-    per replica) and returns the job record (names, policy, spec).
+    Returns the launch kwargs of every replica (the launch task maps over them)
+    and pushes the job record (names, policy, spec) under the XCom key ``job``.
 
     :param spec: TFJobSpec, dict (templated), or a YAML/JSON path or text.
     :param shards: shard assignments ``{"worker-0": [...]}`` or a staging task's output.
@@ -73,7 +70,7 @@ class TFJobSetupOperator(BaseOperator):
         self.max_replicas = max_replicas
         self.check_quota = check_quota
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def execute(self, context: Any) -> list[dict[str, Any]]:
         dag = context["dag"]
         base_dir = os.path.dirname(dag.fileloc) if getattr(dag, "fileloc", None) else None
         try:
@@ -110,9 +107,7 @@ class TFJobSetupOperator(BaseOperator):
             if created:  # leave nothing half-made behind
                 client.delete_job_objects(names.namespace, names.selector)
             raise
-        ti = context["ti"]
-        for role, kwargs in launch_kwargs(spec, names, shards).items():
-            ti.xcom_push(key=role, value=kwargs)
         record = job_record(spec, names)
         record["shards"] = bool(shards)
-        return record
+        context["ti"].xcom_push(key="job", value=record)
+        return launch_kwargs(spec, names, shards)

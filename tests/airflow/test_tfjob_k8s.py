@@ -1,0 +1,278 @@
+"""The TF job task group through dag.test(), against the devstack API server with KWOK nodes.
+
+Pods are simulated by KWOK (see devstack/components/k8s/README.md): the API server,
+scheduler, quota admission and garbage collection are real.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.k8s, pytest.mark.airflow]
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests" / "dags"))
+
+
+class PodRecorder:
+    """Records every pod seen in a namespace while a DAG runs (pods are gone after teardown)."""
+
+    def __init__(self, core, namespace: str, interval: float = 0.2):
+        self.core, self.namespace, self.interval = core, namespace, interval
+        self.pods: dict[str, object] = {}
+        self.max_live = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            try:
+                items = self.core.list_namespaced_pod(self.namespace).items
+                self.max_live = max(self.max_live, len(items))
+                for p in items:
+                    self.pods[p.metadata.name] = p
+            except Exception:  # noqa: BLE001 - namespace may be terminating at the end
+                pass
+            self._stop.wait(self.interval)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(5)
+
+
+def run_dag(dag_id: str, namespace: str, **conf):
+    import tfk8s_scenarios
+    dag = getattr(tfk8s_scenarios, dag_id) if hasattr(tfk8s_scenarios, dag_id) else None
+    if dag is None:
+        dag = next(d for d in vars(tfk8s_scenarios).values() if getattr(d, "dag_id", None) == dag_id)
+    return dag.test(run_conf={"namespace": namespace, **conf})
+
+
+def states(dr):
+    return {(ti.task_id, ti.map_index): ti.state for ti in dr.get_task_instances()}
+
+
+def xcom(dr, task_id, key="return_value"):
+    ti = next(t for t in dr.get_task_instances() if t.task_id == task_id)
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    with create_session() as session:
+        row = session.query(XComModel).filter_by(dag_id=dr.dag_id, run_id=dr.run_id, task_id=task_id,
+                                                 key=key, map_index=ti.map_index).first()
+        if row is None:
+            return None
+        value = row.value
+        return json.loads(value) if isinstance(value, str) else value
+
+
+def leftovers(core, namespace):
+    return ([p.metadata.name for p in core.list_namespaced_pod(namespace).items]
+            + [s.metadata.name for s in core.list_namespaced_service(namespace).items]
+            + [c.metadata.name for c in core.list_namespaced_config_map(namespace).items
+               if c.metadata.name != "kube-root-ca.crt"])
+
+
+def env_of(pod):
+    return {e.name: e.value for e in pod.spec.containers[0].env}
+
+
+def test_ps_and_workers_succeed_and_leave_nothing(k8s_cluster, k8s_namespace, airflow_db):
+    core = k8s_cluster.core_v1
+    with PodRecorder(core, k8s_namespace) as rec:
+        dr = run_dag("tfk8s_t_ps_workers", k8s_namespace)
+    st = states(dr)
+    assert dr.state == "success", st
+    assert st[("evaluate", -1)] == "success" and st[("train.teardown", -1)] == "success"
+    pods = {p.spec.hostname: p for p in rec.pods.values()}
+    assert set(pods) == {"ps-0", "worker-0", "worker-1"}
+    job = pods["ps-0"].metadata.labels["tfk8s.io/job"]
+    for host, p in pods.items():
+        role, index = host.split("-")
+        assert p.metadata.name == f"{job}-{host}"
+        assert p.spec.subdomain == job and p.spec.hostname == host
+        assert p.metadata.labels["tfk8s.io/role"] == role and p.metadata.labels["tfk8s.io/index"] == index
+        assert p.spec.containers[0].name == "tensorflow"
+        tf_config = json.loads(env_of(p)["TF_CONFIG"])
+        assert tf_config["task"] == {"type": role, "index": int(index)}
+        assert tf_config["environment"] == "cloud"
+        assert tf_config["cluster"] == {
+            "ps": [f"ps-0.{job}.{k8s_namespace}.svc:2222"],
+            "worker": [f"worker-0.{job}.{k8s_namespace}.svc:2222", f"worker-1.{job}.{k8s_namespace}.svc:2222"]}
+    assert pods["worker-0"].spec.restart_policy == "OnFailure" and pods["ps-0"].spec.restart_policy == "Never"
+    summary = xcom(dr, "train.wait", "summary")
+    assert summary["state"] == "succeeded"
+    # The PS task did not wait for the PS to exit: it was still running when the job succeeded.
+    assert summary["replicas"]["ps-0"]["phase"] == "Running"
+    assert summary["replicas"]["worker-0"]["exit_code"] == 0
+    assert leftovers(core, k8s_namespace) == []
+
+
+def test_tf2_layout_chief_decides_and_teardown_removes_servers(k8s_cluster, k8s_namespace, airflow_db):
+    core = k8s_cluster.core_v1
+    dr = run_dag("tfk8s_t_tf2", k8s_namespace)
+    assert dr.state == "success", states(dr)
+    summary = xcom(dr, "train.wait", "summary")
+    assert summary["replicas"]["chief-0"]["phase"] == "Succeeded"
+    assert summary["replicas"]["worker-1"]["phase"] == "Running"
+    assert summary["replicas"]["ps-0"]["phase"] == "Running"
+    assert xcom(dr, "train.teardown")["deleted"]["pods"] == 4
+    assert leftovers(core, k8s_namespace) == []
+
+
+def test_worker_failure_fails_the_job_and_blocks_evaluation(k8s_cluster, k8s_namespace, airflow_db):
+    dr = run_dag("tfk8s_t_worker_fails", k8s_namespace)
+    st = states(dr)
+    assert dr.state == "failed"
+    assert st[("train.wait", -1)] == "failed"
+    assert st[("evaluate", -1)] == "upstream_failed"
+    assert st[("train.teardown", -1)] == "success"
+    summary = xcom(dr, "train.wait", "summary")
+    assert "exit code 1" in summary["reason"] and "worker-" in summary["reason"]
+    assert leftovers(k8s_cluster.core_v1, k8s_namespace) == []
+
+
+def test_unschedulable_gpu_request_fails_within_schedule_timeout(k8s_cluster, k8s_namespace, airflow_db):
+    t0 = time.monotonic()
+    dr = run_dag("tfk8s_t_gpu_unschedulable", k8s_namespace)
+    elapsed = time.monotonic() - t0
+    assert dr.state == "failed"
+    reason = xcom(dr, "train.wait", "summary")["reason"]
+    assert "Unschedulable" in reason and "nvidia.com/gpu" in reason
+    assert elapsed < 4 + 45, elapsed  # schedule_timeout 4 s, plus Airflow's own overhead
+    assert leftovers(k8s_cluster.core_v1, k8s_namespace) == []
+
+
+def test_image_pull_failure_is_reported_fast(k8s_cluster, k8s_namespace, airflow_db):
+    dr = run_dag("tfk8s_t_image_pull", k8s_namespace)
+    assert dr.state == "failed"
+    reason = xcom(dr, "train.wait", "summary")["reason"]
+    assert "cannot pull its image" in reason and ("ImagePullBackOff" in reason or "ErrImagePull" in reason)
+    assert leftovers(k8s_cluster.core_v1, k8s_namespace) == []
+
+
+def test_restart_budget_exceeded(k8s_cluster, k8s_namespace, airflow_db):
+    dr = run_dag("tfk8s_t_restarts", k8s_namespace)
+    assert dr.state == "failed"
+    reason = xcom(dr, "train.wait", "summary")["reason"]
+    assert "restarted 2 times, more than max_restarts 1" in reason and "last exit code 3" in reason
+
+
+def test_quota_exceeded_fails_before_any_pod(k8s_cluster, k8s_namespace, airflow_db):
+    core = k8s_cluster.core_v1
+    core.create_namespaced_resource_quota(k8s_namespace, {
+        "metadata": {"name": "team-quota"}, "spec": {"hard": {"requests.cpu": "8", "pods": "20"}}})
+    from tests.fixtures.k8s import wait_for
+    wait_for(lambda: (core.read_namespaced_resource_quota("team-quota", k8s_namespace).status.hard or {}),
+             30, "quota status")
+    with PodRecorder(core, k8s_namespace) as rec:
+        dr = run_dag("tfk8s_t_quota", k8s_namespace)
+    st = states(dr)
+    assert dr.state == "failed" and st[("train.setup", -1)] == "failed"
+    assert rec.pods == {} and leftovers(core, k8s_namespace) == []
+    ti = next(t for t in dr.get_task_instances() if t.task_id == "train.setup")
+    assert ti.try_number == 1  # permanent: not retried
+
+
+@pytest.mark.parametrize("spec,field", [
+    ({"name": "bad", "image": "tfk8s/trainer:0.1", "worker": {"replicas": 0}}, "worker.replicas"),
+    ({"name": "bad", "image": "tfk8s/trainer:0.1", "worker": 1, "namespace": "Not_A_Label"}, "namespace"),
+    ({"name": "bad", "image": "tfk8s/Trainer::0.1", "worker": 1}, "image"),
+    ({"name": "bad", "image": "tfk8s/trainer:0.1", "workers": 2}, "workers"),
+])
+def test_bad_specs_fail_before_anything_exists(k8s_cluster, k8s_namespace, airflow_db, spec, field):
+    core = k8s_cluster.core_v1
+    spec = {"namespace": k8s_namespace, **spec}
+    with PodRecorder(core, k8s_namespace) as rec:
+        dr = run_dag("tfk8s_t_from_conf", k8s_namespace, spec=spec)
+    st = states(dr)
+    assert dr.state == "failed" and st[("train.setup", -1)] == "failed"
+    ti = next(t for t in dr.get_task_instances() if t.task_id == "train.setup")
+    assert ti.try_number == 1  # AirflowFailException: no retry of a spec error
+    assert rec.pods == {} and leftovers(core, k8s_namespace) == []
+
+
+def test_spec_from_conf_runs(k8s_cluster, k8s_namespace, airflow_db):
+    spec = {"name": "conf", "namespace": k8s_namespace, "image": "tfk8s/trainer:0.1",
+            "node_selector": {"type": "kwok"}, "ps": 1,
+            "worker": {"replicas": 3, "annotations": {"tfk8s.io/sim-duration": "1s"}}}
+    dr = run_dag("tfk8s_t_from_conf", k8s_namespace, spec=spec)
+    assert dr.state == "success", states(dr)
+    assert sum(1 for (task, _), s in states(dr).items() if task == "train.launch") == 4
+
+
+def _run_in_subprocess(dag_id, namespace, logical_date, home):
+    env = os.environ.copy()
+    env["TFK8S_TEST_AIRFLOW_HOME"] = str(home)
+    env["AIRFLOW_HOME"] = str(home)
+    env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{home}/airflow.db"
+    code = (
+        "import sys, json; sys.path.insert(0, %r); sys.path.insert(0, %r)\n"
+        "import tests.fixtures.airflow, subprocess\n"
+        "subprocess.run([sys.executable.replace('python', 'airflow'), 'db', 'migrate'], check=True, capture_output=True)\n"
+        "import pendulum, tfk8s_scenarios as s\n"
+        "dr = s.%s.test(logical_date=pendulum.parse(%r), run_conf={'namespace': %r})\n"
+        "print('RESULT', json.dumps({'state': str(dr.state), 'run_id': dr.run_id}))\n"
+    ) % (str(REPO), str(REPO / "tests" / "dags"), dag_id, logical_date, namespace)
+    return subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def test_two_runs_at_once_never_share_objects(k8s_cluster, k8s_namespace, tmp_path):
+    core = k8s_cluster.core_v1
+    with PodRecorder(core, k8s_namespace, interval=0.1) as rec:
+        procs = [_run_in_subprocess("ps_workers", k8s_namespace, date, tmp_path / name)
+                 for name, date in (("a", "2026-01-01T00:00:00+00:00"), ("b", "2026-01-02T00:00:00+00:00"))]
+        outs = [p.communicate(timeout=300)[0] for p in procs]
+    results = [json.loads(o.split("RESULT", 1)[1]) for o in outs if "RESULT" in o]
+    assert len(results) == 2, "\n".join(o[-3000:] for o in outs)
+    assert all(r["state"] == "success" for r in results), results
+    jobs = {p.metadata.labels["tfk8s.io/job"] for p in rec.pods.values()}
+    assert len(jobs) == 2  # one job per run, names derived from each run id
+    assert len(rec.pods) == 6  # 2 x (1 PS + 2 workers), no shared or duplicate pod
+    assert leftovers(core, k8s_namespace) == []
+
+
+def test_retry_of_a_launch_reuses_its_pod(k8s_cluster, k8s_namespace):
+    """A second try of the same replica's launch finds its pod by the task's labels.
+
+    The Airflow task context is a stand-in here (the API server and the provider's
+    pod lookup are real): dag.test() cannot retry one mapped task in place.
+    """
+    from types import SimpleNamespace
+
+    from tfk8s_airflow.manifests import JobNames, plan_replicas, pod_manifest
+    from tfk8s_airflow.operators.replica import TFReplicaPodOperator
+    from tfk8s_airflow.spec import TFJobSpec
+
+    spec = TFJobSpec.from_dict({"name": "retry", "namespace": k8s_namespace, "image": "tfk8s/trainer:0.1",
+                                "node_selector": {"type": "kwok"}, "worker": 1})
+    names = JobNames.for_run(spec, "run-1", dag_id="d")
+    manifest = pod_manifest(spec, names, plan_replicas(spec, names)[0])
+    pushed = {}
+
+    def context(try_number):
+        ti = SimpleNamespace(dag_id="d", task_id="train.launch", map_index=0, try_number=try_number,
+                             xcom_push=lambda key, value: pushed.__setitem__(key, value))
+        return {"ti": ti, "run_id": "run-1", "dag": SimpleNamespace(dag_id="d"), "task_state_store": None}
+
+    uids = []
+    for try_number in (1, 2):
+        op = TFReplicaPodOperator(task_id="train.launch", pod_template_dict=manifest,
+                                  kubernetes_conn_id="kubernetes_default")
+        op.execute(context(try_number))
+        pods = k8s_cluster.core_v1.list_namespaced_pod(
+            k8s_namespace, label_selector=names.selector).items
+        assert len(pods) == 1, [p.metadata.name for p in pods]
+        uids.append(pods[0].metadata.uid)
+    assert uids[0] == uids[1] and pods[0].metadata.name == f"{names.job}-worker-0"

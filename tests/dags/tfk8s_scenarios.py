@@ -1,0 +1,60 @@
+"""Scenario DAGs for the Kubernetes tests: one DAG per behaviour, run with dag.test().
+
+Each takes the namespace from ``params`` so a test gives it a fresh one; KWOK
+annotations (see devstack/components/k8s/README.md) make the simulated replicas
+succeed, fail, restart or hang as the scenario needs.
+"""
+from __future__ import annotations
+
+import pendulum
+from airflow.providers.standard.operators.python import PythonOperator
+from airflow.sdk import DAG, Param
+
+from tfk8s_airflow.taskgroup import tf_job
+
+START = pendulum.datetime(2026, 1, 1, tz="UTC")
+NS = "{{ params.namespace }}"
+KWOK = {"type": "kwok"}
+
+
+def _record(**context):
+    return {"evaluated": True}
+
+
+def scenario(dag_id: str, spec: dict, **group_kwargs) -> DAG:
+    with DAG(dag_id, schedule=None, start_date=START, catchup=False,
+             params={"namespace": Param("default", type="string")}, tags=["tfk8s-test"]) as dag:
+        train = tf_job("train", spec={"namespace": NS, "image": "tfk8s/trainer:0.1",
+                                      "node_selector": KWOK, **spec},
+                       poll_interval=1, **group_kwargs)
+        train >> PythonOperator(task_id="evaluate", python_callable=_record)
+    return dag
+
+
+OK = {"tfk8s.io/sim-duration": "2s", "tfk8s.io/sim-exit-code": "0"}
+
+ps_workers = scenario("tfk8s_t_ps_workers", {"name": "mnist", "ps": 1, "worker": {"replicas": 2, "annotations": OK}})
+tf2 = scenario("tfk8s_t_tf2", {"name": "tf2", "chief": {"replicas": 1, "annotations": OK}, "ps": 1,
+                               "worker": {"replicas": 2, "tracked": False}})
+worker_fails = scenario("tfk8s_t_worker_fails", {
+    "name": "fails", "ps": 1, "restart_policy": "Never",
+    "worker": {"replicas": 2, "annotations": {"tfk8s.io/sim-duration": "2s", "tfk8s.io/sim-exit-code": "1"}}})
+gpu = scenario("tfk8s_t_gpu_unschedulable", {
+    "name": "gpu", "schedule_timeout": 4, "ps": 1,
+    "worker": {"replicas": 1, "resources": {"cpu": "1", "nvidia.com/gpu": 8}}})
+image_pull = scenario("tfk8s_t_image_pull", {
+    "name": "pull", "ps": 1, "worker": {"replicas": 1, "annotations": {"tfk8s.io/sim-image-pull": "fail"}}})
+quota = scenario("tfk8s_t_quota", {"name": "quota", "ps": {"replicas": 1, "resources": {"cpu": "4"}},
+                                   "worker": {"replicas": 4, "resources": {"cpu": "4"}}})
+restarts = scenario("tfk8s_t_restarts", {
+    "name": "restarts", "max_restarts": 1, "ps": 1,
+    "worker": {"replicas": 1, "annotations": {"tfk8s.io/sim-duration": "1s", "tfk8s.io/sim-exit-code": "3"}}})
+scale = scenario("tfk8s_t_scale", {"name": "scale", "ps": 4, "worker": {"replicas": 60, "annotations": OK}})
+
+# The whole spec from dag_run.conf / params (as the UI form or the REST API gives it).
+with DAG("tfk8s_t_from_conf", schedule=None, start_date=START, catchup=False,
+         render_template_as_native_obj=True,
+         params={"namespace": Param("default", type="string"), "spec": Param({}, type="object")},
+         tags=["tfk8s-test"]) as from_conf:
+    tf_job("train", spec="{{ params.spec }}", poll_interval=1) >> PythonOperator(
+        task_id="evaluate", python_callable=_record)
