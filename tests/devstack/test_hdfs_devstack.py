@@ -9,6 +9,8 @@ import pytest
 import requests
 from hdfs.util import HdfsError
 
+from tests.fixtures.data import crc32c, hdfs_md5_crc_checksum
+
 pytestmark = pytest.mark.hdfs
 
 
@@ -45,6 +47,23 @@ def test_write_list_read_back_and_checksum(hdfs_server, hdfs_dir):
     flipped[-1] ^= 0xFF
     client.write(f"{hdfs_dir}/part-0001.bin", data=bytes(flipped), overwrite=True)
     assert client.checksum(f"{hdfs_dir}/part-0001.bin")["bytes"] != first["bytes"]
+
+
+@pytest.mark.parametrize("size, block_size", [
+    (1, 128 * 1024 * 1024),
+    (5000, 128 * 1024 * 1024),           # one block, partial last chunk
+    (3 * 1024 * 1024 + 7, 1024 * 1024),  # four blocks: crcPerBlock and buffer padding
+])
+def test_checksum_matches_local_computation(hdfs_server, hdfs_dir, size, block_size):
+    assert crc32c(b"123456789") == 0xE3069283  # the standard CRC-32C check value
+    data = os.urandom(size)
+    client = hdfs_server.client()
+    client.write(f"{hdfs_dir}/f", data=data, blocksize=block_size)
+    reported = client.checksum(f"{hdfs_dir}/f")
+    expected = hdfs_md5_crc_checksum(data, block_size=block_size)
+    assert reported["algorithm"] == expected["algorithm"]
+    assert reported["length"] == expected["length"]
+    assert reported["bytes"].startswith(expected["bytes"])
 
 
 def test_datanode_redirect_points_at_loopback(hdfs_server, hdfs_dir):
