@@ -1,5 +1,7 @@
 # GlusterFS devstack settings, sourced by up/down/status/env (after ../../_common.sh).
 # One glusterd, one single-brick volume, mounted over FUSE. Needs root and /dev/fuse.
+# Knobs (environment): TFK8S_GLUSTER_VOLUME (tfdata), TFK8S_GLUSTER_MOUNT
+# (/mnt/tfk8s-gluster), TFK8S_GLUSTER_HOST (the brick host name; default `hostname`).
 GLUSTER_VOLUME="${TFK8S_GLUSTER_VOLUME:-tfdata}"
 GLUSTER_MOUNT="${TFK8S_GLUSTER_MOUNT:-/mnt/tfk8s-gluster}"
 GLUSTER_HOME="$TFK8S_DEVSTACK_HOME/gluster"

@@ -1,5 +1,8 @@
 # HDFS devstack settings, sourced by up/down/status/env (after ../../_common.sh).
 # A Hadoop MiniDFSCluster (one NameNode + one DataNode in one JVM) from Maven Central jars.
+# Knobs (environment): TFK8S_HADOOP_VERSION (3.5.0), TFK8S_HDFS_HTTP_PORT (9870),
+# TFK8S_HDFS_RPC_PORT (8020), TFK8S_HDFS_USER (tfk8s), TFK8S_HDFS_START_TIMEOUT (120 s),
+# TFK8S_HDFS_FORMAT=1 (start empty), TFK8S_HDFS_JAVA_OPTS (extra JVM options), TFK8S_JAVA.
 HADOOP_VERSION="${TFK8S_HADOOP_VERSION:-3.5.0}"
 HDFS_HTTP_PORT="${TFK8S_HDFS_HTTP_PORT:-9870}"   # NameNode HTTP: WebHDFS at /webhdfs/v1
 HDFS_RPC_PORT="${TFK8S_HDFS_RPC_PORT:-8020}"     # NameNode RPC (hdfs://127.0.0.1:8020)
