@@ -39,7 +39,12 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from tfk8s_airflow.exceptions import PeerTimeoutError, PermanentError, RuntimeConfigError
+from tfk8s_airflow.exceptions import (
+    PeerTimeoutError,
+    PermanentError,
+    RuntimeConfigError,
+    TFK8sError,
+)
 
 log = logging.getLogger("tfk8s_airflow.runtime")
 
@@ -544,7 +549,8 @@ def run_main(main: Callable[[], Any]) -> int:
         code = exit_code_for(exc)
         if not isinstance(exc, SystemExit):
             kind = "retryable" if is_retryable_exit(code) else "permanent"
-            traceback.print_exc()
+            if not isinstance(exc, TFK8sError):  # ours say what is wrong; others need a trace
+                traceback.print_exc()
             print(f"tfk8s: {kind} failure ({type(exc).__name__}: {exc}); exit code {code}",
                   file=sys.stderr, flush=True)
         return code

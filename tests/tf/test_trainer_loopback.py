@@ -87,12 +87,16 @@ def test_tf1_async_ps_training(tmp_path, dataset):
 
 
 def test_tf2_parameter_server_strategy_with_evaluator(tmp_path, dataset):
+    """Chief + PS + 2 workers + an evaluator that is in everyone's cluster spec: the chief
+    leaves it out of its coordinator's cluster (else it would wait for it forever), and the
+    evaluator follows the checkpoints and exits 0 after evaluating the final model."""
     model_dir = tmp_path / "model"
     job = LocalJob(tmp_path, {"chief": 1, "ps": 1, "worker": 2, "evaluator": 1}, trainer_command(
         "--mode", "tf2", "--model-dir", str(model_dir), "--steps", "400",
         "--checkpoint-every", "100", "--heldout", dataset["heldout_file"],
         "--peer-timeout", "60", "--eval-poll", "0.5", "--eval-timeout", "240",
-        "--threshold", str(GOOD)), env=_env(dataset))
+        "--threshold", str(GOOD)), env=_env(dataset),
+        hidden_roles=())  # every replica sees the evaluator, as TFJob writes it by default
     t0 = time.monotonic()
     try:
         job.start_all()
@@ -191,6 +195,31 @@ def test_tf2_killed_worker_and_chief_resume(tmp_path, dataset):
     assert runs[1]["start_step"] == ckpt_step >= 300
     assert runs[1]["final_step"] == steps
     assert result["accuracy"] >= GOOD and result["global_step"] == steps
+
+
+def test_tf1_late_worker_after_chief_finished_does_not_hang(tmp_path, dataset):
+    """Worker 1 starts only after worker 0 (the chief) has trained to the end and exited.
+    Its session sees only the PS and itself (device filters), so it does not wait for the
+    departed chief: it sees the final global step and exits 0 at once."""
+    model_dir = tmp_path / "model"
+    job = LocalJob(tmp_path, {"ps": 1, "worker": 2}, trainer_command(
+        "--mode", "tf1", "--model-dir", str(model_dir), "--steps", "200",
+        "--peer-timeout", "60"), env=_env(dataset))
+    t0 = time.monotonic()
+    try:
+        job.start("ps-0")
+        job.start("worker-0")
+        assert job.wait("worker-0", 180) == 0, job.logs()
+        late = time.monotonic()
+        job.start("worker-1")
+        assert job.wait("worker-1", 60) == 0, job.logs()
+        late_s = time.monotonic() - late
+    finally:
+        job.stop()
+    run = _replica(model_dir, "worker-1")["runs"][-1]
+    _report("tf1-late-worker", time.monotonic() - t0, late_worker_s=round(late_s, 1), **run)
+    assert run["start_step"] >= 200 and run["status"] == "finished"
+    assert late_s < 45
 
 
 def test_worker_fails_fast_naming_missing_peer(tmp_path, dataset):

@@ -54,7 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _config(rest: Sequence[str]) -> runtime.TFConfig:
-    if os.environ.get(runtime.TF_CONFIG_ENV):
+    """TF_CONFIG wins; the legacy flags are used only when it is absent."""
+    uses_flags = any(a.split("=")[0] in ("--job_name", "--job-name") for a in rest)
+    if os.environ.get(runtime.TF_CONFIG_ENV) or not uses_flags:
         if rest:
             raise RuntimeConfigError(f"unknown arguments: {' '.join(rest)}")
         return runtime.tf_config()
