@@ -73,7 +73,12 @@ def xcom(dr, task_id, key="return_value"):
         if row is None:
             return None
         value = row.value
-        return json.loads(value) if isinstance(value, str) else value
+        if isinstance(value, str):
+            try:
+                return json.loads(value)
+            except ValueError:
+                return value
+        return value
 
 
 def leftovers(core, namespace):
@@ -276,3 +281,53 @@ def test_retry_of_a_launch_reuses_its_pod(k8s_cluster, k8s_namespace):
         assert len(pods) == 1, [p.metadata.name for p in pods]
         uids.append(pods[0].metadata.uid)
     assert uids[0] == uids[1] and pods[0].metadata.name == f"{names.job}-worker-0"
+
+
+def test_example_dag_with_form_values(k8s_cluster, k8s_namespace, airflow_db):
+    sys.path.insert(0, str(REPO / "dags"))
+    import tfk8s_example_job
+    with PodRecorder(k8s_cluster.core_v1, k8s_namespace) as rec:
+        dr = tfk8s_example_job.dag.test(run_conf={"namespace": k8s_namespace, "ps": 2, "workers": 3})
+    assert dr.state == "success", states(dr)
+    assert sorted(p.spec.hostname for p in rec.pods.values()) == ["ps-0", "ps-1", "worker-0", "worker-1", "worker-2"]
+    assert xcom(dr, "evaluate") == "succeeded"
+    assert leftovers(k8s_cluster.core_v1, k8s_namespace) == []
+
+
+def test_rbac_manifest_is_enough_for_a_whole_job(k8s_cluster, k8s_namespace, airflow_db, tmp_path, monkeypatch):
+    """Run a job as a service account that has only deploy/rbac.yaml's Role in the namespace."""
+    import yaml
+    core = k8s_cluster.core_v1
+    docs = list(yaml.safe_load_all((REPO / "deploy" / "rbac.yaml").read_text()))
+    core.create_namespaced_service_account(k8s_namespace, {"metadata": {"name": "airflow-worker"}})
+    binding = docs[1]
+    binding["subjects"][0]["namespace"] = k8s_namespace
+    from kubernetes import client
+    rbac = client.RbacAuthorizationV1Api(k8s_cluster.api_client)
+    rbac.create_namespaced_role(k8s_namespace, docs[0])
+    rbac.create_namespaced_role_binding(k8s_namespace, binding)
+    token = core.create_namespaced_service_account_token(
+        "airflow-worker", k8s_namespace, {"spec": {"expirationSeconds": 3600}}).status.token
+    admin = yaml.safe_load(Path(k8s_cluster.kubeconfig).read_text())
+    cluster = admin["clusters"][0]
+    kubeconfig = tmp_path / "sa-kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "clusters": [cluster],
+        "users": [{"name": "sa", "user": {"token": token}}],
+        "contexts": [{"name": "sa", "context": {"cluster": cluster["name"], "user": "sa"}}],
+        "current-context": "sa"}))
+    monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", json.dumps(
+        {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig), "namespace": k8s_namespace}}))
+    dr = run_dag("tfk8s_t_ps_workers", k8s_namespace)
+    assert dr.state == "success", states(dr)
+    assert leftovers(core, k8s_namespace) == []
+    # and the Role is not more than that: the account cannot read secrets
+    sa_api = client.CoreV1Api(_client_from(kubeconfig))
+    with pytest.raises(client.exceptions.ApiException) as denied:
+        sa_api.list_namespaced_secret(k8s_namespace)
+    assert denied.value.status == 403
+
+
+def _client_from(kubeconfig):
+    from kubernetes import config
+    return config.new_client_from_config(config_file=str(kubeconfig))

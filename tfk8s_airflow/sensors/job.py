@@ -90,8 +90,10 @@ class TFJobSensor(BaseSensorOperator):
         summary = event.get("summary") or {}
         context["ti"].xcom_push(key="summary", value=summary)
         for key, rep in sorted((summary.get("replicas") or {}).items()):
-            self.log.info("  %-12s %-10s exit=%s restarts=%s duration=%ss", key, rep.get("phase"),
-                          rep.get("exit_code"), rep.get("restarts"), rep.get("duration_s"))
+            duration = rep.get("duration_s")
+            self.log.info("  %-12s %-10s exit=%s restarts=%s duration=%s", key, rep.get("phase"),
+                          rep.get("exit_code", "-"), rep.get("restarts"),
+                          f"{duration}s" if duration is not None else "-")
         if event["state"] == SUCCEEDED:
             self.log.info("TF job %s succeeded: %s", summary.get("job"), event["reason"])
             return summary
