@@ -79,6 +79,8 @@ def test_run_recorder_keeps_restart_history(tmp_path):
     assert doc["runs"][0]["status"] == "running" and doc["runs"][1]["status"] == "finished"
     top = state.read_json(str(tmp_path / "train_state.json"))
     assert top["finished"] is True and top["start_step"] == 40 and top["final_step"] == 100
+    rec2.finished(100, float("nan"))  # a replica that ran no step has no loss
+    assert state.read_json(str(tmp_path / "train_state.json"))["loss"] is None
 
 
 def test_trainer_package_imports_without_tensorflow_or_airflow():

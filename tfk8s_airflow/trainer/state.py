@@ -12,6 +12,7 @@ never leave a half-written file that the next reader chokes on.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from typing import Any
@@ -21,11 +22,23 @@ METRICS = "metrics.json"
 REPLICAS_DIR = "replicas"
 
 
+def _finite(value: Any) -> Any:
+    """NaN/inf (e.g. the loss of a replica that ran no step) become null: strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
 def write_json_atomic(path: str, doc: Any) -> None:
+    doc = _finite(doc)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = f"{path}.tmp-{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh, indent=1, sort_keys=True)
+        json.dump(doc, fh, indent=1, sort_keys=True, allow_nan=False)
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
