@@ -5,6 +5,9 @@ on KWOK fake nodes and follow the annotation contract of devstack/components/k8s
 """
 from __future__ import annotations
 
+import json
+import time
+
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -40,6 +43,12 @@ def _phase_is(core, ns, name, *phases):
         pod = _read(core, ns, name)
         return pod if pod.status.phase in phases else None
     return check
+
+
+def _log(core, ns: str, name: str, **kwargs) -> str:
+    # The generated client turns the text body into the repr of bytes ("b'...'") when it
+    # preloads it; read the raw response instead.
+    return core.read_namespaced_pod_log(name, ns, _preload_content=False, **kwargs).data.decode()
 
 
 def _condition(pod: client.V1Pod, ctype: str):
@@ -92,7 +101,6 @@ def test_plain_pod_runs_ready_and_stays(k8s_cluster, k8s_namespace):
     pod = _read(core, k8s_namespace, "ps-0")
     assert pod.status.pod_ip and pod.status.container_statuses[0].state.running
     # A server never exits on its own: still running a few seconds later.
-    import time
     time.sleep(3)
     pod = _read(core, k8s_namespace, "ps-0")
     assert pod.status.phase == "Running" and pod.status.container_statuses[0].restart_count == 0
@@ -187,8 +195,45 @@ def test_pod_logs_are_served(k8s_cluster, k8s_namespace):
     core = k8s_cluster.core_v1
     core.create_namespaced_pod(k8s_namespace, _pod("chatty", restart_policy="Always"))
     wait_for(_phase_is(core, k8s_namespace, "chatty", "Running"), 30, "pod Running")
-    text = core.read_namespaced_pod_log("chatty", k8s_namespace, container="main")
+    text = _log(core, k8s_namespace, "chatty", container="main")
     assert "KWOK fake node" in text
+
+
+def test_pod_can_get_its_own_log(k8s_cluster, k8s_namespace):
+    core = k8s_cluster.core_v1
+    core.create_namespaced_pod(k8s_namespace, _pod("worker-7", restart_policy="Always"))
+    wait_for(_phase_is(core, k8s_namespace, "worker-7", "Running"), 30, "pod Running")
+    k8s_cluster.set_pod_log(k8s_namespace, "worker-7", ["step 1 loss=0.9", "step 2 loss=0.4"],
+                            previous=["crashed: OOM"])
+
+    def own_log():
+        text = _log(core, k8s_namespace, "worker-7", container="main")
+        return text if "loss=0.4" in text else None
+
+    assert wait_for(own_log, 15, "the pod's own log") == "step 1 loss=0.9\nstep 2 loss=0.4\n"
+    assert _log(core, k8s_namespace, "worker-7", tail_lines=1) == "step 2 loss=0.4\n"
+    assert _log(core, k8s_namespace, "worker-7", previous=True) == "crashed: OOM\n"
+    out = k8s_cluster.kubectl_run("logs", "-n", k8s_namespace, "worker-7").stdout
+    assert out == "step 1 loss=0.9\nstep 2 loss=0.4\n"
+
+
+def test_kwok_ignores_pods_on_nodes_it_does_not_manage(k8s_cluster, k8s_namespace):
+    """A node without the kwok annotation (e.g. a real node agent's) keeps its pods untouched."""
+    core = k8s_cluster.core_v1
+    node_name = f"plain-{k8s_namespace[-6:]}"
+    core.create_node(client.V1Node(metadata=client.V1ObjectMeta(name=node_name, labels={"type": "plain"})))
+    try:
+        pod = _pod("elsewhere", restart_policy="Always")
+        pod.spec.node_name = node_name
+        core.create_namespaced_pod(k8s_namespace, pod)
+        time.sleep(3)
+        pod = _read(core, k8s_namespace, "elsewhere")
+        assert pod.status.phase == "Pending"
+        assert not pod.status.container_statuses
+        node = core.read_node(node_name)
+        assert not [c for c in node.status.conditions or [] if c.type == "Ready" and c.status == "True"]
+    finally:
+        core.delete_node(node_name)
 
 
 def test_headless_service_with_publish_not_ready_addresses(k8s_cluster, k8s_namespace):
@@ -211,8 +256,11 @@ def test_invalid_pod_name_is_rejected_by_the_api_server(k8s_cluster, k8s_namespa
     with pytest.raises(ApiException) as err:
         k8s_cluster.core_v1.create_namespaced_pod(k8s_namespace, _pod("Bad_Name"))
     assert err.value.status == 422
-    assert "Invalid value: \"Bad_Name\"" in err.value.body
-    assert "RFC 1123" in err.value.body
+    status = json.loads(err.value.body)
+    assert status["reason"] == "Invalid"
+    assert status["message"].startswith('Pod "Bad_Name" is invalid: metadata.name: Invalid value: "Bad_Name"')
+    assert "RFC 1123" in status["message"]
+    assert status["details"]["causes"][0]["field"] == "metadata.name"
 
 
 def test_rbac_denies_an_unprivileged_service_account(k8s_cluster, k8s_namespace):
@@ -229,11 +277,10 @@ def test_rbac_denies_an_unprivileged_service_account(k8s_cluster, k8s_namespace)
     conf = client.Configuration()
     conf.host = admin_conf.host
     conf.ssl_ca_cert = admin_conf.ssl_ca_cert
-    conf.api_key = {"authorization": token}
-    conf.api_key_prefix = {"authorization": "Bearer"}
+    conf.api_key = {"authorization": f"Bearer {token}"}
     with client.ApiClient(conf) as sa_client:
         sa_core = client.CoreV1Api(sa_client)
-        # Authenticated (who-am-I works through the token) but not authorized.
+        # The token authenticates (403 names the ServiceAccount, not 401) but RBAC grants nothing.
         with pytest.raises(ApiException) as err:
             sa_core.list_namespaced_pod("kube-system")
         assert err.value.status == 403
