@@ -3,11 +3,31 @@
 pidfile() { echo "$K8S_STATE/run/$1.pid"; }
 logfile() { echo "$K8S_STATE/logs/$1.log"; }
 
-# running NAME: its pid file names a live process of that binary (guards against pid reuse).
+# find_process NAME: pid of a live NAME process of this devstack (our binary, our state
+# directory on its command line), found through /proc; empty when there is none.
+find_process() {
+  local f pid args
+  for f in /proc/[0-9]*/cmdline; do
+    pid="${f#/proc/}"; pid="${pid%/cmdline}"
+    args="$(tr '\0' ' ' 2>/dev/null <"$f")" || continue
+    case "$args" in
+      "$K8S_BIN_DIR/$1 "*"$K8S_STATE/"*) echo "$pid"; return 0 ;;
+    esac
+  done
+  return 1
+}
+
+# running NAME: a live NAME process of this devstack exists. Its pid file is the fast path
+# (checked against the command line, in case the pid was reused); a process whose pid file
+# was lost is found through /proc and adopted, so nothing is ever started twice.
 running() {
-  local pf; pf="$(pidfile "$1")"
-  pid_alive "$pf" || return 1
-  tr '\0' ' ' <"/proc/$(cat "$pf")/cmdline" 2>/dev/null | grep -q "/$1 "
+  local pf pid; pf="$(pidfile "$1")"
+  if pid_alive "$pf" && tr '\0' ' ' <"/proc/$(cat "$pf")/cmdline" 2>/dev/null | grep -q "^$K8S_BIN_DIR/$1 "; then
+    return 0
+  fi
+  pid="$(find_process "$1")" || return 1
+  mkdir -p "$(dirname "$pf")"
+  echo "$pid" >"$pf"
 }
 
 all_running() {
