@@ -61,6 +61,25 @@ make_pki() {
       -sha256 -addext "basicConstraints=critical,CA:TRUE" \
       -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" -out "$PKI/ca.crt" 2>/dev/null
   fi
+  # Front-proxy CA for the request-header authenticator (aggregated APIs; also silences the
+  # controllers' "missing content for CA bundle" errors).
+  if [ ! -s "$PKI/front-proxy-ca.crt" ]; then
+    openssl genrsa -out "$PKI/front-proxy-ca.key" 2048 2>/dev/null
+    openssl req -x509 -new -key "$PKI/front-proxy-ca.key" -subj "/CN=tfk8s-devstack-front-proxy-ca" \
+      -days 3650 -sha256 -addext "basicConstraints=critical,CA:TRUE" \
+      -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" -out "$PKI/front-proxy-ca.crt" 2>/dev/null
+  fi
+  if [ ! -s "$PKI/front-proxy-client.crt" ]; then
+    openssl genrsa -out "$PKI/front-proxy-client.key" 2048 2>/dev/null
+    openssl req -new -key "$PKI/front-proxy-client.key" -subj "/CN=front-proxy-client" \
+      -out "$PKI/front-proxy-client.csr" 2>/dev/null
+    printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n' \
+      >"$PKI/front-proxy-client.ext"
+    openssl x509 -req -in "$PKI/front-proxy-client.csr" -CA "$PKI/front-proxy-ca.crt" \
+      -CAkey "$PKI/front-proxy-ca.key" -CAcreateserial -days 3650 -sha256 \
+      -extfile "$PKI/front-proxy-client.ext" -out "$PKI/front-proxy-client.crt" 2>/dev/null
+    rm -f "$PKI/front-proxy-client.csr" "$PKI/front-proxy-client.ext"
+  fi
   _cert etcd "/CN=etcd" "$san"
   _cert apiserver-etcd-client "/CN=kube-apiserver-etcd-client"
   _cert apiserver "/CN=kube-apiserver" \
