@@ -1,0 +1,415 @@
+"""Staging: list a partition, optionally copy it from HDFS onto GlusterFS, shard it, write
+the manifest. The glue between the backends and the pure parts (shards, manifest).
+
+The HDFS to GlusterFS copy, and why it is shaped this way:
+
+* **Parallel streams.** ``parallelism`` threads each stream one file at a time (WebHDFS
+  OPEN, redirected to a DataNode) in ``chunk_size`` pieces; memory is about
+  ``parallelism * (chunk_size + 8 MiB checksum batch)`` whatever the file sizes.
+* **Verified on the fly.** Each chunk is written and fed to :class:`HdfsChecksum`; when the
+  stream ends the file is fsynced, its size on the volume checked and the streamed bytes'
+  checksum compared with HDFS's ``GETFILECHECKSUM``. The bytes are not read back from the
+  volume: a second read through the FUSE client would mostly hit the page cache and prove
+  little, at the price of doubling the I/O. A mismatch deletes the partial file and
+  retries (``attempts``), then fails.
+* **Never visible half-written.** A file is written as ``.<name>.tfk8s-partial`` in its
+  final directory (hidden by Hadoop's rule, so no lister takes it for data) and renamed
+  into place only after verification.
+* **Resumable.** A file already at its final name with the right size and the right
+  checksum (computed from the local bytes with HDFS's algorithm) is skipped, so a rerun
+  after a kill copies only what is missing, and a second run copies nothing.
+* **One stager per directory.** A POSIX lock on ``_tfk8s_staging.lock`` in the cache
+  directory (released by the kernel if the stager dies) serialises concurrent runs on the
+  same partition; the lock holder removes partial files left by a killed run.
+* **The manifest goes last.** An earlier manifest in the cache directory is deleted before
+  any file changes and the new one written only after every file is verified.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import logging
+import os
+import posixpath
+import re
+import threading
+import time
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
+
+from tfk8s_airflow import manifest as mf
+from tfk8s_airflow.backends.glusterfs import GlusterVolume
+from tfk8s_airflow.backends.listing import FileEntry
+from tfk8s_airflow.backends.webhdfs import WebHdfs
+from tfk8s_airflow.checksums import HdfsChecksum, checksums_match, file_checksum, params_from_remote
+from tfk8s_airflow.exceptions import DataError, PathSafetyError, SpecError, StagingError
+from tfk8s_airflow.shards import assign_shards, parse_num_workers
+
+log = logging.getLogger(__name__)
+
+__all__ = ["CopyStats", "copy_to_volume", "stage_hdfs", "stage_volume", "PARTIAL_SUFFIX",
+           "LOCK_NAME", "partial_path", "verifiable"]
+
+PARTIAL_SUFFIX = ".tfk8s-partial"
+LOCK_NAME = "_tfk8s_staging.lock"
+DEFAULT_CHUNK = 1 << 20
+_VERIFIABLE = re.compile(r"^MD5-of-\d+MD5-of-\d+CRC32C$")
+
+
+@dataclass
+class CopyStats:
+    """What a copy did."""
+
+    files: int = 0
+    copied: int = 0
+    skipped: int = 0
+    bytes_total: int = 0
+    bytes_copied: int = 0
+    seconds: float = 0.0
+
+    @property
+    def mib_per_s(self) -> float:
+        return self.bytes_copied / 2**20 / self.seconds if self.seconds > 0 else 0.0
+
+
+def partial_path(target: Path) -> Path:
+    """Where ``target`` is written until it is verified."""
+    return target.with_name(f".{target.name}{PARTIAL_SUFFIX}")
+
+
+def verifiable(checksum: Mapping[str, Any] | None) -> bool:
+    """Whether we can recompute this HDFS checksum locally (MD5-of-MD5-of-CRC32C, the
+    HDFS default, or the zero-length file's variant)."""
+    if not checksum:
+        return False
+    algo = str(checksum.get("algorithm", ""))
+    return bool(_VERIFIABLE.match(algo)) or algo == "MD5-of-0MD5-of-0CRC32"
+
+
+class _Progress:
+    """Thread-safe byte/file counters that log at most every ``interval`` seconds."""
+
+    def __init__(self, total_files: int, total_bytes: int, logger: logging.Logger,
+                 interval: float) -> None:
+        self.total_files, self.total_bytes = total_files, total_bytes
+        self.log, self.interval = logger, interval
+        self.files = self.bytes = 0
+        self.start = self._last = time.monotonic()
+        self._lock = threading.Lock()
+
+    def add(self, nbytes: int = 0, files: int = 0) -> None:
+        with self._lock:
+            self.bytes += nbytes
+            self.files += files
+            now = time.monotonic()
+            if now - self._last < self.interval and not (files and self.files == self.total_files):
+                return
+            self._last = now
+            elapsed = max(now - self.start, 1e-6)
+        self.log.info("staging progress: %d/%d files, %.1f/%.1f MiB (%.0f%%), %.1f MiB/s",
+                      self.files, self.total_files, self.bytes / 2**20, self.total_bytes / 2**20,
+                      100.0 * self.bytes / self.total_bytes if self.total_bytes else 100.0,
+                      self.bytes / 2**20 / elapsed)
+
+
+@contextlib.contextmanager
+def _dest_lock(dest: Path, timeout: float) -> Iterator[None]:
+    fd = os.open(dest / LOCK_NAME, os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+                if time.monotonic() > deadline:
+                    raise StagingError(f"another stager holds {dest / LOCK_NAME} for more than "
+                                       f"{timeout:.0f}s (a concurrent run on the same partition)")
+                time.sleep(0.5)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _sweep_partials(dest: Path) -> int:
+    removed = 0
+    for dirpath, _dirs, names in os.walk(dest):
+        for name in names:
+            if name.endswith(PARTIAL_SUFFIX):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(dirpath, name))
+                    removed += 1
+    return removed
+
+
+def _local_matches(target: Path, entry: FileEntry) -> bool:
+    """Whether the file at ``target`` already holds ``entry``'s bytes."""
+    try:
+        if target.stat().st_size != entry.size:
+            return False
+    except FileNotFoundError:
+        return False
+    if not verifiable(entry.checksum):
+        return entry.checksum is None  # size is all we know: trust it
+    local = file_checksum(target, block_size=entry.block_size or 128 * 2**20,
+                          bytes_per_crc=params_from_remote(entry.checksum))  # type: ignore[arg-type]
+    return checksums_match(local, entry.checksum)
+
+
+def _copy_one(hdfs: WebHdfs, entry: FileEntry, target: Path, progress: _Progress,
+              chunk_size: int, fsync: bool, cancel: threading.Event) -> None:
+    partial = partial_path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    summer = (HdfsChecksum(entry.block_size or 128 * 2**20, params_from_remote(entry.checksum))
+              if verifiable(entry.checksum) else None)
+    written = 0
+    try:
+        with open(partial, "wb", buffering=0) as out, \
+                hdfs.open_chunks(entry.path, chunk_size=chunk_size) as chunks:
+            for chunk in chunks:
+                if cancel.is_set():
+                    raise StagingError("copy cancelled: another file failed")
+                out.write(chunk)
+                if summer is not None:
+                    summer.update(chunk)
+                written += len(chunk)
+                progress.add(len(chunk))
+            if fsync:
+                os.fsync(out.fileno())
+        size = partial.stat().st_size
+        if size != entry.size or written != entry.size:
+            raise StagingError(f"size mismatch copying {entry.path}: HDFS says {entry.size} "
+                               f"bytes, received {written}, on the volume {size}")
+        if summer is not None and not checksums_match(summer.result(), entry.checksum):
+            raise StagingError(f"checksum mismatch copying {entry.path}: HDFS "
+                               f"{entry.checksum}, received {summer.result()}")
+        os.replace(partial, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(partial)
+        progress.add(-written)
+        raise
+
+
+def copy_to_volume(hdfs: WebHdfs, files: Sequence[FileEntry], dest: Path, *,
+                   parallelism: int = 4, chunk_size: int = DEFAULT_CHUNK, fsync: bool = True,
+                   attempts: int = 3, lock_timeout: float = 300.0,
+                   progress_interval: float = 10.0,
+                   logger: logging.Logger | None = None) -> CopyStats:
+    """Copy ``files`` to ``dest / entry.relpath``: parallel, resumable, verified (see the
+    module docstring). ``dest`` must already be a checked path on the volume."""
+    logger = logger or log
+    dest.mkdir(parents=True, exist_ok=True)
+    stats = CopyStats(files=len(files), bytes_total=sum(f.size for f in files))
+    targets = []
+    for entry in files:
+        rel = Path(entry.relpath)
+        if rel.is_absolute() or ".." in rel.parts:
+            raise PathSafetyError(f"refusing to copy {entry.path} to {rel}: it would leave {dest}")
+        targets.append(dest / rel)
+    unverifiable = [f.path for f in files if f.checksum is not None and not verifiable(f.checksum)]
+    if unverifiable:
+        logger.warning("%d file(s) use an HDFS checksum this stager cannot recompute "
+                       "(e.g. %s: %s); they are verified by size only", len(unverifiable),
+                       unverifiable[0], next(f.checksum for f in files if f.path == unverifiable[0]))
+    started = time.monotonic()
+    with _dest_lock(dest, lock_timeout):
+        swept = _sweep_partials(dest)
+        if swept:
+            logger.info("removed %d partial file(s) left by an interrupted run", swept)
+        progress = _Progress(len(files), stats.bytes_total, logger, progress_interval)
+        cancel = threading.Event()
+        counts_lock = threading.Lock()
+
+        def work(entry: FileEntry, target: Path) -> None:
+            if _local_matches(target, entry):
+                with counts_lock:
+                    stats.skipped += 1
+                progress.add(entry.size, files=1)
+                return
+            for attempt in range(1, attempts + 1):
+                try:
+                    _copy_one(hdfs, entry, target, progress, chunk_size, fsync, cancel)
+                    break
+                except StagingError as exc:
+                    if cancel.is_set() or attempt == attempts or isinstance(exc, DataError):
+                        raise
+                    logger.warning("copying %s failed (attempt %d/%d): %s; retrying",
+                                   entry.path, attempt, attempts, exc)
+                    time.sleep(min(2 ** attempt, 10))
+            with counts_lock:
+                stats.copied += 1
+                stats.bytes_copied += entry.size
+            progress.add(0, files=1)
+
+        with ThreadPoolExecutor(max_workers=max(1, parallelism),
+                                thread_name_prefix="stage-copy") as pool:
+            futures = [pool.submit(work, e, t) for e, t in zip(files, targets)]
+            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            failed = next((f for f in done if f.exception() is not None), None)
+            if failed is not None:
+                cancel.set()
+                for fut in futures:
+                    fut.cancel()
+                wait(futures)
+                raise failed.exception()  # type: ignore[misc]
+    stats.seconds = time.monotonic() - started
+    logger.info("copied %d file(s) (%.1f MiB, %.1f MiB/s), skipped %d already present and "
+                "verified", stats.copied, stats.bytes_copied / 2**20, stats.mib_per_s,
+                stats.skipped)
+    return stats
+
+
+# ----------------------------------------------------------------------- orchestration
+
+
+def _result(plan, manifest_at: str, files: Sequence[FileEntry], source: str,
+            data_root: str, stats: CopyStats | None = None) -> dict[str, Any]:
+    """The staging operators' XCom value (``normalize_shards`` reads ``shards``)."""
+    out: dict[str, Any] = {
+        "shards": plan.shards, "manifest": manifest_at, "files": len(files),
+        "bytes": sum(f.size for f in files), "shard_bytes": plan.shard_bytes,
+        "imbalance_bound": plan.bound, "source": source, "data_root": data_root,
+    }
+    if stats is not None:
+        out.update(copied=stats.copied, skipped=stats.skipped, seconds=round(stats.seconds, 3))
+    return out
+
+
+def _refuse_empty(files: Sequence[FileEntry], where: str, pattern: str | None) -> None:
+    if not files:
+        match = f" matching {pattern!r}" if pattern else ""
+        raise DataError(f"input {where} is empty: no data files{match} (names starting with "
+                        "'_' or '.', such as _SUCCESS, are not data)")
+
+
+def _hdfs_path(value: str) -> str | None:
+    """``hdfs:///p`` or ``hdfs://nn:8020/p`` -> ``/p``; other strings -> ``None``."""
+    if value.startswith(("hdfs://", "webhdfs://")):
+        rest = value.split("://", 1)[1]
+        return "/" + rest.split("/", 1)[1] if "/" in rest else "/"
+    return None
+
+
+def stage_hdfs(hdfs: WebHdfs, input_path: str, num_workers: Any, *,
+               pattern: str | None = None, include_hidden: bool = False,
+               volume: GlusterVolume | None = None, cache_dir: str | None = None,
+               manifest_path: str | None = None, parallelism: int = 4,
+               path_prefix: str = "", chunk_size: int = DEFAULT_CHUNK, fsync: bool = True,
+               logger: logging.Logger | None = None) -> dict[str, Any]:
+    """Stage an HDFS partition: list (+checksums), optionally copy into ``cache_dir`` on
+    ``volume``, shard, write the manifest last. Returns the XCom result.
+
+    Without a cache the shard lists hold HDFS paths (with ``path_prefix``, e.g.
+    ``hdfs://nn:8020``, prepended) and ``manifest_path`` is required (``hdfs:///path`` for
+    HDFS, otherwise a local path). With a cache the lists hold the paths the pods see
+    (``volume.pod_mount``) and the manifest defaults to ``<cache_dir>/_tfk8s_manifest.json``.
+    """
+    logger = logger or log
+    workers = parse_num_workers(num_workers)
+    if not input_path or not str(input_path).startswith("/"):
+        raise SpecError(f"must be an absolute HDFS path, got {input_path!r}", field="input_path")
+    if ".." in posixpath.normpath("/" + input_path).split("/") or ".." in input_path.split("/"):
+        raise PathSafetyError(f"input path {input_path!r} contains a '..' segment")
+    dest: Path | None = None
+    if cache_dir:
+        volume = volume or GlusterVolume()
+        dest = volume.safe_path(cache_dir, "cache_dir")
+        volume.check_mounted()
+    manifest_at = manifest_path or (str(dest / mf.MANIFEST_NAME) if dest else None)
+    if not manifest_at:
+        raise SpecError("is required when the data is not copied to a cache (hdfs:///path "
+                        "or a local path)", field="manifest_path")
+    hdfs_manifest = _hdfs_path(manifest_at)
+    local_manifest: Path | None = None
+    if hdfs_manifest is None:
+        local_manifest = (volume.safe_path(manifest_at, "manifest_path") if volume
+                          else Path(manifest_at))
+        if ".." in Path(manifest_at).parts:
+            raise PathSafetyError(f"manifest_path {manifest_at!r} contains a '..' segment")
+
+    root, files = hdfs.list_files(input_path, pattern=pattern, include_hidden=include_hidden,
+                                  parallelism=parallelism)
+    _refuse_empty(files, f"hdfs:{input_path}", pattern)
+    logger.info("HDFS input %s: %d file(s), %.1f MiB", input_path, len(files),
+                sum(f.size for f in files) / 2**20)
+
+    stats = None
+    if dest is not None and volume is not None:
+        if local_manifest is not None:
+            mf.remove_local(local_manifest)
+        stats = copy_to_volume(hdfs, files, dest, parallelism=parallelism,
+                               chunk_size=chunk_size, fsync=fsync, logger=logger)
+        paths = [volume.pod_path(dest / f.relpath) for f in files]
+        location = {"kind": "glusterfs", "root": str(dest), "pod_root": volume.pod_path(dest)}
+        data_root = location["pod_root"]
+    else:
+        paths = [path_prefix + f.path for f in files]
+        location = {"kind": "hdfs", "root": root, "prefix": path_prefix}
+        data_root = path_prefix + root
+    plan = assign_shards(zip(paths, (f.size for f in files)), workers)
+    source = {"kind": "hdfs", "input": input_path, "root": root, "pattern": pattern,
+              "namenodes": list(hdfs.config.urls), "user": hdfs.config.user}
+    doc = mf.build_manifest(files, paths, plan, source=source, location=location)
+    if hdfs_manifest is not None:
+        hdfs.write_json_atomic(hdfs_manifest, doc)
+    else:
+        mf.write_local_atomic(local_manifest, doc)  # type: ignore[arg-type]
+    _log_shards(logger, plan, manifest_at)
+    return _result(plan, manifest_at, files, f"hdfs:{input_path}", data_root, stats)
+
+
+def _file_digest(path: str, algorithm: str) -> dict[str, Any]:
+    digest = hashlib.new(algorithm)
+    with open(path, "rb", buffering=0) as fh:
+        while chunk := fh.read(4 << 20):
+            digest.update(chunk)
+    return {"algorithm": algorithm.upper(), "bytes": digest.hexdigest(),
+            "length": digest.digest_size}
+
+
+def stage_volume(volume: GlusterVolume, input_path: str, num_workers: Any, *,
+                 pattern: str | None = None, include_hidden: bool = False,
+                 manifest_path: str | None = None, checksum: str | None = "sha256",
+                 parallelism: int = 4, logger: logging.Logger | None = None) -> dict[str, Any]:
+    """Stage files already on the volume: list, checksum (``sha256``/``md5``/``None``),
+    shard, write the manifest (default ``<input root>/_tfk8s_manifest.json``)."""
+    logger = logger or log
+    workers = parse_num_workers(num_workers)
+    if checksum and checksum not in hashlib.algorithms_available:
+        raise SpecError(f"unknown checksum algorithm {checksum!r}", field="checksum")
+    root, files = volume.list_files(input_path, pattern=pattern, include_hidden=include_hidden)
+    _refuse_empty(files, str(input_path), pattern)
+    base = root if root.is_dir() else root.parent
+    target = volume.safe_path(manifest_path or (base / mf.MANIFEST_NAME), "manifest_path")
+    if checksum:
+        with ThreadPoolExecutor(max_workers=max(1, parallelism)) as pool:
+            sums = list(pool.map(lambda f: _file_digest(f.path, checksum), files))
+        files = [FileEntry(f.path, f.relpath, f.size, f.mtime, None, s) for f, s in zip(files, sums)]
+    logger.info("volume input %s: %d file(s), %.1f MiB", input_path, len(files),
+                sum(f.size for f in files) / 2**20)
+    paths = [volume.pod_path(f.path) for f in files]
+    plan = assign_shards(zip(paths, (f.size for f in files)), workers)
+    doc = mf.build_manifest(
+        files, paths, plan,
+        source={"kind": "glusterfs", "input": str(input_path), "root": str(root),
+                "pattern": pattern},
+        location={"kind": "glusterfs", "root": str(base), "pod_root": volume.pod_path(base)})
+    mf.write_local_atomic(target, doc)
+    _log_shards(logger, plan, str(target))
+    return _result(plan, str(target), files, str(input_path), volume.pod_path(base))
+
+
+def _log_shards(logger: logging.Logger, plan, where: str) -> None:
+    logger.info("manifest written: %s", where)
+    for key, paths in plan.shards.items():
+        logger.info("shard %s: %d file(s), %.1f MiB", key, len(paths),
+                    plan.shard_bytes[key] / 2**20)
+    logger.info("imbalance %d bytes (bound: the largest file, %d bytes)", plan.imbalance, plan.bound)
