@@ -1,0 +1,262 @@
+"""Fetch a job's training code into a shared directory (the ``fetch-code`` init container).
+
+    python3 -m tfk8s_airflow.codefetch --uri URI --dest DIR --entrypoint run.sh [--sha256 HEX]
+
+Why it exists: users should not build an image per algorithm. The job spec's ``code:``
+field names an archive or a script served over HTTP(S) or stored on HDFS; every replica's
+init container runs this module to place it in an ``emptyDir`` that the training container
+mounts, and the training container runs ``sh DIR/run.sh``.
+
+Why only the standard library: it runs in whatever image the job (or ``code.image``) uses,
+with nothing of Airflow, ``requests`` or ``hdfs`` installed; ``tfk8s_airflow/__init__.py``
+imports nothing, so ``python3 -m`` works with just this package directory on the path.
+
+Sources:
+
+* ``http://`` and ``https://`` URLs (redirects followed);
+* ``webhdfs://host[:port]/path`` (``swebhdfs://`` for HTTPS): WebHDFS ``op=OPEN`` at that
+  address (port default 9870), following the NameNode's redirect to a DataNode;
+* ``hdfs://host[:port]/path``: the same file through WebHDFS on ``host``. The port in an
+  ``hdfs://`` URI is the RPC port, which a REST client cannot use, so it is ignored and the
+  WebHDFS port is taken from ``--webhdfs-port`` / ``$TFK8S_WEBHDFS_PORT`` (default 9870).
+
+The HDFS user is ``--user``, ``$TFK8S_HDFS_USER`` or ``$HADOOP_USER_NAME`` (none: HDFS's
+anonymous user, enough for world-readable code).
+
+What it places: ``.tar.gz``/``.tgz``/``.tar``/``.zip`` archives are unpacked into the
+destination (members with absolute names, ``..`` segments, links leaving the destination,
+or device files are refused before anything is extracted); anything else is a single script
+saved as the entrypoint. The entrypoint must exist afterwards and is made executable.
+
+Exit codes, as the ExitCode restart policy and the job sensor read them: 0 success; 1
+permanent (bad URI, HTTP 4xx such as 404, sha256 mismatch, bad or unsafe archive, missing
+entrypoint); 138 retryable (connection refused or reset, timeout, HTTP 5xx). The reason goes
+to stderr and to the pod's termination message (``/dev/termination-log``) so
+``kubectl describe`` and the job sensor show it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import posixpath
+import shutil
+import socket
+import sys
+import tarfile
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import zipfile
+import zlib
+from pathlib import Path
+from typing import Sequence
+
+EXIT_OK = 0
+EXIT_PERMANENT = 1
+EXIT_RETRYABLE = 138
+DEFAULT_WEBHDFS_PORT = 9870
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".zip")
+TERMINATION_LOG = "/dev/termination-log"
+_READ = 1 << 20
+
+
+class FetchError(Exception):
+    """A failure with the exit code it maps to."""
+
+    def __init__(self, message: str, code: int = EXIT_PERMANENT) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def resolve_url(uri: str, user: str | None = None, webhdfs_port: int | None = None) -> str:
+    """The HTTP(S) URL to GET for ``uri`` (WebHDFS OPEN for ``hdfs``/``webhdfs`` URIs)."""
+    parts = urllib.parse.urlsplit(uri)
+    scheme = parts.scheme.lower()
+    if scheme in ("http", "https"):
+        if not parts.netloc:
+            raise FetchError(f"bad code URI {uri!r}: no host")
+        return uri
+    if scheme not in ("hdfs", "webhdfs", "swebhdfs"):
+        raise FetchError(f"unsupported code URI {uri!r}: use http(s)://, hdfs:// or webhdfs://")
+    if not parts.hostname or not parts.path or parts.path == "/":
+        raise FetchError(f"bad code URI {uri!r}: expected {scheme}://host[:port]/path/to/file")
+    if scheme == "hdfs":
+        port = webhdfs_port or DEFAULT_WEBHDFS_PORT
+    else:
+        port = parts.port or webhdfs_port or DEFAULT_WEBHDFS_PORT
+    http = "https" if scheme == "swebhdfs" else "http"
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    query = {"op": "OPEN"}
+    if user:
+        query["user.name"] = user
+    path = urllib.parse.quote(posixpath.normpath(parts.path))
+    return f"{http}://{host}:{port}/webhdfs/v1{path}?{urllib.parse.urlencode(query)}"
+
+
+def download(url: str, target: Path, timeout: float) -> tuple[int, str]:
+    """Stream ``url`` into ``target``; returns (bytes, sha256 hex)."""
+    digest = hashlib.sha256()
+    size = 0
+    request = urllib.request.Request(url, headers={"User-Agent": "tfk8s-codefetch"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response, \
+                open(target, "wb") as out:
+            while chunk := response.read(_READ):
+                out.write(chunk)
+                digest.update(chunk)
+                size += len(chunk)
+    except urllib.error.HTTPError as exc:
+        detail = ""
+        try:
+            detail = exc.read(2000).decode("utf-8", "replace").strip()
+        except Exception:  # noqa: BLE001 - the body is only a hint
+            pass
+        code = EXIT_RETRYABLE if exc.code >= 500 or exc.code in (408, 429) else EXIT_PERMANENT
+        raise FetchError(f"HTTP {exc.code} {exc.reason} fetching {url}"
+                         + (f": {detail[:500]}" if detail else ""), code) from None
+    except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise FetchError(f"cannot reach {url}: {reason}", EXIT_RETRYABLE) from None
+    return size, digest.hexdigest()
+
+
+def _safe_member(name: str, dest: Path) -> Path:
+    if name.startswith("/") or "\\" in name or ".." in Path(name).parts:
+        raise FetchError(f"unsafe archive member {name!r}: it would leave {dest}")
+    target = (dest / name).resolve()
+    if target != dest and dest not in target.parents:
+        raise FetchError(f"unsafe archive member {name!r}: it would leave {dest}")
+    return target
+
+
+def _check_tar(tar: tarfile.TarFile, dest: Path) -> None:
+    for member in tar.getmembers():
+        _safe_member(member.name, dest)
+        if member.isdev() or member.isfifo():
+            raise FetchError(f"archive member {member.name!r} is a device or FIFO: refused")
+        if member.issym() or member.islnk():
+            link = member.linkname
+            base = dest / (posixpath.dirname(member.name) if member.issym() else "")
+            resolved = (base / link).resolve()
+            if link.startswith("/") or (resolved != dest and dest not in resolved.parents):
+                raise FetchError(f"archive link {member.name!r} -> {link!r} leaves {dest}: refused")
+
+
+def unpack(archive: Path, dest: Path, name: str) -> None:
+    """Unpack into ``dest`` after checking every member."""
+    dest = dest.resolve()
+    try:
+        if name.endswith(".zip"):
+            with zipfile.ZipFile(archive) as zf:
+                for info in zf.infolist():
+                    _safe_member(info.filename, dest)
+                bad = zf.testzip()
+                if bad is not None:
+                    raise FetchError(f"corrupt zip archive: member {bad!r} fails its CRC")
+                zf.extractall(dest)
+        else:
+            with tarfile.open(archive, "r:*") as tar:
+                _check_tar(tar, dest)
+                kwargs = {"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}
+                tar.extractall(dest, **kwargs)  # noqa: S202 - members checked above
+    except (tarfile.TarError, zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
+        if isinstance(exc, OSError) and exc.errno:
+            raise FetchError(f"cannot write the code into {dest}: {exc}", EXIT_RETRYABLE) from None
+        raise FetchError(f"not a valid {name.rsplit('.', 1)[-1]} archive: {exc}") from None
+
+
+def fetch(uri: str, dest: str | Path, entrypoint: str, sha256: str | None = None, *,
+          user: str | None = None, webhdfs_port: int | None = None, timeout: float = 60.0,
+          retries: int = 3) -> Path:
+    """Fetch, verify and place the code; returns the entrypoint's path."""
+    if entrypoint.startswith("/") or ".." in Path(entrypoint).parts:
+        raise FetchError(f"entrypoint {entrypoint!r} must be a relative path inside the code")
+    dest_dir = Path(dest)
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    dest_dir = dest_dir.resolve()
+    url = resolve_url(uri, user, webhdfs_port)
+    name = urllib.parse.urlsplit(uri).path.lower()
+    work = Path(tempfile.mkdtemp(prefix=".tfk8s-fetch-", dir=dest_dir))
+    try:
+        download_to = work / "download"
+        for attempt in range(1, retries + 1):
+            try:
+                size, digest = download(url, download_to, timeout)
+                break
+            except FetchError as exc:
+                if exc.code != EXIT_RETRYABLE or attempt == retries:
+                    raise
+                print(f"tfk8s codefetch: {exc}; retrying ({attempt}/{retries})", file=sys.stderr)
+                time.sleep(min(2 ** attempt, 10))
+        if sha256 and digest != sha256.lower():
+            raise FetchError(f"sha256 mismatch for {uri}: expected {sha256.lower()}, got {digest} "
+                             f"({size} bytes); the code changed or the URI is wrong")
+        if name.endswith(ARCHIVE_SUFFIXES):
+            unpacked = work / "unpacked"
+            unpacked.mkdir()
+            unpack(download_to, unpacked, name)
+            for item in unpacked.iterdir():  # move into place, replacing an earlier fetch
+                target = dest_dir / item.name
+                if target.is_dir() and not target.is_symlink():
+                    shutil.rmtree(target)
+                elif target.exists() or target.is_symlink():
+                    target.unlink()
+                os.replace(item, target)
+        else:
+            target = dest_dir / entrypoint
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(download_to, target)
+        entry = dest_dir / entrypoint
+        if not entry.is_file():
+            present = sorted(p.name for p in dest_dir.iterdir() if not p.name.startswith(".tfk8s-"))
+            raise FetchError(f"entrypoint {entrypoint!r} not found in the code from {uri} "
+                             f"(top level holds: {', '.join(present) or 'nothing'})")
+        entry.chmod(entry.stat().st_mode | 0o755)
+        print(f"tfk8s codefetch: fetched {uri} ({size} bytes, sha256 {digest}) into {dest_dir}; "
+              f"entrypoint {entry}")
+        return entry
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _termination_message(message: str) -> None:
+    path = os.environ.get("TFK8S_TERMINATION_LOG", TERMINATION_LOG)
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(message[:4000])
+    except OSError:
+        pass
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python3 -m tfk8s_airflow.codefetch",
+                                     description="Fetch training code into a directory.")
+    parser.add_argument("--uri", required=True)
+    parser.add_argument("--dest", required=True)
+    parser.add_argument("--entrypoint", default="run.sh")
+    parser.add_argument("--sha256")
+    parser.add_argument("--user", default=os.environ.get("TFK8S_HDFS_USER")
+                        or os.environ.get("HADOOP_USER_NAME"))
+    parser.add_argument("--webhdfs-port", type=int,
+                        default=int(os.environ.get("TFK8S_WEBHDFS_PORT", DEFAULT_WEBHDFS_PORT)))
+    parser.add_argument("--timeout", type=float, default=60.0)
+    parser.add_argument("--retries", type=int, default=3)
+    args = parser.parse_args(argv)
+    try:
+        fetch(args.uri, args.dest, args.entrypoint, args.sha256, user=args.user,
+              webhdfs_port=args.webhdfs_port, timeout=args.timeout, retries=max(1, args.retries))
+    except FetchError as exc:
+        kind = "retryable" if exc.code == EXIT_RETRYABLE else "permanent"
+        message = f"code fetch failed ({kind}): {exc}"
+        print(f"tfk8s codefetch: {message}", file=sys.stderr)
+        _termination_message(message)
+        return exc.code
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
