@@ -49,6 +49,18 @@ start() {
   kill -0 "$!" 2>/dev/null || die "$name exited right after start" "$lf"
 }
 
+# wait_ready SECONDS NAME COMMAND...: like wait_until, but fails at once (with NAME's log
+# tail) when the NAME process has died instead of waiting out the timeout.
+wait_ready() {
+  local timeout="$1" name="$2"; shift 2
+  local deadline=$(( $(date +%s) + timeout ))
+  until "$@" >/dev/null 2>&1; do
+    running "$name" || die "$name exited during start-up" "$(logfile "$name")"
+    [ "$(date +%s)" -lt "$deadline" ] || die "timed out after ${timeout}s waiting for $name to become ready" "$(logfile "$name")"
+    sleep 0.5
+  done
+}
+
 # check_port_free PORT NAME: fail clearly when something else already listens there.
 check_port_free() {
   if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
