@@ -118,3 +118,7 @@ class MetricBelowThresholdError(PermanentError):
         self.threshold = threshold
         extra = f" ({detail})" if detail else ""
         super().__init__(f"{metric} {value:.4f} is below the threshold {threshold:.4f}{extra}")
+
+
+class MissingInputError(DataError):
+    """An input path (HDFS or volume) does not exist; waiting for it is the sensor's job."""

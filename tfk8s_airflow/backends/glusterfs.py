@@ -24,7 +24,7 @@ from pathlib import Path, PurePosixPath
 from typing import Iterable, Sequence
 
 from tfk8s_airflow.backends.listing import FileEntry, is_hidden, name_matches, split_glob
-from tfk8s_airflow.exceptions import DataError, PathSafetyError, StagingError
+from tfk8s_airflow.exceptions import MissingInputError, PathSafetyError, StagingError
 
 __all__ = ["GlusterVolume", "DEFAULT_MOUNT", "MOUNT_ENV"]
 
@@ -88,12 +88,12 @@ class GlusterVolume:
         lexical = Path(os.path.normpath(self.mount / text))
         real = Path(os.path.realpath(lexical))
         roots = ", ".join(str(r) for r in self.roots)
-        if not self._within(real, self.mount):
-            raise PathSafetyError(f"{what} {text} resolves to {real}, outside the volume "
-                                  f"{self.mount} (a symbolic link escapes it); allowed roots: {roots}")
         if not any(self._within(lexical, r) or self._within(real, r) for r in self.roots):
             raise PathSafetyError(f"{what} {text} is outside the allowed roots ({roots}); "
                                   "stage from a directory under one of them")
+        if not self._within(real, self.mount):
+            raise PathSafetyError(f"{what} {text} resolves to {real}, outside the volume "
+                                  f"{self.mount} (a symbolic link escapes it); allowed roots: {roots}")
         if not any(self._within(real, r) for r in self.roots):
             raise PathSafetyError(f"{what} {text} resolves to {real}, outside the allowed "
                                   f"roots ({roots}) through a symbolic link")
@@ -119,7 +119,7 @@ class GlusterVolume:
         glob_root, segments = split_glob(str(self.mount / text) if not text.startswith("/") else text)
         root = self.safe_path(glob_root, "input")
         if not root.exists():
-            raise DataError(f"input does not exist on the volume: {glob_root}")
+            raise MissingInputError(f"input does not exist on the volume: {glob_root}")
         matched = [root]
         for i, seg in enumerate(segments):
             last = i == len(segments) - 1

@@ -36,7 +36,8 @@ import requests
 
 from tfk8s_airflow.backends.listing import (FileEntry, has_magic, is_hidden, name_matches,
                                             relative_to, split_glob)
-from tfk8s_airflow.exceptions import DataError, HdfsUnavailableError, SpecError, StagingError
+from tfk8s_airflow.exceptions import (DataError, HdfsUnavailableError, MissingInputError, SpecError,
+                                      StagingError)
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +164,7 @@ class WebHdfs:
         if isinstance(message, bytes):
             message = message.decode("utf-8", "replace")
         if kind == "FileNotFoundException":
-            return DataError(f"HDFS path does not exist: {path} (while {action})")
+            return MissingInputError(f"HDFS path does not exist: {path} (while {action})")
         if kind == "AccessControlException" or "Permission denied" in message:
             return DataError(f"permission denied by HDFS while {action} {path} as user "
                              f"{self.user}: {message}")
@@ -177,9 +178,12 @@ class WebHdfs:
     # ---------------------------------------------------------------------- metadata
 
     def status(self, path: str) -> dict[str, Any] | None:
-        """FileStatus of ``path``, or ``None`` when it does not exist."""
-        return self.call("reading the status of", path,
-                         lambda: self.client.status(path, strict=False))
+        """FileStatus of ``path``, or ``None`` when it does not exist (any other failure,
+        such as a permission denial on a parent directory, raises)."""
+        try:
+            return self.call("reading the status of", path, lambda: self.client.status(path))
+        except MissingInputError:
+            return None
 
     def exists(self, path: str) -> bool:
         return self.status(path) is not None
@@ -204,7 +208,7 @@ class WebHdfs:
         root, segments = split_glob(path)
         top = self.status(root)
         if top is None:
-            raise DataError(f"HDFS input does not exist: {root}"
+            raise MissingInputError(f"HDFS input does not exist: {root}"
                             + (f" (the root of the glob {path})" if segments else ""))
         matched: list[tuple[str, dict[str, Any]]] = [(root, top)]
         for i, seg in enumerate(segments):
