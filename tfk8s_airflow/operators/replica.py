@@ -21,7 +21,7 @@ a second one.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
 
@@ -32,6 +32,11 @@ class TFReplicaPodOperator(KubernetesPodOperator):
     """Launches one TF replica pod from a pod manifest built by :mod:`tfk8s_airflow.manifests`."""
 
     ui_color = "#c9e4ff"
+    # The pod manifest comes from the setup task fully rendered. Rendering it again would
+    # render user text twice and, under render_template_as_native_obj=True, turn JSON
+    # strings such as TF_CONFIG into Python dicts (the pod would get their repr).
+    template_fields: Sequence[str] = tuple(
+        f for f in KubernetesPodOperator.template_fields if f != "pod_template_dict")
 
     def __init__(self, *, detach: bool = True, **kwargs: Any) -> None:
         kwargs.setdefault("base_container_name", CONTAINER_NAME)
