@@ -1,0 +1,93 @@
+"""Scenario DAGs whose replicas really run: TensorFlow pods on the node agent's node.
+
+The pods select the node agent's node (``type: local`` plus the toleration of its taint),
+so the agent runs each replica's command as a local process with its exact TF_CONFIG; the
+image is ignored there. Host paths come from ``params`` so a test gives each run its own
+data and model directories; inside the pods they are always mounted at ``DATA`` and
+``MODEL`` (bind mounts in the pod's mount namespace). ``evaluate`` runs the evaluation CLI
+on the model directory and held-out data and pushes the result to XCom.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pendulum
+from airflow.providers.standard.operators.python import PythonOperator
+from airflow.sdk import DAG, Param
+
+from tfk8s_airflow.taskgroup import tf_job
+
+START = pendulum.datetime(2026, 1, 1, tz="UTC")
+DATA, MODEL, PROGRAMS = "/mnt/tfk8s-realpod/data", "/mnt/tfk8s-realpod/model", "/opt/tfk8s-programs"
+LOCAL = {"type": "local"}
+TOLERATE_AGENT = [{"key": "tfk8s.io/node-agent", "operator": "Exists", "effect": "NoSchedule"}]
+GOOD = 0.8  # the synthetic data's Bayes accuracy is ~0.91, chance 0.5
+
+
+def evaluate_model(params: dict, **_context) -> dict:
+    """Evaluate what the job left in the model directory (a subprocess: TensorFlow stays
+    out of the Airflow worker); fails below the threshold."""
+    cmd = [sys.executable, "-m", "tfk8s_airflow.trainer.evaluate", "--model-dir", params["model_dir"],
+           "--heldout", f"{params['data_dir']}/heldout.csv", "--threshold", str(GOOD)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if res.returncode != 0:
+        raise RuntimeError(f"evaluation failed (exit {res.returncode}): {res.stdout[-2000:]}{res.stderr[-3000:]}")
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def _params(**extra) -> dict:
+    return {"namespace": Param("default", type="string"), "data_dir": Param("/nonexistent", type="string"),
+            "model_dir": Param("/nonexistent", type="string"), "shards": Param({}, type="object"),
+            "steps": Param(300, type="integer"), "step_delay": Param(0.0, type="number"),
+            "checkpoint_every": Param(100, type="integer"), **extra}
+
+
+def _volumes() -> list[dict]:
+    return [{"name": "data", "mount_path": DATA, "host_path": "{{ params.data_dir }}", "read_only": True},
+            {"name": "model", "mount_path": MODEL, "host_path": "{{ params.model_dir }}"}]
+
+
+def trainer_dag(dag_id: str, mode: str, roles: dict, evaluate: bool = True) -> DAG:
+    spec = {
+        "name": f"rp-{mode}", "namespace": "{{ params.namespace }}", "image": "tfk8s/trainer:0.1",
+        "node_selector": LOCAL, "tolerations": TOLERATE_AGENT,
+        "command": ["python", "-m", "tfk8s_airflow.trainer"],
+        "args": ["--mode", mode, "--model-dir", MODEL, "--steps={{ params.steps }}",
+                 "--step-delay={{ params.step_delay }}", "--checkpoint-every={{ params.checkpoint_every }}",
+                 "--log-every", "10", "--heldout", f"{DATA}/heldout.csv", "--peer-timeout", "90"],
+        "env": {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"},
+        "volumes": _volumes(), "max_restarts": 2, **roles,
+    }
+    with DAG(dag_id, schedule=None, start_date=START, catchup=False, render_template_as_native_obj=True,
+             params=_params(), tags=["tfk8s-test", "realpods"]) as dag:
+        train = tf_job("train", spec=spec, shards="{{ params.shards }}", poll_interval=1,
+                       sensor_timeout=600)
+        if evaluate:
+            train >> PythonOperator(task_id="evaluate", python_callable=evaluate_model)
+    return dag
+
+
+# TF1 between-graph async: 1 PS + 2 tracked workers (worker 0 is the chief).
+tf1 = trainer_dag("tfk8s_rp_tf1", "tf1", {"ps": 1, "worker": {"replicas": 2}})
+# TF2 ParameterServerStrategy: the chief decides; PS and workers are untracked servers.
+tf2 = trainer_dag("tfk8s_rp_tf2", "tf2", {"chief": 1, "ps": 1, "worker": {"replicas": 2, "tracked": False}})
+
+# A program written for Kubeflow's TFJob (reads only TF_CONFIG), run unchanged from a
+# hostPath volume; it writes its result JSON to the model volume.
+with DAG("tfk8s_rp_tfjob_program", schedule=None, start_date=START, catchup=False,
+         render_template_as_native_obj=True,
+         params=_params(programs_dir=Param("/nonexistent", type="string")),
+         tags=["tfk8s-test", "realpods"]) as tfjob_program:
+    tf_job("train", spec={
+        "name": "rp-tfjob", "namespace": "{{ params.namespace }}", "image": "kubeflow/tf-dist-mnist-test:1.0",
+        "node_selector": LOCAL, "tolerations": TOLERATE_AGENT,
+        "command": ["python3", f"{PROGRAMS}/tfjob_style.py"],
+        "args": ["--steps={{ params.steps }}", "--out", MODEL],
+        "env": {"TF_CPP_MIN_LOG_LEVEL": "2"},
+        "volumes": [{"name": "programs", "mount_path": PROGRAMS, "host_path": "{{ params.programs_dir }}",
+                     "read_only": True},
+                    {"name": "model", "mount_path": MODEL, "host_path": "{{ params.model_dir }}"}],
+        "ps": 1, "worker": 2,
+    }, poll_interval=1, sensor_timeout=600)

@@ -1,0 +1,365 @@
+"""Real distributed TensorFlow through Airflow, the Kubernetes API and the node agent.
+
+Every replica is a pod the operators create, bound by the real scheduler to the node
+agent's node (``tfk8s-local-0``), and run by the agent as a local process with its exact
+TF_CONFIG (peers ``<role>-<i>.<job>.<ns>.svc:2222``, resolved through the pod's hosts file
+in its own network namespace). The sensor sees real exit codes; teardown deletes the pods
+and the agent removes their processes and namespaces, which every test checks.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.k8s import wait_for
+from tests.fixtures.nodeagent import LOCAL_NODE_SELECTOR, LOCAL_TOLERATIONS
+
+pytestmark = [pytest.mark.k8s, pytest.mark.tf, pytest.mark.airflow, pytest.mark.timeout(600)]
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests" / "dags"))
+GOOD = 0.8  # Bayes accuracy of the synthetic data is ~0.91, chance 0.5
+CLEANUP_TIMEOUT_S = 30
+
+
+def _report(name: str, seconds: float, **values) -> None:
+    print(f"\n[realpods {name}] {seconds:.1f}s " + json.dumps(values, default=str), file=sys.stderr)
+
+
+# ----------------------------------------------------------------------------- fixtures
+@pytest.fixture(scope="module")
+def agent(nodeagent):
+    """The node agent, and a pod interpreter that really has TensorFlow (fail, never skip)."""
+    probe = subprocess.run([nodeagent.python, "-c", "import importlib.util, sys; "
+                            "sys.exit(importlib.util.find_spec('tensorflow') is None)"], timeout=60)
+    if probe.returncode != 0:
+        pytest.fail(f"{nodeagent.python} (the pods' python) has no TensorFlow: run scripts/setup --tf",
+                    pytrace=False)
+    return nodeagent
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("realpod-data")
+    subprocess.run([sys.executable, "-m", "tfk8s_airflow.trainer.dataset", "--out", str(out), "--files", "4",
+                    "--rows", "1000", "--seed", "7", "--workers", "2"], check=True, timeout=120)
+    from tfk8s_realpod_scenarios import DATA  # noqa: PLC0415 - imports Airflow
+    host = json.loads((out / "shards.json").read_text())
+    # The pods see the data at DATA (a bind mount of the host directory): same file names.
+    shards = {key: [f"{DATA}/{Path(p).name}" for p in files] for key, files in host.items()}
+    return {"dir": str(out), "shards": shards, "heldout": str(out / "heldout.csv")}
+
+
+@pytest.fixture
+def model_dir(tmp_path) -> Path:
+    d = tmp_path / "model"
+    d.mkdir()
+    return d
+
+
+class JobWatch:
+    """Records the namespace's pods (uids, hostnames) and the agent's processes for them
+    while a DAG runs; everything is gone after teardown, so the checks need the record."""
+
+    def __init__(self, agent, namespace: str):
+        self.agent, self.core, self.namespace = agent, agent.cluster.core_v1, namespace
+        self.pods: dict[str, object] = {}
+        self.pids: set[int] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            try:
+                for p in self.core.list_namespaced_pod(self.namespace).items:
+                    self.pods[p.metadata.name] = p
+            except Exception:  # noqa: BLE001 - namespace may be terminating at the end
+                pass
+            self.pids.update(self.agent.pids(self.namespace).values())
+            self._stop.wait(0.3)
+
+    def pod(self, hostname: str):
+        return next((p for p in self.pods.values() if p.spec.hostname == hostname), None)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(5)
+
+    def assert_nothing_left(self):
+        core, ns = self.core, self.namespace
+        objects = ([f"pod/{p.metadata.name}" for p in core.list_namespaced_pod(ns).items]
+                   + [f"service/{s.metadata.name}" for s in core.list_namespaced_service(ns).items]
+                   + [f"configmap/{c.metadata.name}" for c in core.list_namespaced_config_map(ns).items
+                      if c.metadata.name != "kube-root-ca.crt"])
+        assert objects == [], objects
+        uids = [p.metadata.uid for p in self.pods.values()]
+        assert self.pods, "no pod was seen"
+        wait_for(lambda: not self.agent.leftovers(ns, uids, sorted(self.pids)), CLEANUP_TIMEOUT_S,
+                 f"the node agent to remove every process, netns and directory of {ns}")
+
+
+def run_dag(dag, namespace: str, **conf):
+    return dag.test(run_conf={"namespace": namespace, **conf})
+
+
+def states(dr):
+    return {(ti.task_id, ti.map_index): ti.state for ti in dr.get_task_instances()}
+
+
+def xcom(dr, task_id, key="return_value"):
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    ti = next(t for t in dr.get_task_instances() if t.task_id == task_id)
+    with create_session() as session:
+        row = session.query(XComModel).filter_by(dag_id=dr.dag_id, run_id=dr.run_id, task_id=task_id,
+                                                 key=key, map_index=ti.map_index).first()
+    if row is None:
+        return None
+    value = row.value
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
+def checkpoint_step(model_dir: Path) -> int:
+    """Step of the latest checkpoint, from the `checkpoint` index file (no TensorFlow here)."""
+    try:
+        text = (model_dir / "checkpoint").read_text()
+    except FileNotFoundError:
+        return 0
+    for line in text.splitlines():
+        if line.startswith("model_checkpoint_path:"):
+            return int(line.split('"')[1].rsplit("-", 1)[1])
+    return 0
+
+
+def chief_step(model_dir: Path, key: str) -> int:
+    runs = read_json(model_dir / "replicas" / f"{key}.json").get("runs") or [{}]
+    return int(runs[-1].get("last_step") or 0)
+
+
+def conf(dataset: dict, model_dir: Path, **extra) -> dict:
+    return {"data_dir": dataset["dir"], "model_dir": str(model_dir), "shards": dataset["shards"], **extra}
+
+
+def _in_background(fn):
+    """Run ``fn`` in a thread during dag.test(); re-raise its error afterwards."""
+    box: dict = {}
+
+    def target():
+        try:
+            box["result"] = fn()
+        except BaseException as exc:  # noqa: BLE001
+            box["error"] = exc
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+
+    def result(timeout: float = 30):
+        t.join(timeout)
+        if "error" in box:
+            raise box["error"]
+        return box.get("result")
+    return result
+
+
+# -------------------------------------------------------------------------------- tests
+def test_tf1_async_ps_workers_train_and_evaluate(agent, k8s_namespace, airflow_db, dataset, model_dir):
+    import tfk8s_realpod_scenarios as s
+    t0 = time.monotonic()
+    with JobWatch(agent, k8s_namespace) as watch:
+        dr = run_dag(s.tf1, k8s_namespace, **conf(dataset, model_dir, steps=400))
+    elapsed = time.monotonic() - t0
+    st = states(dr)
+    assert dr.state == "success", (st, xcom(dr, "train.wait", "summary"))
+    result = xcom(dr, "evaluate")
+    summary = xcom(dr, "train.wait", "summary")
+    _report("tf1", elapsed, accuracy=result["accuracy"], global_step=result["global_step"])
+    assert result["accuracy"] >= GOOD and result["global_step"] >= 400
+    assert summary["replicas"]["worker-0"]["exit_code"] == 0
+    assert summary["replicas"]["ps-0"]["phase"] == "Running"  # a PS never exits; teardown stopped it
+    # Pods really ran on the agent's node with their own addresses on its bridge.
+    ps = watch.pod("ps-0")
+    assert ps.spec.node_name == agent.node
+    assert all((p.status.pod_ip or "").startswith("10.213.") for p in watch.pods.values() if p.status.pod_ip)
+    assert read_json(model_dir / "metrics.json")["mode"] == "tf1"
+    watch.assert_nothing_left()
+
+
+def test_tf2_parameter_server_strategy_trains_and_evaluates(agent, k8s_namespace, airflow_db, dataset, model_dir):
+    import tfk8s_realpod_scenarios as s
+    t0 = time.monotonic()
+    with JobWatch(agent, k8s_namespace) as watch:
+        dr = run_dag(s.tf2, k8s_namespace, **conf(dataset, model_dir, steps=300))
+    elapsed = time.monotonic() - t0
+    assert dr.state == "success", (states(dr), xcom(dr, "train.wait", "summary"))
+    result = xcom(dr, "evaluate")
+    summary = xcom(dr, "train.wait", "summary")
+    _report("tf2", elapsed, accuracy=result["accuracy"], global_step=result["global_step"])
+    assert result["accuracy"] >= GOOD and result["global_step"] == 300
+    assert summary["replicas"]["chief-0"]["phase"] == "Succeeded"
+    for key in ("ps-0", "worker-0", "worker-1"):  # untracked servers kept serving
+        assert summary["replicas"][key]["phase"] == "Running", summary
+    assert xcom(dr, "train.teardown")["deleted"]["pods"] == 4
+    watch.assert_nothing_left()
+
+
+def test_killed_worker_restarts_in_place_and_resumes(agent, k8s_namespace, airflow_db, dataset, model_dir):
+    """SIGKILL the chief worker's process mid-training: the agent restarts it in place
+    (OnFailure, restartCount 1, lastState exit 137), it restores the latest checkpoint
+    (its second run starts at that step, not 0) and the job succeeds."""
+    import tfk8s_realpod_scenarios as s
+    core = agent.cluster.core_v1
+    facts: dict = {}
+
+    def killer():
+        wait_for(lambda: checkpoint_step(model_dir) >= 150, 300, "a checkpoint at step >= 150", interval=0.2)
+        pod = watch.pod("worker-0")
+        facts["checkpoint"] = checkpoint_step(model_dir)
+        facts["killed_pid"] = agent.kill(k8s_namespace, pod.metadata.name)
+
+        def restarted():
+            p = core.read_namespaced_pod(pod.metadata.name, k8s_namespace)
+            cs = (p.status.container_statuses or [None])[0]
+            return p if cs and cs.restart_count >= 1 and cs.state.running else None
+        p = wait_for(restarted, 60, "worker-0 restarted in place")
+        cs = p.status.container_statuses[0]
+        facts["last_exit"] = cs.last_state.terminated.exit_code
+        facts["previous_log"] = core.read_namespaced_pod_log(
+            pod.metadata.name, k8s_namespace, container="tensorflow", previous=True,
+            _preload_content=False).data.decode()
+        facts["new_pid"] = agent.pid(k8s_namespace, pod.metadata.name)
+
+    t0 = time.monotonic()
+    with JobWatch(agent, k8s_namespace) as watch:
+        done = _in_background(killer)
+        dr = run_dag(s.tf1, k8s_namespace, **conf(dataset, model_dir, steps=600, step_delay=0.03,
+                                                 checkpoint_every=50))
+        done(60)
+    elapsed = time.monotonic() - t0
+    assert dr.state == "success", (states(dr), xcom(dr, "train.wait", "summary"))
+    runs = read_json(model_dir / "train_state.json")["runs"]
+    summary = xcom(dr, "train.wait", "summary")
+    result = xcom(dr, "evaluate")
+    _report("worker-kill", elapsed, checkpoint=facts["checkpoint"], starts=[r["start_step"] for r in runs],
+            accuracy=result["accuracy"], restarts=summary["replicas"]["worker-0"]["restarts"])
+    assert facts["last_exit"] == 137  # 128 + SIGKILL, as a container runtime reports it
+    assert facts["new_pid"] and facts["new_pid"] != facts["killed_pid"]
+    assert "task worker-0" in facts["previous_log"]  # kubectl logs --previous through the API
+    assert summary["replicas"]["worker-0"]["restarts"] == 1
+    assert len(runs) == 2 and runs[0]["start_step"] == 0
+    assert runs[1]["start_step"] >= facts["checkpoint"] >= 150  # resumed, not restarted at 0
+    assert runs[1]["status"] == "finished" and runs[1]["final_step"] >= 600
+    assert result["accuracy"] >= GOOD
+    watch.assert_nothing_left()
+
+
+def test_killed_ps_fails_the_job_naming_it(agent, k8s_namespace, airflow_db, dataset, model_dir):
+    import tfk8s_realpod_scenarios as s
+    facts: dict = {}
+
+    def killer():
+        wait_for(lambda: chief_step(model_dir, "worker-0") >= 50, 300, "training under way", interval=0.2)
+        facts["pid"] = agent.kill(k8s_namespace, watch.pod("ps-0").metadata.name)
+
+    t0 = time.monotonic()
+    with JobWatch(agent, k8s_namespace) as watch:
+        done = _in_background(killer)
+        dr = run_dag(s.tf1, k8s_namespace, **conf(dataset, model_dir, steps=100000, step_delay=0.02))
+        done(60)
+    elapsed = time.monotonic() - t0
+    st = states(dr)
+    summary = xcom(dr, "train.wait", "summary")
+    _report("ps-kill", elapsed, reason=summary["reason"])
+    assert dr.state == "failed"
+    assert st[("train.wait", -1)] == "failed" and st[("evaluate", -1)] == "upstream_failed"
+    assert st[("train.teardown", -1)] == "success"
+    assert "ps-0" in summary["reason"] and "exit code 137" in summary["reason"], summary["reason"]
+    assert summary["failed_pod"].endswith("-ps-0")
+    watch.assert_nothing_left()
+
+
+def test_worker_without_peers_fails_in_bounded_time_naming_the_peer(agent, k8s_namespace, dataset):
+    """A worker pod whose TF_CONFIG names a PS that never appears: the trainer gives up
+    after its --peer-timeout, exits 138 (retryable), and its log and termination message
+    (FallbackToLogsOnError) name the missing peer and its DNS name."""
+    core = agent.cluster.core_v1
+    ns = k8s_namespace
+    missing = f"ps-0.ghost.{ns}.svc:2222"
+    tf_config = {"cluster": {"ps": [missing], "worker": [f"worker-0.ghost.{ns}.svc:2222"]},
+                 "task": {"type": "worker", "index": 0}, "environment": "cloud"}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "lonely-worker-0", "labels": {"app": "lonely"}},
+           "spec": {"restartPolicy": "Never", "hostname": "worker-0", "subdomain": "ghost",
+                    "nodeSelector": LOCAL_NODE_SELECTOR, "tolerations": LOCAL_TOLERATIONS,
+                    "containers": [{
+                        "name": "tensorflow", "image": "tfk8s/trainer:0.1",
+                        "command": ["python", "-m", "tfk8s_airflow.trainer"],
+                        "args": ["--mode", "tf1", "--model-dir", "/mnt/tfk8s-realpod/model", "--peer-timeout", "5"],
+                        "env": [{"name": "TF_CONFIG", "value": json.dumps(tf_config)},
+                                {"name": "TF_CPP_MIN_LOG_LEVEL", "value": "2"},
+                                {"name": "TFK8S_SHARD_FILES",
+                                 "value": json.dumps(["/mnt/tfk8s-realpod/data/" + Path(dataset["heldout"]).name])}],
+                        "terminationMessagePolicy": "FallbackToLogsOnError",
+                        "volumeMounts": [{"name": "model", "mountPath": "/mnt/tfk8s-realpod/model"},
+                                         {"name": "data", "mountPath": "/mnt/tfk8s-realpod/data", "readOnly": True}]}],
+                    "volumes": [{"name": "model", "emptyDir": {}},
+                                {"name": "data", "hostPath": {"path": dataset["dir"], "type": "Directory"}}]}}
+    t0 = time.monotonic()
+    with JobWatch(agent, ns) as watch:
+        core.create_namespaced_pod(ns, pod)
+
+        def failed():
+            p = core.read_namespaced_pod("lonely-worker-0", ns)
+            return p if p.status.phase in ("Failed", "Succeeded") else None
+        p = wait_for(failed, 120, "the lonely worker to end")
+        elapsed = time.monotonic() - t0
+        log = core.read_namespaced_pod_log("lonely-worker-0", ns, container="tensorflow",
+                                           _preload_content=False).data.decode()
+        term = p.status.container_statuses[0].state.terminated
+        _report("peer-timeout", elapsed, exit_code=term.exit_code)
+        assert p.status.phase == "Failed" and term.exit_code == 138, log
+        assert f"ps-0 ({missing}): dns failed" in log, log
+        assert f"ps-0 ({missing})" in (term.message or ""), term.message
+        assert elapsed < 60  # 5 s peer timeout + interpreter and TensorFlow start-up
+        core.delete_namespaced_pod("lonely-worker-0", ns)
+        wait_for(lambda: not core.list_namespaced_pod(ns).items, 30, "the pod deleted")
+    watch.assert_nothing_left()
+
+
+def test_tfjob_style_program_runs_unchanged(agent, k8s_namespace, airflow_db, model_dir):
+    """A program written for Kubeflow's TFJob (reads only TF_CONFIG, environment: cloud),
+    mounted from a hostPath volume, trains under our pods without a change."""
+    import tfk8s_realpod_scenarios as s
+    programs = REPO / "tests" / "tf" / "programs"
+    t0 = time.monotonic()
+    with JobWatch(agent, k8s_namespace) as watch:
+        dr = run_dag(s.tfjob_program, k8s_namespace, model_dir=str(model_dir), programs_dir=str(programs),
+                     steps=300)
+    elapsed = time.monotonic() - t0
+    assert dr.state == "success", (states(dr), xcom(dr, "train.wait", "summary"))
+    chief = read_json(model_dir / "worker-0.json")
+    _report("tfjob-style", elapsed, **chief)
+    assert chief["chief"] is True and chief["step"] >= 299 and chief["accuracy"] >= GOOD
+    watch.assert_nothing_left()
