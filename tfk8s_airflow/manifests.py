@@ -165,7 +165,9 @@ def _volumes(spec: TFJobSpec, names: JobNames, with_shards: bool) -> tuple[list[
     mounts: list[dict[str, Any]] = []
     for vol in spec.volumes:
         if vol.host_path:
-            volumes.append({"name": vol.name, "hostPath": {"path": vol.host_path, "type": "Directory"}})
+            # A read-only volume (data) must already exist; a writable one (model, logs) is created.
+            kind = "Directory" if vol.read_only else "DirectoryOrCreate"
+            volumes.append({"name": vol.name, "hostPath": {"path": vol.host_path, "type": kind}})
         else:
             volumes.append({"name": vol.name, "persistentVolumeClaim": {"claimName": vol.pvc,
                                                                          "readOnly": vol.read_only}})
