@@ -1,0 +1,174 @@
+"""The devstack node agent as a kubelet: pods on ``tfk8s-local-0`` run as local processes.
+
+Small shell/Python pods (no TensorFlow) check what the agent promises in docs/nodeagent.md:
+restart policies and exit codes, deletion with grace periods, activeDeadlineSeconds, init
+containers, volumes, DNS names of a Service's pods, logs through the API server, and that
+``devstack/down nodeagent`` leaves nothing behind.
+"""
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.k8s import DEVSTACK, wait_for
+from tests.fixtures.nodeagent import LOCAL_NODE_SELECTOR, LOCAL_TOLERATIONS
+
+pytestmark = [pytest.mark.k8s, pytest.mark.timeout(300)]
+
+
+def _pod(name: str, script: str, restart: str = "Never", **spec) -> dict:
+    container = {"name": "main", "image": "ignored.invalid/any:1", "command": ["sh", "-c", script]}
+    container.update(spec.pop("container", {}))
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": name}},
+            "spec": {"restartPolicy": restart, "nodeSelector": LOCAL_NODE_SELECTOR,
+                     "tolerations": LOCAL_TOLERATIONS, "containers": [container], **spec}}
+
+
+def _phase(core, ns, name, *phases):
+    def check():
+        p = core.read_namespaced_pod(name, ns)
+        return p if p.status.phase in phases else None
+    return check
+
+
+def _log(core, ns, name, **kw) -> str:
+    return core.read_namespaced_pod_log(name, ns, _preload_content=False, **kw).data.decode()
+
+
+def test_node_registered_ready_tainted_with_lease(nodeagent):
+    core = nodeagent.cluster.core_v1
+    node = core.read_node(nodeagent.node)
+    assert node.metadata.labels["type"] == "local" and node.metadata.labels["tfk8s.io/node-agent"] == "true"
+    assert [(t.key, t.effect) for t in node.spec.taints] == [("tfk8s.io/node-agent", "NoSchedule")]
+    ready = [c for c in node.status.conditions if c.type == "Ready"][0]
+    assert ready.status == "True"
+    assert node.status.allocatable["cpu"] == "8" and "nvidia.com/gpu" not in node.status.allocatable
+    from kubernetes import client
+    lease = client.CoordinationV1Api(nodeagent.cluster.api_client).read_namespaced_lease(
+        nodeagent.node, "kube-node-lease")
+    assert lease.spec.holder_identity == nodeagent.node
+
+
+def test_exit_codes_and_restart_policies(nodeagent, k8s_namespace):
+    core, ns = nodeagent.cluster.core_v1, k8s_namespace
+    core.create_namespaced_pod(ns, _pod("never", "echo bye; exit 3"))
+    # OnFailure: fails twice (a counter in its emptyDir survives restarts), then succeeds.
+    core.create_namespaced_pod(ns, _pod(
+        "onfailure", 'n=$(cat /scratch/n 2>/dev/null || echo 0); echo $((n+1)) > /scratch/n; '
+        'echo "run $n"; [ "$n" -ge 2 ] || exit 1', restart="OnFailure",
+        volumes=[{"name": "scratch", "emptyDir": {}}],
+        container={"volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}]}))
+    core.create_namespaced_pod(ns, _pod("always", "echo tick; sleep 0.5", restart="Always"))
+
+    p = wait_for(_phase(core, ns, "never", "Failed", "Succeeded"), 30, "never ends")
+    term = p.status.container_statuses[0].state.terminated
+    assert p.status.phase == "Failed" and term.exit_code == 3 and term.reason == "Error"
+    assert _log(core, ns, "never") == "bye\n"
+
+    p = wait_for(_phase(core, ns, "onfailure", "Failed", "Succeeded"), 60, "onfailure ends")
+    cs = p.status.container_statuses[0]
+    assert p.status.phase == "Succeeded" and cs.restart_count == 2
+    assert cs.last_state.terminated.exit_code == 1 and cs.state.terminated.exit_code == 0
+    assert _log(core, ns, "onfailure") == "run 2\n"
+
+    def restarted():
+        p = core.read_namespaced_pod("always", ns)
+        cs = (p.status.container_statuses or [None])[0]
+        return p if cs and cs.restart_count >= 2 else None
+    p = wait_for(restarted, 60, "always restarted twice")
+    assert p.status.phase == "Running"
+    assert _log(core, ns, "always", previous=True) == "tick\n"
+
+
+def test_deletion_sends_sigterm_then_sigkill_after_grace(nodeagent, k8s_namespace, tmp_path):
+    core, ns = nodeagent.cluster.core_v1, k8s_namespace
+    marker = tmp_path / "got-term"
+    core.create_namespaced_pod(ns, _pod(
+        "polite", f"trap 'echo term > {marker}; exit 0' TERM; while true; do sleep 0.1; done",
+        terminationGracePeriodSeconds=30))
+    core.create_namespaced_pod(ns, _pod("stubborn", "trap '' TERM; while true; do sleep 0.1; done",
+                                        terminationGracePeriodSeconds=2))
+    for name in ("polite", "stubborn"):
+        wait_for(_phase(core, ns, name, "Running"), 30, f"{name} running")
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    core.delete_namespaced_pod("polite", ns)
+    core.delete_namespaced_pod("stubborn", ns)
+    wait_for(lambda: not core.list_namespaced_pod(ns).items, 30, "both pods gone")
+    elapsed = time.monotonic() - t0
+    assert marker.read_text() == "term\n"
+    assert 1.5 < elapsed < 15, elapsed  # stubborn: SIGKILL after its 2 s grace
+    wait_for(lambda: not nodeagent.leftovers(ns), 15, "sandboxes removed")
+
+
+def test_active_deadline_fails_the_pod(nodeagent, k8s_namespace):
+    core, ns = nodeagent.cluster.core_v1, k8s_namespace
+    core.create_namespaced_pod(ns, _pod("late", "sleep 60", activeDeadlineSeconds=2,
+                                        terminationGracePeriodSeconds=1))
+    p = wait_for(_phase(core, ns, "late", "Failed"), 30, "deadline exceeded")
+    assert p.status.reason == "DeadlineExceeded"
+
+
+def test_init_containers_volumes_and_service_dns(nodeagent, k8s_namespace, tmp_path):
+    """Init containers run first, in order; configMap, emptyDir and hostPath volumes appear
+    at their mount paths (a read-only bind mount refuses writes); the pods of a headless
+    Service resolve each other by <hostname>.<subdomain>.<ns>.svc before they are Ready."""
+    core, ns = nodeagent.cluster.core_v1, k8s_namespace
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "data.txt").write_text("from the host\n")
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "shards"},
+                                           "data": {"shards.json": '{"worker-0": ["a"]}'}})
+    core.create_namespaced_service(ns, {"metadata": {"name": "grp"}, "spec": {
+        "clusterIP": "None", "publishNotReadyAddresses": True, "selector": {"grp": "x"},
+        "ports": [{"port": 2222}]}})
+    check = (f"cat /etc/tfk8s/shards/shards.json; echo; cat /scratch/order; cat /in/data.txt; "
+             f"touch /in/x 2>/dev/null && echo writable || echo read-only; hostname; "
+             f"for i in $(seq 1 100); do getent hosts peer.grp.{ns}.svc && break; sleep 0.1; done")
+    body = _pod("main", check, hostname="main", subdomain="grp",
+                volumes=[{"name": "s", "configMap": {"name": "shards"}}, {"name": "scratch", "emptyDir": {}},
+                         {"name": "in", "hostPath": {"path": str(host), "type": "Directory"}}],
+                initContainers=[{"name": f"init{i}", "image": "x", "command": ["sh", "-c", f"echo init{i} >> /scratch/order"],
+                                 "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}]} for i in (1, 2)],
+                container={"volumeMounts": [{"name": "s", "mountPath": "/etc/tfk8s/shards"},
+                                            {"name": "scratch", "mountPath": "/scratch"},
+                                            {"name": "in", "mountPath": "/in", "readOnly": True}]})
+    body["metadata"]["labels"]["grp"] = "x"
+    peer = _pod("peer", "sleep 30", hostname="peer", subdomain="grp")
+    peer["metadata"]["labels"]["grp"] = "x"
+    core.create_namespaced_pod(ns, body)
+    core.create_namespaced_pod(ns, peer)
+    p = wait_for(_phase(core, ns, "main", "Succeeded", "Failed"), 60, "main ends")
+    out = _log(core, ns, "main")
+    assert p.status.phase == "Succeeded", out
+    peer_ip = core.read_namespaced_pod("peer", ns).status.pod_ip
+    assert out.splitlines()[:6] == ['{"worker-0": ["a"]}', "init1", "init2", "from the host", "read-only", "main"]
+    resolved = out.splitlines()[6].split()
+    assert resolved[0] == peer_ip and f"peer.grp.{ns}.svc" in resolved, out
+    assert [c.state.terminated.exit_code for c in p.status.init_container_statuses] == [0, 0]
+    assert not Path("/etc/tfk8s/shards/shards.json").exists()  # the bind mount stayed in the pod
+    assert not (host / "x").exists()
+
+
+def test_down_stops_pods_and_leaves_nothing(nodeagent, k8s_namespace):
+    core, ns = nodeagent.cluster.core_v1, k8s_namespace
+    core.create_namespaced_pod(ns, _pod("victim", "sleep 600"))
+    wait_for(_phase(core, ns, "victim", "Running"), 30, "victim running")
+    uid = core.read_namespaced_pod("victim", ns).metadata.uid
+    pid = wait_for(lambda: nodeagent.pid(ns, "victim", "main"), 10, "victim pid")
+    try:
+        down = subprocess.run([str(DEVSTACK / "down"), "nodeagent"], capture_output=True, text=True, timeout=120)
+        assert down.returncode == 0, down.stderr
+        p = core.read_namespaced_pod("victim", ns)
+        assert p.status.phase == "Failed" and p.status.reason == "Terminated"
+        assert nodeagent.leftovers(ns, [uid], [pid]) == []
+        assert nodeagent.netns() == []
+        links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+        assert "tfk8s-br0" not in links and "tfkv" not in links
+        assert not any(Path("/etc/netns").glob("tfk8s-*")) if Path("/etc/netns").exists() else True
+    finally:
+        up = subprocess.run([str(DEVSTACK / "up"), "nodeagent"], capture_output=True, text=True, timeout=180)
+        assert up.returncode == 0, up.stderr
