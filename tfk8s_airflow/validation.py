@@ -118,8 +118,8 @@ def check_quantity(value: Any, fld: str, *, integer: bool = False) -> Problem | 
     if not m:
         return Problem(fld, f"{text!r} is not a resource quantity",
                        "write e.g. cpu: 500m or 2, memory: 512Mi or 4Gi, nvidia.com/gpu: 1")
-    if float(m.group("num")) <= 0:
-        return Problem(fld, f"must be positive, got {text!r}", "remove it or give a positive amount")
+    if float(m.group("num")) < 0:
+        return Problem(fld, f"must not be negative, got {text!r}", "remove it or give a positive amount")
     if integer and (m.group("suffix") or not m.group("num").lstrip("+").isdigit()):
         return Problem(fld, f"must be a whole number, got {text!r}", "write e.g. nvidia.com/gpu: 1")
     return None

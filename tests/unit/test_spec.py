@@ -98,7 +98,7 @@ BAD = [
     ({"worker": {"replicas": 2, "image": "bad image"}}, "worker.image", "not a valid image reference"),
     ({"resources": {"cpu": "two"}}, "resources.cpu", "not a resource quantity"),
     ({"resources": {"memory": "4GB"}}, "resources.memory", "not a resource quantity"),
-    ({"resources": {"memory": "-1Gi"}}, "resources.memory", "must be positive"),
+    ({"resources": {"memory": "-1Gi"}}, "resources.memory", "must not be negative"),
     ({"resources": {"nvidia.com/gpu": "0.5"}}, "resources.nvidia.com/gpu", "whole number"),
     ({"resources": {"gpu": 1}}, "resources.gpu", "did you mean 'nvidia.com/gpu'?"),
     ({"port": 70000}, "port", "between 1 and 65535"),

@@ -1,0 +1,128 @@
+"""Retraining DAGs: the daily schedule (safe to backfill) and a manual, form-driven training.
+
+Both build the same pipeline from the same spec and operators:
+
+    wait for partition -> stage (HDFS -> GlusterFS, sharded) -> [train group] -> evaluate -> promote
+
+* ``tfk8s_retrain_daily``: waits for ``/data/clicks/dt={{ ds }}/_SUCCESS`` on HDFS, copies the
+  partition onto the GlusterFS cache, trains a PS/worker job on it, evaluates the model on
+  the held-out file and promotes it to ``serving/`` only if it beats the last promoted one.
+  Everything is keyed by the logical date (cache, model directory, version, job name), so
+  backfills and clears are idempotent and concurrent runs share nothing.
+* ``tfk8s_train_manual``: no schedule; the Params form (image, PS and worker counts, GPUs per
+  worker, data path, steps, learning rate) is validated by JSON schema, so a bad value is
+  refused in the UI (or by the REST API / CLI) before a run exists.
+
+Paths: ``TFK8S_GLUSTER_MOUNT`` (default ``/mnt/tfk8s-gluster``) is where both the Airflow
+worker and the nodes see the GlusterFS volume; the pods mount the same paths (hostPath).
+"""
+from __future__ import annotations
+
+import os
+
+import pendulum
+from airflow.sdk import DAG, Param
+
+from tfk8s_airflow.operators.model import ModelPromoteOperator, TFEvaluateOperator
+from tfk8s_airflow.operators.staging import HdfsStageOperator
+from tfk8s_airflow.sensors.hdfs import HdfsPartitionSensor
+from tfk8s_airflow.taskgroup import tf_job
+
+VOLUME = os.environ.get("TFK8S_GLUSTER_MOUNT", "/mnt/tfk8s-gluster")
+ROOT = f"{VOLUME}/tfk8s"
+PYTHON = os.environ.get("TFK8S_EVAL_PYTHON")  # an interpreter with TensorFlow (default: Airflow's)
+
+COMMON_PARAMS = {
+    "namespace": Param("default", type="string", pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                       description="Kubernetes namespace of the job"),
+    "node_type": Param("local", type="string", description="node label 'type' the replicas run on"),
+    "image": Param("tfk8s/trainer:0.1", type="string", minLength=1, description="trainer image"),
+    "ps": Param(1, type="integer", minimum=1, maximum=16, description="parameter servers"),
+    "workers": Param(2, type="integer", minimum=1, maximum=64, description="workers"),
+    "gpus_per_worker": Param(0, type="integer", minimum=0, maximum=8, description="nvidia.com/gpu per worker"),
+    "steps": Param(300, type="integer", minimum=1, maximum=1_000_000, description="training steps"),
+    "learning_rate": Param(0.1, type="number", exclusiveMinimum=0, maximum=10, description="SGD learning rate"),
+    "threshold": Param(0.6, type="number", minimum=0, maximum=1, description="minimum held-out accuracy"),
+}
+
+
+def training_spec(model_dir: str) -> dict:
+    """The job spec, templated from params; the same for the schedule and the form."""
+    return {
+        "name": "ctr",
+        "namespace": "{{ params.namespace }}",
+        "image": "{{ params.image }}",
+        "node_selector": {"type": "{{ params.node_type }}"},
+        "command": ["python", "-m", "tfk8s_airflow.trainer"],
+        "args": ["--mode", "tf1", "--steps", "{{ params.steps }}", "--batch-size", "64",
+                 "--learning-rate", "{{ params.learning_rate }}", "--peer-timeout", "120"],
+        "resources": {"cpu": "500m", "memory": "1Gi"},
+        "restart_policy": "OnFailure",
+        "max_restarts": 3,
+        "schedule_timeout": "2m",
+        "startup_timeout": "5m",
+        "active_deadline": "2h",
+        "volumes": [
+            {"name": "data", "mount_path": f"{ROOT}/cache", "host_path": f"{ROOT}/cache", "read_only": True},
+            {"name": "model", "mount_path": model_dir, "host_path": model_dir},
+        ],
+        "ps": {"replicas": "{{ params.ps }}"},
+        "worker": {"replicas": "{{ params.workers }}",
+                   "resources": {"cpu": "500m", "memory": "1Gi", "nvidia.com/gpu": "{{ params.gpus_per_worker }}"}},
+    }
+
+
+def pipeline(data_path: str, key: str, promote: bool) -> None:
+    """Builds the tasks inside the current DAG. ``key`` names the run's cache/model dirs."""
+    cache = f"{ROOT}/cache/{key}"
+    model_dir = f"{ROOT}/models/{key}"
+    wait = HdfsPartitionSensor(task_id="wait_for_partition", path=data_path, marker="_SUCCESS",
+                               poke_interval=10, timeout=6 * 3600, deferrable=True)
+    stage = HdfsStageOperator(task_id="stage", input_path=data_path, pattern="train-*.csv",
+                              num_workers="{{ params.workers }}", cache_dir=cache, volume_path=VOLUME,
+                              allowed_roots=[f"{ROOT}/cache"])
+    heldout = HdfsStageOperator(task_id="stage_heldout", input_path=f"{data_path}/heldout.csv",
+                                num_workers=1, cache_dir=cache, volume_path=VOLUME,
+                                allowed_roots=[f"{ROOT}/cache"],
+                                manifest_path=f"{cache}/_heldout_manifest.json")
+    train = tf_job("train", spec=training_spec(model_dir), shards=stage.output, poll_interval=2,
+                   archive_dir=f"{ROOT}/logs")
+    evaluate = TFEvaluateOperator(task_id="evaluate", model_dir=model_dir, heldout=f"{cache}/heldout.csv",
+                                  threshold="{{ params.threshold }}", python=PYTHON)
+    wait >> [stage, heldout]
+    stage >> train
+    [train, heldout] >> evaluate
+    if promote:
+        evaluate >> ModelPromoteOperator(task_id="promote", model_dir=model_dir,
+                                         serving_root=f"{ROOT}/serving", metrics=evaluate.output,
+                                         version="{{ ds }}")
+
+
+with DAG(
+    "tfk8s_retrain_daily",
+    schedule="@daily",
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=2,
+    render_template_as_native_obj=True,
+    params=COMMON_PARAMS,
+    tags=["tfk8s", "retrain"],
+    doc_md=__doc__,
+) as retrain_daily:
+    pipeline("/data/clicks/dt={{ ds }}", "dt={{ ds }}", promote=True)
+
+
+with DAG(
+    "tfk8s_train_manual",
+    schedule=None,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    render_template_as_native_obj=True,
+    params={**COMMON_PARAMS,
+            "data_path": Param("/data/clicks/dt=2026-01-01", type="string", pattern="^/[^\\s]*$",
+                               description="HDFS partition to train on (needs _SUCCESS)")},
+    tags=["tfk8s", "manual"],
+    doc_md=__doc__,
+) as train_manual:
+    pipeline("{{ params.data_path }}", "manual/{{ run_id | replace(':', '-') | replace('+', '-') }}",
+             promote=False)
