@@ -15,6 +15,8 @@ Both build the same pipeline from the same spec and operators:
 
 Paths: ``TFK8S_GLUSTER_MOUNT`` (default ``/mnt/tfk8s-gluster``) is where both the Airflow
 worker and the nodes see the GlusterFS volume; the pods mount the same paths (hostPath).
+``TFK8S_ROOT`` (default ``$TFK8S_GLUSTER_MOUNT/tfk8s``, a directory on the volume) holds
+``cache/``, ``models/``, ``serving/`` and ``logs/``.
 """
 from __future__ import annotations
 
@@ -29,7 +31,8 @@ from tfk8s_airflow.sensors.hdfs import HdfsPartitionSensor
 from tfk8s_airflow.taskgroup import tf_job
 
 VOLUME = os.environ.get("TFK8S_GLUSTER_MOUNT", "/mnt/tfk8s-gluster")
-ROOT = f"{VOLUME}/tfk8s"
+# Everything of these DAGs (cache, models, serving, logs) lives under ROOT, on the volume.
+ROOT = os.environ.get("TFK8S_ROOT") or f"{VOLUME}/tfk8s"
 PYTHON = os.environ.get("TFK8S_EVAL_PYTHON")  # an interpreter with TensorFlow (default: Airflow's)
 
 COMMON_PARAMS = {
