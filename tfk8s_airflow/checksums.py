@@ -129,8 +129,9 @@ class HdfsChecksum:
     (16 bytes per HDFS block).
     """
 
-    # Batch this many bytes before computing CRCs: big batches make numpy efficient.
-    BATCH = 8 * 1024 * 1024
+    # Bytes gathered before computing CRCs. Small enough that one batch holds the GIL only
+    # briefly (the copy's other streams keep moving), large enough for numpy to be efficient.
+    BATCH = 1024 * 1024
 
     def __init__(self, block_size: int = DEFAULT_BLOCK_SIZE,
                  bytes_per_crc: int = DEFAULT_BYTES_PER_CRC) -> None:
@@ -218,9 +219,10 @@ def file_checksum(path: str | os.PathLike[str] | BinaryIO, block_size: int = DEF
     return summer.result()
 
 
-def params_from_remote(checksum: Mapping[str, Any]) -> int:
-    """``bytesPerCRC`` encoded in a WebHDFS checksum (first 4 bytes of ``bytes``)."""
-    raw = str(checksum.get("bytes", ""))
+def params_from_remote(checksum: Mapping[str, Any] | None) -> int:
+    """``bytesPerCRC`` encoded in a WebHDFS checksum (first 4 bytes of ``bytes``); HDFS's
+    default (512) when there is none."""
+    raw = str((checksum or {}).get("bytes", ""))
     value = int(raw[:8], 16) if len(raw) >= 8 else 0
     return value or DEFAULT_BYTES_PER_CRC
 

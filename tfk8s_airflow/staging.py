@@ -4,8 +4,8 @@ the manifest. The glue between the backends and the pure parts (shards, manifest
 The HDFS to GlusterFS copy, and why it is shaped this way:
 
 * **Parallel streams.** ``parallelism`` threads each stream one file at a time (WebHDFS
-  OPEN, redirected to a DataNode) in ``chunk_size`` pieces; memory is about
-  ``parallelism * (chunk_size + 8 MiB checksum batch)`` whatever the file sizes.
+  OPEN, redirected to a DataNode) in ``chunk_size`` pieces (4 MiB); memory is about
+  ``parallelism * (2 * chunk_size + 1 MiB checksum batch)`` whatever the file sizes.
 * **Verified on the fly.** Each chunk is written and fed to :class:`HdfsChecksum`; when the
   stream ends the file is fsynced, its size on the volume checked and the streamed bytes'
   checksum compared with HDFS's ``GETFILECHECKSUM``. The bytes are not read back from the
@@ -38,7 +38,7 @@ import re
 import threading
 import time
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -57,7 +57,7 @@ __all__ = ["CopyStats", "copy_to_volume", "stage_hdfs", "stage_volume", "PARTIAL
 
 PARTIAL_SUFFIX = ".tfk8s-partial"
 LOCK_NAME = "_tfk8s_staging.lock"
-DEFAULT_CHUNK = 1 << 20
+DEFAULT_CHUNK = 4 << 20  # per stream; bigger pieces mean fewer Python-level iterations
 _VERIFIABLE = re.compile(r"^MD5-of-\d+MD5-of-\d+CRC32C$")
 
 
@@ -71,6 +71,7 @@ class CopyStats:
     bytes_total: int = 0
     bytes_copied: int = 0
     seconds: float = 0.0
+    entries: list[FileEntry] = field(default_factory=list)  # with checksums filled in
 
     @property
     def mib_per_s(self) -> float:
@@ -157,18 +158,19 @@ def _local_matches(target: Path, entry: FileEntry) -> bool:
     except FileNotFoundError:
         return False
     if not verifiable(entry.checksum):
-        return entry.checksum is None  # size is all we know: trust it
+        return True  # no checksum we can recompute: the size is all we can compare
     local = file_checksum(target, block_size=entry.block_size or 128 * 2**20,
                           bytes_per_crc=params_from_remote(entry.checksum))  # type: ignore[arg-type]
     return checksums_match(local, entry.checksum)
 
 
 def _copy_one(hdfs: WebHdfs, entry: FileEntry, target: Path, progress: _Progress,
-              chunk_size: int, fsync: bool, cancel: threading.Event) -> None:
+              chunk_size: int, fsync: bool, cancel: threading.Event) -> dict[str, Any] | None:
+    """Copy one file; returns the HDFS-style checksum of the bytes streamed (when computable)."""
     partial = partial_path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    summer = (HdfsChecksum(entry.block_size or 128 * 2**20, params_from_remote(entry.checksum))
-              if verifiable(entry.checksum) else None)
+    block = entry.block_size or 128 * 2**20
+    summer = (HdfsChecksum(block, params_from_remote(entry.checksum))
+              if verifiable(entry.checksum) or entry.checksum is None else None)
     written = 0
     try:
         with open(partial, "wb", buffering=0) as out, \
@@ -183,14 +185,17 @@ def _copy_one(hdfs: WebHdfs, entry: FileEntry, target: Path, progress: _Progress
                 progress.add(len(chunk))
             if fsync:
                 os.fsync(out.fileno())
-        size = partial.stat().st_size
+            size = os.fstat(out.fileno()).st_size
         if size != entry.size or written != entry.size:
             raise StagingError(f"size mismatch copying {entry.path}: HDFS says {entry.size} "
                                f"bytes, received {written}, on the volume {size}")
-        if summer is not None and not checksums_match(summer.result(), entry.checksum):
+        received = summer.result() if summer is not None else None
+        if entry.checksum is not None and received is not None \
+                and not checksums_match(received, entry.checksum):
             raise StagingError(f"checksum mismatch copying {entry.path}: HDFS "
-                               f"{entry.checksum}, received {summer.result()}")
+                               f"{entry.checksum}, received {received}")
         os.replace(partial, target)
+        return received
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(partial)
@@ -201,24 +206,31 @@ def _copy_one(hdfs: WebHdfs, entry: FileEntry, target: Path, progress: _Progress
 def copy_to_volume(hdfs: WebHdfs, files: Sequence[FileEntry], dest: Path, *,
                    parallelism: int = 4, chunk_size: int = DEFAULT_CHUNK, fsync: bool = True,
                    attempts: int = 3, lock_timeout: float = 300.0,
-                   progress_interval: float = 10.0,
+                   progress_interval: float = 10.0, fetch_checksums: bool = True,
                    logger: logging.Logger | None = None) -> CopyStats:
     """Copy ``files`` to ``dest / entry.relpath``: parallel, resumable, verified (see the
-    module docstring). ``dest`` must already be a checked path on the volume."""
+    module docstring). ``dest`` must already be a checked path on the volume.
+
+    Entries without a checksum get theirs from HDFS when ``fetch_checksums``: one
+    GETFILECHECKSUM per file, issued ahead of the copy by ``parallelism`` extra lookup
+    threads so the lookups overlap the data streams instead of forming a phase of their own
+    (for many small files a lookup costs about as much as the file's read). With
+    ``fetch_checksums=False`` nothing is compared with HDFS: a file present with the right
+    size is kept, and the checksum recorded is the one computed from the streamed bytes
+    (HDFS's algorithm; equal to what HDFS reports unless the transfer corrupted the data).
+    ``stats.entries`` holds the entries with their checksums, in input order."""
     logger = logger or log
     dest.mkdir(parents=True, exist_ok=True)
     stats = CopyStats(files=len(files), bytes_total=sum(f.size for f in files))
     targets = []
+    results: list[FileEntry] = list(files)
+    for d in sorted({(dest / e.relpath).parent for e in files}):
+        d.mkdir(parents=True, exist_ok=True)
     for entry in files:
         rel = Path(entry.relpath)
         if rel.is_absolute() or ".." in rel.parts:
             raise PathSafetyError(f"refusing to copy {entry.path} to {rel}: it would leave {dest}")
         targets.append(dest / rel)
-    unverifiable = [f.path for f in files if f.checksum is not None and not verifiable(f.checksum)]
-    if unverifiable:
-        logger.warning("%d file(s) use an HDFS checksum this stager cannot recompute "
-                       "(e.g. %s: %s); they are verified by size only", len(unverifiable),
-                       unverifiable[0], next(f.checksum for f in files if f.path == unverifiable[0]))
     started = time.monotonic()
     with _dest_lock(dest, lock_timeout):
         swept = _sweep_partials(dest)
@@ -228,7 +240,16 @@ def copy_to_volume(hdfs: WebHdfs, files: Sequence[FileEntry], dest: Path, *,
         cancel = threading.Event()
         counts_lock = threading.Lock()
 
-        def work(entry: FileEntry, target: Path) -> None:
+        lookups = ThreadPoolExecutor(max_workers=max(1, parallelism),
+                                     thread_name_prefix="stage-checksum")
+        pending = {i: lookups.submit(hdfs.checksum, e.path) for i, e in enumerate(files)
+                   if e.checksum is None and fetch_checksums}
+
+        def work(index: int, entry: FileEntry, target: Path) -> None:
+            if index in pending:
+                entry = FileEntry(entry.path, entry.relpath, entry.size, entry.mtime,
+                                  entry.block_size, pending[index].result())
+                results[index] = entry
             if _local_matches(target, entry):
                 with counts_lock:
                     stats.skipped += 1
@@ -236,7 +257,10 @@ def copy_to_volume(hdfs: WebHdfs, files: Sequence[FileEntry], dest: Path, *,
                 return
             for attempt in range(1, attempts + 1):
                 try:
-                    _copy_one(hdfs, entry, target, progress, chunk_size, fsync, cancel)
+                    received = _copy_one(hdfs, entry, target, progress, chunk_size, fsync, cancel)
+                    if entry.checksum is None and received is not None:
+                        results[index] = FileEntry(entry.path, entry.relpath, entry.size,
+                                                   entry.mtime, entry.block_size, received)
                     break
                 except StagingError as exc:
                     if cancel.is_set() or attempt == attempts or isinstance(exc, DataError):
@@ -251,16 +275,24 @@ def copy_to_volume(hdfs: WebHdfs, files: Sequence[FileEntry], dest: Path, *,
 
         with ThreadPoolExecutor(max_workers=max(1, parallelism),
                                 thread_name_prefix="stage-copy") as pool:
-            futures = [pool.submit(work, e, t) for e, t in zip(files, targets)]
+            futures = [pool.submit(work, i, e, t) for i, (e, t) in enumerate(zip(files, targets))]
             done, _ = wait(futures, return_when=FIRST_EXCEPTION)
             failed = next((f for f in done if f.exception() is not None), None)
             if failed is not None:
                 cancel.set()
-                for fut in futures:
+                for fut in [*futures, *pending.values()]:
                     fut.cancel()
                 wait(futures)
+                lookups.shutdown(wait=True, cancel_futures=True)
                 raise failed.exception()  # type: ignore[misc]
+        lookups.shutdown(wait=True)
     stats.seconds = time.monotonic() - started
+    stats.entries = results
+    unverifiable = [f for f in results if f.checksum is not None and not verifiable(f.checksum)]
+    if unverifiable:
+        logger.warning("%d file(s) use an HDFS checksum this stager cannot recompute "
+                       "(e.g. %s: %s); they were verified by size only", len(unverifiable),
+                       unverifiable[0].path, unverifiable[0].checksum)
     logger.info("copied %d file(s) (%.1f MiB, %.1f MiB/s), skipped %d already present and "
                 "verified", stats.copied, stats.bytes_copied / 2**20, stats.mib_per_s,
                 stats.skipped)
@@ -303,7 +335,7 @@ def stage_hdfs(hdfs: WebHdfs, input_path: str, num_workers: Any, *,
                volume: GlusterVolume | None = None, cache_dir: str | None = None,
                manifest_path: str | None = None, parallelism: int = 4,
                path_prefix: str = "", chunk_size: int = DEFAULT_CHUNK, fsync: bool = True,
-               logger: logging.Logger | None = None) -> dict[str, Any]:
+               verify: bool = True, logger: logging.Logger | None = None) -> dict[str, Any]:
     """Stage an HDFS partition: list (+checksums), optionally copy into ``cache_dir`` on
     ``volume``, shard, write the manifest last. Returns the XCom result.
 
@@ -311,6 +343,9 @@ def stage_hdfs(hdfs: WebHdfs, input_path: str, num_workers: Any, *,
     ``hdfs://nn:8020``, prepended) and ``manifest_path`` is required (``hdfs:///path`` for
     HDFS, otherwise a local path). With a cache the lists hold the paths the pods see
     (``volume.pod_mount``) and the manifest defaults to ``<cache_dir>/_tfk8s_manifest.json``.
+    ``verify=False`` skips the per-file GETFILECHECKSUM of the copy (see
+    :func:`copy_to_volume`): faster for many small files, but a cached file is then trusted
+    by its size and the copy is checked only by its length and HDFS's own read-side CRCs.
     """
     logger = logger or log
     workers = parse_num_workers(num_workers)
@@ -336,7 +371,7 @@ def stage_hdfs(hdfs: WebHdfs, input_path: str, num_workers: Any, *,
             raise PathSafetyError(f"manifest_path {manifest_at!r} contains a '..' segment")
 
     root, files = hdfs.list_files(input_path, pattern=pattern, include_hidden=include_hidden,
-                                  parallelism=parallelism)
+                                  with_checksums=dest is None, parallelism=parallelism)
     _refuse_empty(files, f"hdfs:{input_path}", pattern)
     logger.info("HDFS input %s: %d file(s), %.1f MiB", input_path, len(files),
                 sum(f.size for f in files) / 2**20)
@@ -346,7 +381,9 @@ def stage_hdfs(hdfs: WebHdfs, input_path: str, num_workers: Any, *,
         if local_manifest is not None:
             mf.remove_local(local_manifest)
         stats = copy_to_volume(hdfs, files, dest, parallelism=parallelism,
-                               chunk_size=chunk_size, fsync=fsync, logger=logger)
+                               chunk_size=chunk_size, fsync=fsync, fetch_checksums=verify,
+                               logger=logger)
+        files = stats.entries
         paths = [volume.pod_path(dest / f.relpath) for f in files]
         location = {"kind": "glusterfs", "root": str(dest), "pod_root": volume.pod_path(dest)}
         data_root = location["pod_root"]

@@ -261,3 +261,14 @@ def test_ha_first_namenode_dead_second_serves(hdfs_server, hdfs_dir):
 def test_manifest_required_without_cache(hdfs_server, hdfs_dir):
     with pytest.raises(SpecError, match="manifest_path"):
         stage_hdfs(webhdfs(hdfs_server), f"{hdfs_dir}/p", 2)
+
+
+def test_verify_off_records_the_streamed_checksum(hdfs_server, hdfs_dir, gluster_dir):
+    client = hdfs_server.client()
+    written = write_partition(client, f"{hdfs_dir}/p", [0, 700, 3 * MiB + 1], small_blocks=3)
+    res = stage_hdfs(webhdfs(hdfs_server), f"{hdfs_dir}/p", 2,
+                     volume=GlusterVolume(gluster_dir.parent.parent),
+                     cache_dir=str(gluster_dir / "c"), verify=False)
+    assert res["copied"] == len(written)
+    for entry in read_local(res["manifest"])["files"]:  # what HDFS would have reported
+        assert checksums_match(entry["checksum"], client.checksum(entry["source"]))

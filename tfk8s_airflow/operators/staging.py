@@ -63,6 +63,8 @@ class HdfsStageOperator(BaseOperator):
         (e.g. ``hdfs://namenode:8020``).
     :param include_hidden: also take ``_*``/``.*`` files as data (Hadoop skips them).
     :param chunk_size: bytes per read of a stream (memory per stream).
+    :param verify: compare every copied or cached file with HDFS's GETFILECHECKSUM (default);
+        ``False`` trusts sizes and records checksums computed from the streamed bytes.
     """
 
     template_fields: Sequence[str] = ("input_path", "pattern", "num_workers", "cache_dir",
@@ -74,7 +76,7 @@ class HdfsStageOperator(BaseOperator):
                  volume_path: str | None = None, allowed_roots: Sequence[str] | None = None,
                  pod_mount_path: str | None = None, manifest_path: str | None = None,
                  parallelism: int = 4, path_prefix: str = "", include_hidden: bool = False,
-                 chunk_size: int = 1 << 20, **kwargs: Any) -> None:
+                 chunk_size: int = 4 << 20, verify: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.input_path = input_path
         self.num_workers = num_workers
@@ -89,6 +91,7 @@ class HdfsStageOperator(BaseOperator):
         self.path_prefix = path_prefix
         self.include_hidden = include_hidden
         self.chunk_size = chunk_size
+        self.verify = verify
 
     def execute(self, context: Any) -> dict[str, Any]:
         def run() -> dict[str, Any]:
@@ -101,7 +104,8 @@ class HdfsStageOperator(BaseOperator):
                               volume=volume, cache_dir=cache_dir,
                               manifest_path=_opt(self.manifest_path),
                               parallelism=self.parallelism, path_prefix=self.path_prefix or "",
-                              chunk_size=self.chunk_size, logger=self.log)
+                              chunk_size=self.chunk_size, verify=self.verify,
+                              logger=self.log)
         return _permanent_to_fail(run)
 
 
