@@ -56,6 +56,8 @@ def training_spec(model_dir: str) -> dict:
         "namespace": "{{ params.namespace }}",
         "image": "{{ params.image }}",
         "node_selector": {"type": "{{ params.node_type }}"},
+        # The devstack's node agent is tainted so only jobs meant for it land there.
+        "tolerations": [{"key": "tfk8s.io/node-agent", "operator": "Exists", "effect": "NoSchedule"}],
         "command": ["python", "-m", "tfk8s_airflow.trainer"],
         "args": ["--mode", "tf1", "--steps", "{{ params.steps }}", "--batch-size", "64",
                  "--learning-rate", "{{ params.learning_rate }}", "--peer-timeout", "120"],
