@@ -946,7 +946,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--pods", type=int, default=110)
     r.add_argument("--no-taint", dest="taint", action="store_false")
     args = p.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(threadName)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     logging.getLogger("urllib3").setLevel(logging.ERROR)  # retries while the API server restarts
     faulthandler.register(signal.SIGUSR1)  # kill -USR1 <pid>: every thread's stack into the log
     if os.geteuid() != 0:

@@ -83,6 +83,18 @@ class Network:
         self._lock = threading.Lock()
 
     def ensure_bridge(self) -> None:
+        # Never take over a network this machine already routes somewhere else.
+        for line in run("ip", "-o", "-4", "route", "show").stdout.splitlines():
+            words = line.split()
+            if not words or words[0] == "default" or f"dev {self.bridge}" in line:
+                continue
+            try:
+                other = ipaddress.ip_network(words[0], strict=False)
+            except ValueError:
+                continue
+            if other.overlaps(self.net):
+                raise SandboxError(f"pod subnet {self.net} overlaps the route '{line.strip()}'; "
+                                   "choose another with TFK8S_NODEAGENT_SUBNET")
         if run("ip", "link", "show", self.bridge, check=False).returncode != 0:
             run("ip", "link", "add", "name", self.bridge, "type", "bridge")
         addrs = run("ip", "-o", "-4", "addr", "show", "dev", self.bridge).stdout
