@@ -361,5 +361,7 @@ def test_tfjob_style_program_runs_unchanged(agent, k8s_namespace, airflow_db, mo
     assert dr.state == "success", (states(dr), xcom(dr, "train.wait", "summary"))
     chief = read_json(model_dir / "worker-0.json")
     _report("tfjob-style", elapsed, **chief)
-    assert chief["chief"] is True and chief["step"] >= 299 and chief["accuracy"] >= GOOD
+    # Async training: the chief stops when the shared global step reaches 300; the last step
+    # it saw itself may be a few lower when the other worker made the final increments.
+    assert chief["chief"] is True and chief["step"] >= 290 and chief["accuracy"] >= GOOD
     watch.assert_nothing_left()
