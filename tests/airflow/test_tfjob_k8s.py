@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.dagrun import states, xcom
+
 pytestmark = [pytest.mark.k8s, pytest.mark.airflow]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -58,27 +60,6 @@ def run_dag(dag_id: str, namespace: str, **conf):
         dag = next(d for d in vars(tfk8s_scenarios).values() if getattr(d, "dag_id", None) == dag_id)
     return dag.test(run_conf={"namespace": namespace, **conf})
 
-
-def states(dr):
-    return {(ti.task_id, ti.map_index): ti.state for ti in dr.get_task_instances()}
-
-
-def xcom(dr, task_id, key="return_value"):
-    ti = next(t for t in dr.get_task_instances() if t.task_id == task_id)
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-    with create_session() as session:
-        row = session.query(XComModel).filter_by(dag_id=dr.dag_id, run_id=dr.run_id, task_id=task_id,
-                                                 key=key, map_index=ti.map_index).first()
-        if row is None:
-            return None
-        value = row.value
-        if isinstance(value, str):
-            try:
-                return json.loads(value)
-            except ValueError:
-                return value
-        return value
 
 
 def leftovers(core, namespace):

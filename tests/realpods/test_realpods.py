@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.dagrun import states, xcom
+
 from tests.fixtures.k8s import wait_for
 from tests.fixtures.nodeagent import LOCAL_NODE_SELECTOR, LOCAL_TOLERATIONS
 
@@ -113,27 +115,6 @@ class JobWatch:
 def run_dag(dag, namespace: str, **conf):
     return dag.test(run_conf={"namespace": namespace, **conf})
 
-
-def states(dr):
-    return {(ti.task_id, ti.map_index): ti.state for ti in dr.get_task_instances()}
-
-
-def xcom(dr, task_id, key="return_value"):
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-    ti = next(t for t in dr.get_task_instances() if t.task_id == task_id)
-    with create_session() as session:
-        row = session.query(XComModel).filter_by(dag_id=dr.dag_id, run_id=dr.run_id, task_id=task_id,
-                                                 key=key, map_index=ti.map_index).first()
-    if row is None:
-        return None
-    value = row.value
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
 
 
 def read_json(path: Path) -> dict:
