@@ -1,6 +1,9 @@
 """Airflow operators of tfk8s-airflow (thin: specs are built and checked in execute())."""
+from tfk8s_airflow.operators.model import ModelPromoteOperator, TFEvaluateOperator
 from tfk8s_airflow.operators.replica import TFReplicaPodOperator
 from tfk8s_airflow.operators.setup import TFJobSetupOperator
+from tfk8s_airflow.operators.staging import GlusterFSStageOperator, HdfsStageOperator
 from tfk8s_airflow.operators.teardown import TFJobTeardownOperator
 
-__all__ = ["TFJobSetupOperator", "TFReplicaPodOperator", "TFJobTeardownOperator"]
+__all__ = ["TFJobSetupOperator", "TFReplicaPodOperator", "TFJobTeardownOperator", "HdfsStageOperator",
+           "GlusterFSStageOperator", "TFEvaluateOperator", "ModelPromoteOperator"]
