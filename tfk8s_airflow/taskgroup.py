@@ -11,6 +11,7 @@ so Airflow runs it after failures and user kills, and clears it with the setup.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any, Mapping
 
 from airflow.sdk import TaskGroup
@@ -48,10 +49,17 @@ def tf_job(group_id: str = "train", *, spec: Any, shards: Any = None,
         sensor_args: dict[str, Any] = {}
         if sensor_timeout is not None:
             sensor_args["timeout"] = sensor_timeout
+        # One retry, for failures of Airflow's own making only: a failed job and the sensor's
+        # timeout are AirflowFailException / AirflowSensorTimeout, which never retry. Airflow
+        # 3.3.2's scheduler can fail a deferrable task whose trigger fires within seconds of
+        # deferring: the stale "success" of the deferring attempt arrives after the trigger
+        # requeued the task ("... but the task instance's state attribute is queued"). Seen in
+        # backfills on a busy machine; the retry finds the job's pods (teardown waits for this
+        # task) and succeeds at once.
         wait = TFJobSensor(
             task_id="wait", job=setup.output["job"], kubernetes_conn_id=kubernetes_conn_id,
             poll_interval=poll_interval, deferrable=deferrable, log_tail_lines=log_tail_lines,
-            **sensor_args)
+            retries=1, retry_delay=timedelta(seconds=5), **sensor_args)
         teardown = TFJobTeardownOperator(
             task_id="teardown", job=setup.output["job"], kubernetes_conn_id=kubernetes_conn_id,
             log_tail_lines=log_tail_lines, archive_dir=archive_dir)
