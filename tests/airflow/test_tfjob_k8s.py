@@ -175,6 +175,8 @@ def test_quota_exceeded_fails_before_any_pod(k8s_cluster, k8s_namespace, airflow
     ({"name": "bad", "image": "tfk8s/trainer:0.1", "worker": 1, "namespace": "Not_A_Label"}, "namespace"),
     ({"name": "bad", "image": "tfk8s/Trainer::0.1", "worker": 1}, "image"),
     ({"name": "bad", "image": "tfk8s/trainer:0.1", "workers": 2}, "workers"),
+    ({"name": "bad", "image": "tfk8s/trainer:0.1", "worker": 1, "service_account": "missing-sa"},
+     "service_account"),
 ])
 def test_bad_specs_fail_before_anything_exists(k8s_cluster, k8s_namespace, airflow_db, spec, field):
     core = k8s_cluster.core_v1

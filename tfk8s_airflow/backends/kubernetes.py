@@ -87,6 +87,15 @@ class JobClient:
         except Exception as exc:  # noqa: BLE001 - a log tail must never fail teardown
             return f"<log unavailable: {exc}>"
 
+    def service_account_exists(self, namespace: str, name: str) -> bool:
+        try:
+            self.core.read_namespaced_service_account(name=name, namespace=namespace)
+            return True
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise wrap_api_error(f"reading ServiceAccount {namespace}/{name}", exc) from exc
+
     def resource_quotas(self, namespace: str) -> list[Any]:
         return call(f"reading ResourceQuotas of {namespace}", self.core.list_namespaced_resource_quota,
                     namespace=namespace).items

@@ -85,6 +85,10 @@ class TFJobSetupOperator(BaseOperator):
         self.log.info("TF job %s in namespace %s: %s", names.job, names.namespace,
                       ", ".join(f"{r.role}={r.replicas}" for r in spec.active_roles))
         client = JobClient.from_conn(self.kubernetes_conn_id)
+        if spec.service_account and not client.service_account_exists(names.namespace, spec.service_account):
+            raise AirflowFailException(
+                f"service_account: {spec.service_account!r} does not exist in namespace {names.namespace}; "
+                "nothing was created (fix: create the ServiceAccount or remove service_account)")
         if self.check_quota:
             problems = quota.check(spec, client.resource_quotas(names.namespace))
             if problems:
