@@ -16,6 +16,7 @@ from datetime import datetime
 
 import pytest
 
+from tests.fixtures.k8s import wait_for
 from tests.e2e._support import E2E_MARKS, ObjectRecorder, env_root, leftovers, publish, task_states, wait_gone
 
 pytestmark = [*E2E_MARKS, pytest.mark.timeout(1800)]
@@ -50,7 +51,9 @@ def test_backfill_three_dates_two_at_a_time(airflow_stack, k8s_cluster, k8s_name
     by_date = {r["logical_date"][:10]: r for r in runs}
     assert sorted(by_date) == DATES, [r["dag_run_id"] for r in runs]
     states = {d: task_states(stack, DAG_ID, r["dag_run_id"]) for d, r in by_date.items()}
-    assert {d: r["state"] for d, r in by_date.items()} == dict.fromkeys(DATES, "success"), states
+    if {d: r["state"] for d, r in by_date.items()} != dict.fromkeys(DATES, "success"):
+        pytest.fail("not every backfill run succeeded: " + json.dumps(
+            {d: {"run": by_date[d]["state"], "tasks": states[d]} for d in DATES}, indent=1))
     durations = {d: _ts(r["end_date"]) - _ts(r["start_date"]) for d, r in by_date.items()}
     print(f"backfill wall time {wall:.0f}s; per run {json.dumps({d: round(s) for d, s in durations.items()})}; "
           f"services memory MiB {mem}")
@@ -79,6 +82,17 @@ def test_backfill_three_dates_two_at_a_time(airflow_stack, k8s_cluster, k8s_name
     # Two runs' jobs existed at the same time.
     n, jobs = rec.max_concurrent_jobs()
     assert n >= 2, f"the jobs never overlapped (max {n} at once; {len(rec.snapshots)} polls)"
+    overlap = sum(rec.interval for _, js in rec.snapshots if len(js) >= 2)
+    print(f"jobs at once: max {n} ({sorted(jobs)}), about {overlap:.0f}s with two")
+
+    # The backfill itself, as the REST API reports it.
+    def backfill():
+        (b,) = stack.get("backfills", params={"dag_id": DAG_ID})["backfills"]
+        return b if b["completed_at"] else None
+
+    b = wait_for(backfill, 60, "the backfill to be marked completed", interval=2)
+    assert b["max_active_runs"] == 2 and b["reprocess_behavior"] == "completed", b
+    assert b["dag_run_conf"] == conf, b
 
     # Each run trained on its own partition into its own model directory.
     evals, promos = {}, {}
