@@ -29,10 +29,12 @@ def test_render_apply_runs_the_job_and_delete_removes_it(k8s_cluster, k8s_namesp
                   "--set", "worker.replicas=3", "--run-id", "cli-1")
     k8s_cluster.kubectl_run("apply", "-f", "-", input=text)
     core = k8s_cluster.core_v1
-    pods = wait_for(lambda: [p for p in core.list_namespaced_pod(k8s_namespace).items
-                             if p.status.phase in ("Running", "Succeeded")] if len(
-                                 core.list_namespaced_pod(k8s_namespace).items) == 4 else None,
-                    60, "4 pods running")
+    def started():
+        pods = core.list_namespaced_pod(k8s_namespace).items
+        ok = len(pods) == 4 and all(p.status.phase in ("Running", "Succeeded") for p in pods)
+        return pods if ok else None
+
+    pods = wait_for(started, 60, "4 pods running")
     assert sorted(p.spec.hostname for p in pods) == ["ps-0", "worker-0", "worker-1", "worker-2"]
     again = k8s_cluster.kubectl_run("apply", "-f", "-", input=text)  # idempotent: same names
     assert "unchanged" in again.stdout or "configured" in again.stdout
