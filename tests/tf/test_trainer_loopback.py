@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-tf = pytest.importorskip("tensorflow")  # the tf extra; collected only where it is installed
+import tensorflow as tf  # noqa: E402,F401  the tf extra (make test installs it); missing = a failure, never a skip
 
 from tests.tf.localjob import LocalJob, free_port, trainer_command, wait_until  # noqa: E402
 from tfk8s_airflow import runtime  # noqa: E402
