@@ -30,12 +30,14 @@ import posixpath
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 import requests
+import urllib3
 
 from tfk8s_airflow.backends.listing import (FileEntry, has_magic, is_hidden, name_matches,
                                             relative_to, split_glob)
+from tfk8s_airflow.backends.webhdfs_stream import WebHdfsStreams
 from tfk8s_airflow.exceptions import (DataError, HdfsUnavailableError, MissingInputError, SpecError,
                                       StagingError)
 
@@ -120,6 +122,9 @@ class WebHdfs:
         session.mount("https://", adapter)
         url = ";".join(config.urls)
         timeout = (min(config.timeout, 10.0), config.timeout)  # (connect, read)
+        #: Reads and checksums (see webhdfs_stream); ``None`` with Kerberos, whose SPNEGO
+        #: handshake lives in the hdfs package's requests session.
+        self.streams: WebHdfsStreams | None = None
         if config.kerberos:
             try:
                 from hdfs.ext.kerberos import KerberosClient
@@ -133,6 +138,9 @@ class WebHdfs:
 
             self.client = InsecureClient(url, user=config.user, proxy=config.proxy_user,
                                          timeout=timeout, session=session)
+            self.streams = WebHdfsStreams(config.urls, user=config.user,
+                                          proxy_user=config.proxy_user, timeout=timeout,
+                                          verify=config.verify)
 
     @classmethod
     def from_conn_id(cls, conn_id: str = "webhdfs_default") -> "WebHdfs":
@@ -152,11 +160,11 @@ class WebHdfs:
             return fn()
         except HdfsError as exc:
             raise self._error(action, path, exc) from exc
-        except (requests.ConnectionError, requests.Timeout) as exc:
+        except (requests.ConnectionError, requests.Timeout, ConnectionError) as exc:
             raise HdfsUnavailableError(
                 f"no WebHDFS NameNode answered while {action} {path}; tried "
                 f"{', '.join(self.config.urls)} (timeout {self.config.timeout:g}s each): "
-                f"{type(exc).__name__}") from exc
+                f"{exc if isinstance(exc, ConnectionError) else type(exc).__name__}") from exc
 
     def _error(self, action: str, path: str, exc: Exception) -> Exception:
         kind = getattr(exc, "exception", None) or ""
@@ -188,8 +196,13 @@ class WebHdfs:
     def exists(self, path: str) -> bool:
         return self.status(path) is not None
 
-    def checksum(self, path: str) -> dict[str, Any]:
-        """WebHDFS GETFILECHECKSUM: ``{"algorithm", "bytes", "length"}``."""
+    def checksum(self, path: str, datanode: str | None = None) -> dict[str, Any]:
+        """WebHDFS GETFILECHECKSUM: ``{"algorithm", "bytes", "length"}``. ``datanode``: the
+        redirect a read of this file was given (``stream.datanode``), asked first."""
+        if self.streams is not None:
+            streams = self.streams
+            return self.call("reading the checksum of", path,
+                             lambda: streams.checksum(path, datanode))
         return self.call("reading the checksum of", path, lambda: self.client.checksum(path))
 
     def list_dir(self, path: str) -> list[tuple[str, dict[str, Any]]]:
@@ -264,23 +277,32 @@ class WebHdfs:
     def open_chunks(self, path: str, chunk_size: int = 1 << 20,
                     offset: int = 0) -> Iterator[Iterator[bytes]]:
         """``with hdfs.open_chunks(path) as chunks: for chunk in chunks: ...``: the file
-        as a stream of ``chunk_size`` pieces (bounded memory whatever the file size)."""
+        as a stream of ``chunk_size`` pieces (bounded memory whatever the file size).
+        ``chunks.datanode`` (when present) is where the NameNode sent the read."""
+        if self.streams is None:
+            with self._open_with_client(path, chunk_size, offset) as chunks:
+                yield chunks
+            return
+        streams = self.streams
+        stream = self.call("opening", path, lambda: streams.open(path, offset, chunk_size))
+        try:
+            yield _Guarded(path, stream)
+        finally:
+            stream.close()
+
+    @contextlib.contextmanager
+    def _open_with_client(self, path: str, chunk_size: int,
+                          offset: int) -> Iterator[Iterator[bytes]]:
         cm = self.call("opening", path,
                        lambda: self.client.read(path, offset=offset, chunk_size=chunk_size))
         chunks = self.call("opening", path, cm.__enter__)
         try:
-            yield self._guard(path, chunks)
+            yield _Guarded(path, chunks)
         except BaseException as exc:
             if not cm.__exit__(type(exc), exc, exc.__traceback__):
                 raise
         else:
             cm.__exit__(None, None, None)
-
-    def _guard(self, path: str, chunks: Iterator[bytes]) -> Iterator[bytes]:
-        try:
-            yield from chunks
-        except (requests.RequestException, OSError) as exc:
-            raise StagingError(f"reading HDFS {path} broke off: {type(exc).__name__}: {exc}") from exc
 
     def read_bytes(self, path: str) -> bytes:
         """A small file's content (manifests, markers): never use it for data."""
@@ -307,6 +329,22 @@ class WebHdfs:
 
     def write_json_atomic(self, path: str, doc: Any) -> None:
         self.write_atomic(path, json.dumps(doc, indent=1, sort_keys=True).encode() + b"\n")
+
+
+class _Guarded:
+    """A read's chunks with transport failures mid-stream raised as :class:`StagingError`."""
+
+    def __init__(self, path: str, chunks: Iterable[bytes]) -> None:
+        self.path = path
+        self.chunks = chunks
+        self.datanode: str | None = getattr(chunks, "datanode", None)
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            yield from self.chunks
+        except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
+            raise StagingError(f"reading HDFS {self.path} broke off: {type(exc).__name__}: "
+                               f"{exc}") from exc
 
 
 def is_glob(path: str) -> bool:
