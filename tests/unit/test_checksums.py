@@ -15,11 +15,17 @@ def test_crc32c_check_value():
     assert checksums.crc32c(b"123456789") == 0xE3069283
 
 
-@pytest.mark.parametrize("engine", ["python", "numpy", "google-crc32c"])
+@pytest.mark.parametrize("engine", ["python", "numpy", "google-crc32c", "native"])
 def test_engines_agree(monkeypatch, engine):
     data = os.urandom(512 * 37 + 100)
     expected = b"".join(checksums.crc32c(data[i:i + 512]).to_bytes(4, "big")
                         for i in range(0, len(data), 512))
+    if engine == "native":
+        assert checksums._native is not None, ("the C extension _chunkcrc is not built: "
+                                               "pip install -e . needs a C compiler")
+        assert checksums.ENGINE == "native"
+    else:
+        monkeypatch.setattr(checksums, "_native", None)
     if engine == "python":
         monkeypatch.setattr(checksums, "_gcrc", None)
         monkeypatch.setattr(checksums, "_NP_TABLES", None)
@@ -29,6 +35,18 @@ def test_engines_agree(monkeypatch, engine):
     else:
         assert checksums._gcrc is not None, "google-crc32c is missing: it is a requirement"
     assert checksums.chunk_crcs(data) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(min_size=0, max_size=3000),
+       bytes_per_crc=st.sampled_from([1, 3, 4, 7, 8, 9, 512, 1000]))
+def test_native_engine_equals_the_reference(data, bytes_per_crc):
+    """Every length and alignment: the 8-byte steps, the byte tail, a short last chunk."""
+    assert checksums._native is not None
+    expected = b"".join(checksums.crc32c(data[i:i + bytes_per_crc]).to_bytes(4, "big")
+                        for i in range(0, len(data), bytes_per_crc))
+    assert checksums._native.chunk_crcs(data, bytes_per_crc) == expected
+    assert checksums._native.chunk_crcs(memoryview(bytearray(data)), bytes_per_crc) == expected
 
 
 @settings(max_examples=60, deadline=None)
