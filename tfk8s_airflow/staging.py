@@ -6,19 +6,28 @@ The HDFS to GlusterFS copy, and why it is shaped this way:
 * **Parallel streams.** ``parallelism`` threads each stream one file at a time (WebHDFS
   OPEN, redirected to a DataNode) in ``chunk_size`` pieces (4 MiB); memory is about
   ``parallelism * (2 * chunk_size + 1 MiB checksum batch)`` whatever the file sizes.
-* **Verified on the fly.** Each chunk is written and fed to :class:`HdfsChecksum`; when the
-  stream ends the file is fsynced, its size on the volume checked and the streamed bytes'
-  checksum compared with HDFS's ``GETFILECHECKSUM``. The bytes are not read back from the
+* **Verified on the fly.** Each chunk is written and fed to :class:`HdfsChecksum` (HDFS's
+  own MD5-of-MD5-of-CRC32C, so it can be compared with ``GETFILECHECKSUM``); when the
+  stream ends the file is fsynced and its length checked against the listing. What else
+  is compared with HDFS is the ``verify`` level (:func:`copy_to_volume`): ``"stream"``
+  (default) records the streamed checksum; ``"hdfs"`` also compares it with HDFS's,
+  asked of the DataNode that served the read. The bytes are not read back from the
   volume: a second read through the FUSE client would mostly hit the page cache and prove
-  little, at the price of doubling the I/O. A mismatch deletes the partial file and
-  retries (``attempts``), then fails.
-* **Never visible half-written.** A file is written as ``.<name>.tfk8s-partial`` in its
-  final directory (hidden by Hadoop's rule, so no lister takes it for data) and renamed
-  into place only after verification.
-* **Resumable.** A file already at its final name with the right size and the right
-  checksum (computed from the local bytes with HDFS's algorithm) is skipped, so a rerun
-  after a kill copies only what is missing, and a second run copies nothing.
-* **One stager per directory.** A POSIX lock on ``_tfk8s_staging.lock`` in the cache
+  little, at the price of doubling the I/O. A mismatch deletes the file and retries
+  (``attempts``), then fails.
+* **Never visible half-written.** A first copy (the cache directory missing or empty) is
+  written into a hidden sibling directory, ``.<name>.tfk8s-partial``, renamed into place
+  only when every file is there and verified: nothing of it is visible before, and it
+  costs one rename instead of one per file (on GlusterFS each rename is a round trip to
+  the brick: ~0.5 s per 500 files measured). Into a cache that already holds files, each
+  file is written as ``.<name>.tfk8s-partial`` beside its final name and renamed when
+  verified. Both partial names are hidden by Hadoop's rule, so no lister takes them for
+  data.
+* **Resumable.** A file already at its final name (or in the staging directory of an
+  interrupted first copy) with the right size and the right checksum (computed from the
+  local bytes with HDFS's algorithm) is skipped, so a rerun after a kill copies only what
+  is missing, and a second run copies nothing.
+* **One stager per directory.** A POSIX lock on ``.<name>.tfk8s-lock`` beside the cache
   directory (released by the kernel if the stager dies) serialises concurrent runs on the
   same partition; the lock holder removes partial files left by a killed run.
 * **The manifest goes last.** An earlier manifest in the cache directory is deleted before
@@ -33,7 +42,9 @@ import fcntl
 import hashlib
 import logging
 import os
+import posixpath
 import re
+import shutil
 import threading
 import time
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
@@ -52,11 +63,14 @@ from tfk8s_airflow.shards import assign_shards, parse_num_workers
 log = logging.getLogger(__name__)
 
 __all__ = ["CopyStats", "copy_to_volume", "stage_hdfs", "stage_volume", "PARTIAL_SUFFIX",
-           "LOCK_NAME", "partial_path", "verifiable"]
+           "DEFAULT_VERIFY", "VERIFY_LEVELS", "parse_verify", "LOCK_SUFFIX", "lock_path", "partial_path", "staging_dir", "verifiable"]
 
 PARTIAL_SUFFIX = ".tfk8s-partial"
-LOCK_NAME = "_tfk8s_staging.lock"
+LOCK_SUFFIX = ".tfk8s-lock"
 DEFAULT_CHUNK = 4 << 20  # per stream; bigger pieces mean fewer Python-level iterations
+#: How a copy is checked against HDFS (see :func:`copy_to_volume`).
+VERIFY_LEVELS = ("hdfs", "stream", "size")
+DEFAULT_VERIFY = "stream"
 _VERIFIABLE = re.compile(r"^MD5-of-\d+MD5-of-\d+CRC32C$")
 
 
@@ -75,6 +89,16 @@ class CopyStats:
     @property
     def mib_per_s(self) -> float:
         return self.bytes_copied / 2**20 / self.seconds if self.seconds > 0 else 0.0
+
+
+def parse_verify(value: Any) -> str:
+    """``"hdfs"``, ``"stream"`` or ``"size"``; ``True``/``False`` mean ``"hdfs"``/``"size"``."""
+    if value is True or value is False:
+        return "hdfs" if value else "size"
+    if isinstance(value, str) and value.strip().lower() in VERIFY_LEVELS:
+        return value.strip().lower()
+    raise SpecError(f"must be one of {', '.join(map(repr, VERIFY_LEVELS))} (or True for "
+                    f"'hdfs', False for 'size'), got {value!r}", field="verify")
 
 
 def partial_path(target: Path) -> Path:
@@ -117,9 +141,27 @@ class _Progress:
                       self.bytes / 2**20 / elapsed)
 
 
+def lock_path(dest: Path) -> Path:
+    """The lock serialising stagers of ``dest``: beside it, as ``dest`` may not exist yet."""
+    return dest.with_name(f".{dest.name}{LOCK_SUFFIX}")
+
+
+def staging_dir(dest: Path) -> Path:
+    """Where a first copy into ``dest`` is written before it is renamed into place."""
+    return dest.with_name(f".{dest.name}{PARTIAL_SUFFIX}")
+
+
+def _has_entries(path: Path) -> bool:
+    try:
+        with os.scandir(path) as it:
+            return next(it, None) is not None
+    except FileNotFoundError:
+        return False
+
+
 @contextlib.contextmanager
-def _dest_lock(dest: Path, timeout: float) -> Iterator[None]:
-    fd = os.open(dest / LOCK_NAME, os.O_CREAT | os.O_RDWR, 0o644)
+def _dest_lock(lock: Path, timeout: float) -> Iterator[None]:
+    fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
     try:
         deadline = time.monotonic() + timeout
         while True:
@@ -130,7 +172,7 @@ def _dest_lock(dest: Path, timeout: float) -> Iterator[None]:
                 if exc.errno not in (errno.EAGAIN, errno.EACCES):
                     raise
                 if time.monotonic() > deadline:
-                    raise StagingError(f"another stager holds {dest / LOCK_NAME} for more than "
+                    raise StagingError(f"another stager holds {lock} for more than "
                                        f"{timeout:.0f}s (a concurrent run on the same partition)")
                 time.sleep(0.5)
         yield
@@ -138,7 +180,12 @@ def _dest_lock(dest: Path, timeout: float) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def _sweep_partials(dest: Path) -> int:
+def _survey(dest: Path) -> tuple[set[Path], int]:
+    """One walk of ``dest``: the files already there, and how many partial files left by
+    an interrupted run were removed. One directory listing per directory instead of one
+    lookup per file to copy: every file operation on the FUSE mount is a round trip to
+    the GlusterFS brick, and on a first copy every such lookup would find nothing."""
+    present: set[Path] = set()
     removed = 0
     for dirpath, _dirs, names in os.walk(dest):
         for name in names:
@@ -146,30 +193,56 @@ def _sweep_partials(dest: Path) -> int:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(os.path.join(dirpath, name))
                     removed += 1
-    return removed
+            else:
+                present.add(Path(dirpath, name))
+    return present, removed
 
 
-def _local_matches(target: Path, entry: FileEntry) -> bool:
-    """Whether the file at ``target`` already holds ``entry``'s bytes."""
+def _write_all(out: Any, data: bytes) -> None:
+    """Unbuffered writes may write less than asked (a network file system, a signal)."""
+    view = memoryview(data)
+    while view:
+        view = view[out.write(view):]
+
+
+def _with_checksum(entry: FileEntry, checksum: Mapping[str, Any] | None) -> FileEntry:
+    return FileEntry(entry.path, entry.relpath, entry.size, entry.mtime, entry.block_size,
+                     dict(checksum) if checksum is not None else None)
+
+
+def _local_matches(hdfs: WebHdfs, target: Path, entry: FileEntry,
+                   verify: bool) -> FileEntry | None:
+    """``entry`` (with HDFS's checksum when ``verify``) if the file at ``target`` already
+    holds its bytes, else ``None``. HDFS is asked for the checksum only when a file of the
+    right size is there, so a first copy makes no lookup for this."""
     try:
         if target.stat().st_size != entry.size:
-            return False
-    except FileNotFoundError:
-        return False
+            return None
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if not verify:
+        return entry  # the size is all we are asked to compare
+    if entry.checksum is None:
+        entry = _with_checksum(entry, hdfs.checksum(entry.path))
     if not verifiable(entry.checksum):
-        return True  # no checksum we can recompute: the size is all we can compare
+        return entry  # no checksum we can recompute: the size is all we can compare
     local = file_checksum(target, block_size=entry.block_size or 128 * 2**20,
-                          bytes_per_crc=params_from_remote(entry.checksum))  # type: ignore[arg-type]
-    return checksums_match(local, entry.checksum)
+                          bytes_per_crc=params_from_remote(entry.checksum))
+    return entry if checksums_match(local, entry.checksum) else None
 
 
 def _copy_one(hdfs: WebHdfs, entry: FileEntry, target: Path, progress: _Progress,
-              chunk_size: int, fsync: bool, cancel: threading.Event) -> dict[str, Any] | None:
-    """Copy one file; returns the HDFS-style checksum of the bytes streamed (when computable)."""
-    partial = partial_path(target)
+              chunk_size: int, fsync: bool, cancel: threading.Event, verify: bool,
+              in_place: bool) -> FileEntry:
+    """Copy one file; returns ``entry`` with its checksum: HDFS's when ``verify`` (the
+    streamed bytes' checksum compared with it), else the one computed from the stream. ``in_place``: the
+    target directory is visible, so write under a partial name and rename when verified."""
+    partial = partial_path(target) if in_place else target
     block = entry.block_size or 128 * 2**20
-    summer = (HdfsChecksum(block, params_from_remote(entry.checksum))
-              if verifiable(entry.checksum) or entry.checksum is None else None)
+    expected = entry.checksum
+    bytes_per_crc = params_from_remote(expected)  # HDFS's default (512) when not known yet
+    summer = (HdfsChecksum(block, bytes_per_crc)
+              if expected is None or verifiable(expected) else None)
     written = 0
     try:
         with open(partial, "wb", buffering=0) as out, \
@@ -177,24 +250,33 @@ def _copy_one(hdfs: WebHdfs, entry: FileEntry, target: Path, progress: _Progress
             for chunk in chunks:
                 if cancel.is_set():
                     raise StagingError("copy cancelled: another file failed")
-                out.write(chunk)
+                _write_all(out, chunk)
                 if summer is not None:
                     summer.update(chunk)
                 written += len(chunk)
                 progress.add(len(chunk))
             if fsync:
                 os.fsync(out.fileno())
-            size = os.fstat(out.fileno()).st_size
+            size = out.tell()
+            datanode = getattr(chunks, "datanode", None)
         if size != entry.size or written != entry.size:
             raise StagingError(f"size mismatch copying {entry.path}: HDFS says {entry.size} "
                                f"bytes, received {written}, on the volume {size}")
         received = summer.result() if summer is not None else None
-        if entry.checksum is not None and received is not None \
-                and not checksums_match(received, entry.checksum):
+        if expected is None and verify:
+            # Asked of the DataNode that served the read: no second NameNode round trip.
+            expected = hdfs.checksum(entry.path, datanode=datanode)
+            if verifiable(expected) and params_from_remote(expected) != bytes_per_crc:
+                # The file has another bytes-per-CRC than HDFS's default: recompute.
+                received = file_checksum(partial, block_size=block,
+                                         bytes_per_crc=params_from_remote(expected))
+        if expected is not None and verifiable(expected) \
+                and not checksums_match(received, expected):
             raise StagingError(f"checksum mismatch copying {entry.path}: HDFS "
-                               f"{entry.checksum}, received {received}")
-        os.replace(partial, target)
-        return received
+                               f"{expected}, received {received}")
+        if in_place:
+            os.replace(partial, target)
+        return _with_checksum(entry, expected if expected is not None else received)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(partial)
@@ -205,61 +287,78 @@ def _copy_one(hdfs: WebHdfs, entry: FileEntry, target: Path, progress: _Progress
 def copy_to_volume(hdfs: WebHdfs, files: Sequence[FileEntry], dest: Path, *,
                    parallelism: int = 4, chunk_size: int = DEFAULT_CHUNK, fsync: bool = True,
                    attempts: int = 3, lock_timeout: float = 300.0,
-                   progress_interval: float = 10.0, fetch_checksums: bool = True,
+                   progress_interval: float = 10.0, verify: Any = DEFAULT_VERIFY,
                    logger: logging.Logger | None = None) -> CopyStats:
     """Copy ``files`` to ``dest / entry.relpath``: parallel, resumable, verified (see the
     module docstring). ``dest`` must already be a checked path on the volume.
 
-    Entries without a checksum get theirs from HDFS when ``fetch_checksums``: one
-    GETFILECHECKSUM per file, issued ahead of the copy by ``parallelism`` extra lookup
-    threads so the lookups overlap the data streams instead of forming a phase of their own
-    (for many small files a lookup costs about as much as the file's read). With
-    ``fetch_checksums=False`` nothing is compared with HDFS: a file present with the right
-    size is kept, and the checksum recorded is the one computed from the streamed bytes
-    (HDFS's algorithm; equal to what HDFS reports unless the transfer corrupted the data).
+    ``verify`` (see :data:`VERIFY_LEVELS`) says what is compared with HDFS:
+
+    * ``"stream"`` (default): each copied file's HDFS checksum is computed from the bytes
+      as they stream and recorded; its length must equal the listing's (the DataNode has
+      checked every chunk's CRC as it read it). A file already present is kept only if its
+      size and recomputed checksum equal HDFS's ``GETFILECHECKSUM``.
+    * ``"hdfs"``: as ``"stream"``, and every copied file's streamed checksum is compared
+      with HDFS's ``GETFILECHECKSUM`` too, asked of the DataNode that served the read (see
+      :mod:`~tfk8s_airflow.backends.webhdfs_stream`): end to end across the network hop,
+      at one more request per file (for many small files about a third of the copy's time).
+    * ``"size"``: no lookups; a file present with the right size is kept.
+
+    Files left by an interrupted first copy are always compared with HDFS's checksum.
     ``stats.entries`` holds the entries with their checksums, in input order."""
+    level = parse_verify(verify)
     logger = logger or log
-    dest.mkdir(parents=True, exist_ok=True)
     stats = CopyStats(files=len(files), bytes_total=sum(f.size for f in files))
-    targets = []
     results: list[FileEntry] = list(files)
-    for d in sorted({(dest / e.relpath).parent for e in files}):
-        d.mkdir(parents=True, exist_ok=True)
     for entry in files:
         rel = Path(entry.relpath)
         if rel.is_absolute() or ".." in rel.parts:
             raise PathSafetyError(f"refusing to copy {entry.path} to {rel}: it would leave {dest}")
-        targets.append(dest / rel)
+    dest.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    with _dest_lock(dest, lock_timeout):
-        swept = _sweep_partials(dest)
+    with _dest_lock(lock_path(dest), lock_timeout):
+        staging = staging_dir(dest)
+        fresh = not _has_entries(dest) and not os.path.ismount(dest)
+        if fresh:
+            root = staging  # renamed into place once everything is verified
+        else:
+            root = dest
+            if staging.exists():  # a first copy interrupted before dest was filled otherwise
+                shutil.rmtree(staging)
+        root.mkdir(exist_ok=True)
+        present, swept = _survey(root)
         if swept:
             logger.info("removed %d partial file(s) left by an interrupted run", swept)
+        if fresh and present:
+            logger.info("resuming an interrupted first copy: %d file(s) already in %s",
+                        len(present), staging)
+        targets = [root / e.relpath for e in files]
+        real_root = os.path.realpath(root)
+        for d in sorted({t.parent for t in targets}):
+            d.mkdir(parents=True, exist_ok=True)
+            real = os.path.realpath(d)
+            if real != real_root and not real.startswith(real_root + os.sep):
+                raise PathSafetyError(f"{d} resolves to {real}, outside {dest} (a symbolic "
+                                      "link in the cache directory); remove the link")
         progress = _Progress(len(files), stats.bytes_total, logger, progress_interval)
         cancel = threading.Event()
         counts_lock = threading.Lock()
 
-        lookups = ThreadPoolExecutor(max_workers=max(1, parallelism),
-                                     thread_name_prefix="stage-checksum")
-        pending = {i: lookups.submit(hdfs.checksum, e.path) for i, e in enumerate(files)
-                   if e.checksum is None and fetch_checksums}
-
         def work(index: int, entry: FileEntry, target: Path) -> None:
-            if index in pending:
-                entry = FileEntry(entry.path, entry.relpath, entry.size, entry.mtime,
-                                  entry.block_size, pending[index].result())
-                results[index] = entry
-            if _local_matches(target, entry):
+            # A survivor of an interrupted first copy may be cut short or, after a crash,
+            # unflushed: always compared with HDFS's checksum, whatever ``verify`` says.
+            kept = (_local_matches(hdfs, target, entry, level != "size" or fresh)
+                    if target in present else None)
+            if kept is not None:
+                results[index] = kept
                 with counts_lock:
                     stats.skipped += 1
                 progress.add(entry.size, files=1)
                 return
             for attempt in range(1, attempts + 1):
                 try:
-                    received = _copy_one(hdfs, entry, target, progress, chunk_size, fsync, cancel)
-                    if entry.checksum is None and received is not None:
-                        results[index] = FileEntry(entry.path, entry.relpath, entry.size,
-                                                   entry.mtime, entry.block_size, received)
+                    results[index] = _copy_one(hdfs, entry, target, progress, chunk_size, fsync,
+                                               cancel, level == "hdfs", in_place=not fresh)
                     break
                 except StagingError as exc:
                     if cancel.is_set() or attempt == attempts or isinstance(exc, DataError):
@@ -279,12 +378,14 @@ def copy_to_volume(hdfs: WebHdfs, files: Sequence[FileEntry], dest: Path, *,
             failed = next((f for f in done if f.exception() is not None), None)
             if failed is not None:
                 cancel.set()
-                for fut in [*futures, *pending.values()]:
+                for fut in futures:
                     fut.cancel()
                 wait(futures)
-                lookups.shutdown(wait=True, cancel_futures=True)
                 raise failed.exception()  # type: ignore[misc]
-        lookups.shutdown(wait=True)
+        if fresh:
+            with contextlib.suppress(FileNotFoundError):
+                dest.rmdir()  # empty (checked under the lock)
+            os.rename(staging, dest)
     stats.seconds = time.monotonic() - started
     stats.entries = results
     unverifiable = [f for f in results if f.checksum is not None and not verifiable(f.checksum)]
@@ -334,7 +435,8 @@ def stage_hdfs(hdfs: WebHdfs, input_path: str, num_workers: Any, *,
                volume: GlusterVolume | None = None, cache_dir: str | None = None,
                manifest_path: str | None = None, parallelism: int = 4,
                path_prefix: str = "", chunk_size: int = DEFAULT_CHUNK, fsync: bool = True,
-               verify: bool = True, logger: logging.Logger | None = None) -> dict[str, Any]:
+               verify: Any = DEFAULT_VERIFY,
+               logger: logging.Logger | None = None) -> dict[str, Any]:
     """Stage an HDFS partition: list (+checksums), optionally copy into ``cache_dir`` on
     ``volume``, shard, write the manifest last. Returns the XCom result.
 
@@ -342,12 +444,12 @@ def stage_hdfs(hdfs: WebHdfs, input_path: str, num_workers: Any, *,
     ``hdfs://nn:8020``, prepended) and ``manifest_path`` is required (``hdfs:///path`` for
     HDFS, otherwise a local path). With a cache the lists hold the paths the pods see
     (``volume.pod_mount``) and the manifest defaults to ``<cache_dir>/_tfk8s_manifest.json``.
-    ``verify=False`` skips the per-file GETFILECHECKSUM of the copy (see
-    :func:`copy_to_volume`): faster for many small files, but a cached file is then trusted
-    by its size and the copy is checked only by its length and HDFS's own read-side CRCs.
+    ``verify``: ``"stream"``, ``"hdfs"`` or ``"size"``, what the copy compares with HDFS
+    (see :func:`copy_to_volume`). Without a cache every listed file carries HDFS's checksum.
     """
     logger = logger or log
     workers = parse_num_workers(num_workers)
+    parse_verify(verify)  # a bad value fails before anything is listed or created
     if not input_path or not str(input_path).startswith("/"):
         raise SpecError(f"must be an absolute HDFS path, got {input_path!r}", field="input_path")
     if ".." in input_path.split("/"):
@@ -380,12 +482,15 @@ def stage_hdfs(hdfs: WebHdfs, input_path: str, num_workers: Any, *,
         if local_manifest is not None:
             mf.remove_local(local_manifest)
         stats = copy_to_volume(hdfs, files, dest, parallelism=parallelism,
-                               chunk_size=chunk_size, fsync=fsync, fetch_checksums=verify,
+                               chunk_size=chunk_size, fsync=fsync, verify=verify,
                                logger=logger)
         files = stats.entries
-        paths = [volume.pod_path(dest / f.relpath) for f in files]
-        location = {"kind": "glusterfs", "root": str(dest), "pod_root": volume.pod_path(dest)}
-        data_root = location["pod_root"]
+        pod_root = volume.pod_path(dest)
+        # The copy wrote every file itself under dest: joined, not resolved one by one
+        # (a realpath is a lookup per path component through the FUSE client).
+        paths = [posixpath.join(pod_root, f.relpath) for f in files]
+        location = {"kind": "glusterfs", "root": str(dest), "pod_root": pod_root}
+        data_root = pod_root
     else:
         paths = [path_prefix + f.path for f in files]
         location = {"kind": "hdfs", "root": root, "prefix": path_prefix}

@@ -17,9 +17,10 @@ import pytest
 from tfk8s_airflow.backends.glusterfs import GlusterVolume
 from tfk8s_airflow.backends.webhdfs import WebHdfs, WebHdfsConfig
 from tfk8s_airflow.checksums import checksums_match, file_checksum
-from tfk8s_airflow.exceptions import DataError, HdfsUnavailableError, PathSafetyError, SpecError
+from tfk8s_airflow.exceptions import (DataError, HdfsUnavailableError, PathSafetyError, SpecError,
+                                      StagingError)
 from tfk8s_airflow.manifest import MANIFEST_NAME, read_local
-from tfk8s_airflow.staging import PARTIAL_SUFFIX, stage_hdfs
+from tfk8s_airflow.staging import PARTIAL_SUFFIX, stage_hdfs, staging_dir
 
 pytestmark = [pytest.mark.hdfs, pytest.mark.gluster]
 REPO = Path(__file__).resolve().parents[2]
@@ -143,34 +144,55 @@ CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.parametrize("first_copy", [True, False], ids=["first-copy", "into-filled-cache"])
 def test_interrupted_copy_restarts_and_completes_without_partials(hdfs_server, hdfs_dir,
-                                                                  gluster_dir):
+                                                                  gluster_dir, first_copy):
+    """A first copy is written in a hidden staging directory that becomes the cache only
+    when complete; a copy into a cache that already holds files writes each file under a
+    partial name. Either way a kill leaves nothing half-written under a final name, and a
+    rerun resumes (keeps what was complete) and finishes."""
     client = hdfs_server.client()
     written = write_partition(client, f"{hdfs_dir}/big", [2 * MiB + i * 1000 for i in range(10)])
     mount, cache = gluster_dir.parent.parent, gluster_dir / "cache"
+    if not first_copy:
+        cache.mkdir()
+        (cache / "README").write_text("kept\n")
+    where = staging_dir(cache) if first_copy else cache
     child = subprocess.Popen([sys.executable, "-c", CHILD, hdfs_server.url, hdfs_server.user,
                               f"{hdfs_dir}/big", str(mount), str(cache)], cwd=REPO,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 120
-    finals: list[Path] = []
+
+    sizes = {path.rsplit("/", 1)[1]: size for path, size in written.items()}
+
+    def complete() -> list[Path]:  # files at their full size (a killed one is cut short)
+        return [p for p in where.rglob("part-*") if p.stat().st_size == sizes.get(p.name)]
+
     while time.monotonic() < deadline and child.poll() is None:
-        finals = [p for p in cache.rglob("part-*") if not p.name.endswith(PARTIAL_SUFFIX)]
-        if len(finals) >= 2 and no_partials(cache):
+        if len(complete()) >= 2:
             break
         time.sleep(0.05)
     assert child.poll() is None, child.stdout.read().decode()[-3000:]
     child.send_signal(signal.SIGKILL)  # kill the copy midway
     child.wait(30)
-    done_before = [p for p in cache.rglob("part-*")]
-    assert 2 <= len(done_before) < len(written), done_before
-    assert no_partials(cache), "a partial file should be left by the kill"
+    assert 2 <= len(complete()) < len(written)
+    if first_copy:
+        assert not cache.exists()  # nothing of an incomplete first copy is visible
+    else:
+        finals = [p for p in cache.rglob("part-*") if not p.name.endswith(PARTIAL_SUFFIX)]
+        assert 2 <= len(finals) < len(written)
+        assert no_partials(cache), "a partial file should be left by the kill"
+        for path in finals:  # whatever carries a final name is whole
+            assert path.stat().st_size == sizes[path.name]
     assert not (cache / MANIFEST_NAME).exists()  # incomplete data never has a manifest
 
     result = stage_hdfs(webhdfs(hdfs_server), f"{hdfs_dir}/big", 3,
                         volume=GlusterVolume(mount), cache_dir=str(cache), parallelism=2)
     assert result["skipped"] >= 2 and result["copied"] == len(written) - result["skipped"]
-    assert not no_partials(cache)
+    assert not no_partials(cache) and not staging_dir(cache).exists()
+    assert (cache / "README").exists() != first_copy
     manifest = read_local(cache / MANIFEST_NAME)
+    assert len(manifest["files"]) == len(written)
     for entry in manifest["files"]:
         assert checksums_match(file_checksum(entry["path"]), client.checksum(entry["source"]))
 
@@ -272,3 +294,113 @@ def test_verify_off_records_the_streamed_checksum(hdfs_server, hdfs_dir, gluster
     assert res["copied"] == len(written)
     for entry in read_local(res["manifest"])["files"]:  # what HDFS would have reported
         assert checksums_match(entry["checksum"], client.checksum(entry["source"]))
+
+
+class CountingHdfs(WebHdfs):
+    """Counts checksum lookups (and whether each named the DataNode of its read)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lookups: list[str | None] = []
+
+    def checksum(self, path, datanode=None):
+        self.lookups.append(datanode)
+        return super().checksum(path, datanode)
+
+
+class CorruptingHdfs(CountingHdfs):
+    """A transfer that flips one byte of every file. A boundary fake: a real DataNode
+    cannot be made to corrupt bytes after its own CRC check."""
+
+    def open_chunks(self, path, chunk_size=1 << 20, offset=0):
+        inner = super().open_chunks(path, chunk_size=chunk_size, offset=offset)
+
+        class Flip:
+            def __enter__(s):
+                chunks = inner.__enter__()
+
+                def gen():
+                    first = True
+                    for c in chunks:
+                        yield (bytes([c[0] ^ 1]) + c[1:]) if first and c else c
+                        first = False
+                return gen()
+
+            def __exit__(s, *a):
+                return inner.__exit__(*a)
+        return Flip()
+
+
+def counting(server, cls=CountingHdfs):
+    return cls(WebHdfsConfig(urls=(server.url,), user=server.user, timeout=10))
+
+
+@pytest.mark.parametrize("level,first,rerun", [("stream", 0, 4), ("hdfs", 4, 4), ("size", 0, 0)])
+def test_verify_levels_lookups(hdfs_server, hdfs_dir, gluster_dir, level, first, rerun):
+    """What each level asks HDFS: ``stream`` only for files already cached, ``hdfs`` for
+    every copied file too (of the DataNode that served its read), ``size`` never."""
+    write_partition(hdfs_server.client(), f"{hdfs_dir}/p", [10, 70_000, 300_000, 1])
+    volume, cache = GlusterVolume(gluster_dir.parent.parent), str(gluster_dir / "c")
+    hdfs = counting(hdfs_server)
+    assert stage_hdfs(hdfs, f"{hdfs_dir}/p", 2, volume=volume, cache_dir=cache,
+                      verify=level)["copied"] == 4
+    assert len(hdfs.lookups) == first and all(hdfs.lookups)  # each named its DataNode
+    hdfs = counting(hdfs_server)
+    assert stage_hdfs(hdfs, f"{hdfs_dir}/p", 2, volume=volume, cache_dir=cache,
+                      verify=level)["skipped"] == 4
+    assert len(hdfs.lookups) == rerun
+
+
+def test_verify_hdfs_catches_a_corrupted_transfer(hdfs_server, hdfs_dir, gluster_dir):
+    write_partition(hdfs_server.client(), f"{hdfs_dir}/p", [5000])
+    cache = gluster_dir / "c"
+    with pytest.raises(StagingError, match="checksum mismatch copying .*part-00000"):
+        stage_hdfs(counting(hdfs_server, CorruptingHdfs), f"{hdfs_dir}/p", 1,
+                   volume=GlusterVolume(gluster_dir.parent.parent), cache_dir=str(cache),
+                   verify="hdfs")
+    assert not cache.exists() and not list(gluster_dir.rglob("part-*"))
+
+
+def test_verify_stream_corruption_is_caught_by_the_next_run(hdfs_server, hdfs_dir, gluster_dir):
+    """The trade of ``stream``: a transfer corrupted past TCP's checks is recorded as
+    received, and the next run, comparing the cache with HDFS, copies that file again."""
+    client = hdfs_server.client()
+    write_partition(client, f"{hdfs_dir}/p", [5000, 6000])
+    volume, cache = GlusterVolume(gluster_dir.parent.parent), str(gluster_dir / "c")
+    stage_hdfs(counting(hdfs_server, CorruptingHdfs), f"{hdfs_dir}/p", 1, volume=volume,
+               cache_dir=cache, verify="stream")
+    res = stage_hdfs(counting(hdfs_server), f"{hdfs_dir}/p", 1, volume=volume, cache_dir=cache)
+    assert res["copied"] == 2 and res["skipped"] == 0
+    for entry in read_local(res["manifest"])["files"]:
+        with client.read(entry["source"]) as reader:
+            assert Path(entry["path"]).read_bytes() == reader.read()
+
+
+@pytest.mark.parametrize("bad", ["crc", "", 1, None])
+def test_bad_verify_value_fails_first(hdfs_server, hdfs_dir, gluster_dir, bad):
+    from tfk8s_airflow.operators.staging import HdfsStageOperator
+
+    with pytest.raises(SpecError, match=r"verify.*'hdfs', 'stream', 'size'"):
+        HdfsStageOperator(task_id="stage", input_path="/data", verify=bad)
+    with pytest.raises(SpecError, match=r"verify"):
+        stage_hdfs(webhdfs(hdfs_server), f"{hdfs_dir}/nowhere", 1,
+                   volume=GlusterVolume(gluster_dir.parent.parent),
+                   cache_dir=str(gluster_dir / "c"), verify=bad)
+    assert not (gluster_dir / "c").exists()
+
+
+def test_symlink_in_the_cache_cannot_lead_the_copy_out(hdfs_server, hdfs_dir, gluster_dir,
+                                                       tmp_path):
+    """A cache that already holds files may hold a link: a subdirectory the copy needs
+    that points outside the cache is refused before any file is written through it."""
+    write_partition(hdfs_server.client(), f"{hdfs_dir}/p", [10, 20, 30, 40, 50])  # 5th: sub/
+    cache = gluster_dir / "c"
+    cache.mkdir()
+    (cache / "README").write_text("kept\n")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (cache / "sub").symlink_to(outside)
+    with pytest.raises(PathSafetyError, match=r"sub resolves to .*elsewhere, outside"):
+        stage_hdfs(webhdfs(hdfs_server), f"{hdfs_dir}/p", 2,
+                   volume=GlusterVolume(gluster_dir.parent.parent), cache_dir=str(cache))
+    assert not list(outside.iterdir()) and not (cache / MANIFEST_NAME).exists()

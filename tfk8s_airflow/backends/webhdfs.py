@@ -2,10 +2,12 @@
 
 Why not the cncf/hdfs provider's ``WebHDFSHook``: its ``read_file`` returns a whole file as
 ``bytes`` (a 64 MB file is 64 MB of worker memory, times the copy parallelism) and it probes
-HA NameNodes without a bound. This module uses the ``hdfs`` package's client directly:
-reads are streamed in fixed-size chunks, and every NameNode is tried in order with the
-connection's timeout, so a dead NameNode costs at most ``timeout`` seconds before the next
-is tried and ``len(urls) * timeout`` before :class:`HdfsUnavailableError` names them all.
+HA NameNodes without a bound. This module uses the ``hdfs`` package's client directly for
+metadata and writes, and :mod:`~tfk8s_airflow.backends.webhdfs_stream` (urllib3, about half
+the client CPU per request) for reads and checksums: reads are streamed in fixed-size
+chunks, and every NameNode is tried in order with the connection's timeout, so a dead
+NameNode costs at most ``timeout`` seconds before the next is tried and
+``len(urls) * timeout`` before :class:`HdfsUnavailableError` names them all.
 
 Connection (an Airflow connection, default ``webhdfs_default``):
 

@@ -24,7 +24,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from tfk8s_airflow.backends.glusterfs import GlusterVolume
 from tfk8s_airflow.backends.webhdfs import WebHdfs
 from tfk8s_airflow.exceptions import PermanentError
-from tfk8s_airflow.staging import stage_hdfs, stage_volume
+from tfk8s_airflow.staging import DEFAULT_VERIFY, parse_verify, stage_hdfs, stage_volume
 
 __all__ = ["HdfsStageOperator", "GlusterFSStageOperator"]
 
@@ -63,8 +63,11 @@ class HdfsStageOperator(BaseOperator):
         (e.g. ``hdfs://namenode:8020``).
     :param include_hidden: also take ``_*``/``.*`` files as data (Hadoop skips them).
     :param chunk_size: bytes per read of a stream (memory per stream).
-    :param verify: compare every copied or cached file with HDFS's GETFILECHECKSUM (default);
-        ``False`` trusts sizes and records checksums computed from the streamed bytes.
+    :param verify: what the copy compares with HDFS: ``"stream"`` (default: each copied
+        file's checksum computed from the stream and recorded, its length checked; a cached
+        file kept only if size and checksum equal HDFS's), ``"hdfs"`` (also every copied
+        file against HDFS's GETFILECHECKSUM, one more request per file) or ``"size"`` (no
+        lookups; cached files trusted by size). ``True``/``False`` mean ``"hdfs"``/``"size"``.
     """
 
     template_fields: Sequence[str] = ("input_path", "pattern", "num_workers", "cache_dir",
@@ -76,7 +79,8 @@ class HdfsStageOperator(BaseOperator):
                  volume_path: str | None = None, allowed_roots: Sequence[str] | None = None,
                  pod_mount_path: str | None = None, manifest_path: str | None = None,
                  parallelism: int = 4, path_prefix: str = "", include_hidden: bool = False,
-                 chunk_size: int = 4 << 20, verify: bool = True, **kwargs: Any) -> None:
+                 chunk_size: int = 4 << 20, verify: bool | str = DEFAULT_VERIFY,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.input_path = input_path
         self.num_workers = num_workers
@@ -91,7 +95,7 @@ class HdfsStageOperator(BaseOperator):
         self.path_prefix = path_prefix
         self.include_hidden = include_hidden
         self.chunk_size = chunk_size
-        self.verify = verify
+        self.verify = parse_verify(verify)  # a bad value fails when the DAG is parsed
 
     def execute(self, context: Any) -> dict[str, Any]:
         def run() -> dict[str, Any]:
