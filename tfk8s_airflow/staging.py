@@ -47,10 +47,10 @@ import re
 import shutil
 import threading
 import time
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from tfk8s_airflow import manifest as mf
 from tfk8s_airflow.backends.glusterfs import GlusterVolume
@@ -233,10 +233,13 @@ def _local_matches(hdfs: WebHdfs, target: Path, entry: FileEntry,
 
 def _copy_one(hdfs: WebHdfs, entry: FileEntry, target: Path, progress: _Progress,
               chunk_size: int, fsync: bool, cancel: threading.Event, verify: bool,
-              in_place: bool) -> FileEntry:
-    """Copy one file; returns ``entry`` with its checksum: HDFS's when ``verify`` (the
-    streamed bytes' checksum compared with it), else the one computed from the stream. ``in_place``: the
-    target directory is visible, so write under a partial name and rename when verified."""
+              in_place: bool) -> tuple[FileEntry, Callable[[], None]]:
+    """Stream one file to the volume and check it. Returns ``entry`` with its checksum
+    (HDFS's when ``verify``: the streamed bytes' checksum was compared with it; else the one
+    computed from the stream) and the step that completes the file: fsync, close and, when
+    ``in_place`` (the target directory is visible, so the file was written under a partial
+    name), rename. The caller runs that step on another thread: waiting for the disk then
+    overlaps the next file's stream (an fsync per 64 MB file cost the copy ~12% inline)."""
     partial = partial_path(target) if in_place else target
     block = entry.block_size or 128 * 2**20
     expected = entry.checksum
@@ -244,9 +247,9 @@ def _copy_one(hdfs: WebHdfs, entry: FileEntry, target: Path, progress: _Progress
     summer = (HdfsChecksum(block, bytes_per_crc)
               if expected is None or verifiable(expected) else None)
     written = 0
+    out = open(partial, "wb", buffering=0)
     try:
-        with open(partial, "wb", buffering=0) as out, \
-                hdfs.open_chunks(entry.path, chunk_size=chunk_size) as chunks:
+        with hdfs.open_chunks(entry.path, chunk_size=chunk_size) as chunks:
             for chunk in chunks:
                 if cancel.is_set():
                     raise StagingError("copy cancelled: another file failed")
@@ -255,8 +258,6 @@ def _copy_one(hdfs: WebHdfs, entry: FileEntry, target: Path, progress: _Progress
                     summer.update(chunk)
                 written += len(chunk)
                 progress.add(len(chunk))
-            if fsync:
-                os.fsync(out.fileno())
             size = out.tell()
             datanode = getattr(chunks, "datanode", None)
         if size != entry.size or written != entry.size:
@@ -274,14 +275,27 @@ def _copy_one(hdfs: WebHdfs, entry: FileEntry, target: Path, progress: _Progress
                 and not checksums_match(received, expected):
             raise StagingError(f"checksum mismatch copying {entry.path}: HDFS "
                                f"{expected}, received {received}")
-        if in_place:
-            os.replace(partial, target)
-        return _with_checksum(entry, expected if expected is not None else received)
     except BaseException:
+        out.close()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(partial)
         progress.add(-written)
         raise
+
+    def finish() -> None:
+        try:
+            if fsync:
+                os.fsync(out.fileno())
+            out.close()
+            if in_place:
+                os.replace(partial, target)
+        except BaseException:
+            out.close()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(partial)
+            raise
+
+    return _with_checksum(entry, expected if expected is not None else received), finish
 
 
 def copy_to_volume(hdfs: WebHdfs, files: Sequence[FileEntry], dest: Path, *,
@@ -335,14 +349,32 @@ def copy_to_volume(hdfs: WebHdfs, files: Sequence[FileEntry], dest: Path, *,
         targets = [root / e.relpath for e in files]
         real_root = os.path.realpath(root)
         for d in sorted({t.parent for t in targets}):
-            d.mkdir(parents=True, exist_ok=True)
-            real = os.path.realpath(d)
+            real = os.path.realpath(d)  # checked before mkdir, which would follow a link
             if real != real_root and not real.startswith(real_root + os.sep):
                 raise PathSafetyError(f"{d} resolves to {real}, outside {dest} (a symbolic "
                                       "link in the cache directory); remove the link")
+            d.mkdir(parents=True, exist_ok=True)
         progress = _Progress(len(files), stats.bytes_total, logger, progress_interval)
         cancel = threading.Event()
         counts_lock = threading.Lock()
+        # Files written and checked, waiting for their fsync (and rename): bounded, as each
+        # holds an open file.
+        finisher = ThreadPoolExecutor(max_workers=max(1, parallelism),
+                                      thread_name_prefix="stage-sync")
+        slots = threading.BoundedSemaphore(2 * max(1, parallelism))
+        finishing: list[Future[None]] = []
+
+        def finish_later(finish: Callable[[], None]) -> None:
+            slots.acquire()
+
+            def run() -> None:
+                try:
+                    finish()
+                finally:
+                    slots.release()
+            future = finisher.submit(run)
+            with counts_lock:
+                finishing.append(future)
 
         def work(index: int, entry: FileEntry, target: Path) -> None:
             # A survivor of an interrupted first copy may be cut short or, after a crash,
@@ -357,8 +389,9 @@ def copy_to_volume(hdfs: WebHdfs, files: Sequence[FileEntry], dest: Path, *,
                 return
             for attempt in range(1, attempts + 1):
                 try:
-                    results[index] = _copy_one(hdfs, entry, target, progress, chunk_size, fsync,
-                                               cancel, level == "hdfs", in_place=not fresh)
+                    results[index], finish = _copy_one(hdfs, entry, target, progress,
+                                                       chunk_size, fsync, cancel,
+                                                       level == "hdfs", in_place=not fresh)
                     break
                 except StagingError as exc:
                     if cancel.is_set() or attempt == attempts or isinstance(exc, DataError):
@@ -366,6 +399,7 @@ def copy_to_volume(hdfs: WebHdfs, files: Sequence[FileEntry], dest: Path, *,
                     logger.warning("copying %s failed (attempt %d/%d): %s; retrying",
                                    entry.path, attempt, attempts, exc)
                     time.sleep(min(2 ** attempt, 10))
+            finish_later(finish)
             with counts_lock:
                 stats.copied += 1
                 stats.bytes_copied += entry.size
@@ -381,7 +415,11 @@ def copy_to_volume(hdfs: WebHdfs, files: Sequence[FileEntry], dest: Path, *,
                 for fut in futures:
                     fut.cancel()
                 wait(futures)
-                raise failed.exception()  # type: ignore[misc]
+        finisher.shutdown(wait=True)  # every started file is closed (and synced) after this
+        if failed is None:
+            failed = next((f for f in finishing if f.exception() is not None), None)
+        if failed is not None:
+            raise failed.exception()  # type: ignore[misc]
         if fresh:
             with contextlib.suppress(FileNotFoundError):
                 dest.rmdir()  # empty (checked under the lock)
