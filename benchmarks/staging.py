@@ -6,15 +6,25 @@
 Needs the devstack HDFS and GlusterFS (``devstack/up hdfs gluster``). For each data set
 (large files, many small files) it measures, each in its own process so peak RSS is its own:
 
-* ``webhdfs read``  : raw WebHDFS OPEN streams, bytes discarded (the read ceiling);
+* ``webhdfs read``  : raw WebHDFS OPEN streams with plain urllib3, bytes discarded (the
+  read ceiling);
 * ``gluster write`` : raw writes of the same byte counts onto the mount, fsynced (the write ceiling);
 * ``hdfscli``       : ``hdfscli download --threads N`` (HdfsCLI's own CLI) into the volume;
-* ``stager``        : :func:`tfk8s_airflow.staging.stage_hdfs` copying into the volume
-  (checksums listed, every file verified, fsynced, renamed into place, manifest written);
-* ``stager rerun``  : the same again with everything present (checksums recomputed locally);
-* ``stager no-verify``: a fresh copy with ``verify=False`` (no GETFILECHECKSUM per file).
+* ``raw copy``      : the two together, nothing else: each OPEN stream written to a file on
+  the mount and fsynced (what a copy costs this machine before any bookkeeping);
+* ``stager copy``   : :func:`tfk8s_airflow.staging.stage_hdfs` with its defaults
+  (``verify="stream"``: every file's HDFS checksum computed from the stream, lengths
+  checked, fsynced, written in a hidden directory renamed into place, manifest written);
+* ``stager hdfs``   : the same with ``verify="hdfs"`` (each copied file's checksum also
+  compared with HDFS's ``GETFILECHECKSUM``: one more request per file);
+* ``stager rerun``  : the default again with everything present (HDFS's checksum looked up
+  and the local file's recomputed, per file).
 
-All copies use the same parallelism. Ratios: stager / hdfscli and stager / the slower raw path.
+All copies use the same parallelism and are timed the same way, as the wall time of their
+process (interpreter start and imports included); the raw paths time their loop only.
+Every method runs ``--rounds`` times, interleaved with the others, after a warm-up read
+(the first requests after a NameNode start run several times slower while its JIT warms
+up); the median is reported. Ratios: stager / hdfscli and stager / the slower raw path.
 The HDFS data is written once under ``/tmp/tfk8s-bench`` and reused while sizes match.
 """
 
@@ -77,25 +87,47 @@ def ensure_dataset(url: str, user: str, name: str, count: int, size: int) -> str
 
 # ----------------------------------------------------------- measurements (child side)
 
-def m_read(args) -> dict:
+def _raw(args, write: bool) -> dict:
+    """OPEN streams with the leanest client (urllib3, following the redirects itself), in
+    1 MiB reads; the bytes discarded, or written to a file on the mount and fsynced."""
+    import urllib3
+
     client = _client(args.url, args.user)
-    files = [(f"{args.src}/{n}", s["length"]) for n, s in client.list(args.src, status=True)]
+    names = [n for n, _ in client.list(args.src, status=True)]
+    dest = Path(args.dest)
+    if write:
+        dest.mkdir(parents=True, exist_ok=True)
+    pool = urllib3.PoolManager(maxsize=args.parallelism * 2)
     total = 0
     lock = threading.Lock()
 
-    def one(item):
+    def one(name: str) -> None:
         nonlocal total
+        r = pool.request("GET", f"{args.url}/webhdfs/v1{args.src}/{name}?op=OPEN&"
+                         f"user.name={args.user}", preload_content=False)
         n = 0
-        with client.read(item[0], chunk_size=MiB) as chunks:
-            for chunk in chunks:
+        with open(dest / name if write else os.devnull, "wb", buffering=0) as fh:
+            while chunk := r.read(MiB):
+                if write:
+                    view = memoryview(chunk)
+                    while view:
+                        view = view[fh.write(view):]
                 n += len(chunk)
+            if write:
+                os.fsync(fh.fileno())
+        r.release_conn()
         with lock:
             total += n
 
     t = time.monotonic()
-    with ThreadPoolExecutor(args.parallelism) as pool:
-        list(pool.map(one, files))
+    with ThreadPoolExecutor(args.parallelism) as threads:
+        list(threads.map(one, names))
     return {"bytes": total, "seconds": time.monotonic() - t}
+
+
+def m_read(args) -> dict:
+    """The read ceiling: bytes discarded."""
+    return _raw(args, write=False)
 
 
 def m_write(args) -> dict:
@@ -119,6 +151,11 @@ def m_write(args) -> dict:
     return {"bytes": sum(sizes), "seconds": time.monotonic() - t}
 
 
+def m_rawcopy(args) -> dict:
+    """The copy ceiling: each stream written to the mount and fsynced, nothing else."""
+    return _raw(args, write=True)
+
+
 def m_stager(args) -> dict:
     from tfk8s_airflow.backends.glusterfs import GlusterVolume
     from tfk8s_airflow.backends.webhdfs import WebHdfs, WebHdfsConfig
@@ -127,11 +164,13 @@ def m_stager(args) -> dict:
     hdfs = WebHdfs(WebHdfsConfig(urls=(args.url,), user=args.user, timeout=60))
     t = time.monotonic()
     res = stage_hdfs(hdfs, args.src, 4, volume=GlusterVolume(args.mount), cache_dir=args.dest,
-                     parallelism=args.parallelism, verify=args.measure == "stager")
+                     parallelism=args.parallelism,
+                     verify="hdfs" if args.measure == "stager-hdfs" else "stream")
     return {"bytes": res["bytes"], "seconds": time.monotonic() - t, "copied": res["copied"]}
 
 
-MEASURES = {"read": m_read, "write": m_write, "stager": m_stager, "stager-noverify": m_stager}
+MEASURES = {"read": m_read, "write": m_write, "rawcopy": m_rawcopy, "stager": m_stager,
+            "stager-hdfs": m_stager}
 
 
 def child_main(args) -> None:
@@ -161,9 +200,11 @@ def measure(kind: str, args, src: str, dest: Path) -> dict:
     cmd = [sys.executable, __file__, "--measure", kind, "--url", args.url, "--user", args.user,
            "--src", src, "--dest", str(dest), "--mount", args.mount,
            "--parallelism", str(args.parallelism)]
-    data, _wall, rss = run_child(cmd)
+    data, wall, rss = run_child(cmd)
     assert data is not None
     data["peak_rss_mib"] = rss
+    if kind.startswith("stager"):
+        data["seconds"] = wall  # like hdfscli's: the whole process, start-up included
     return data
 
 
@@ -176,6 +217,13 @@ def measure_hdfscli(args, src: str, dest: Path, cfg: Path, nbytes: int) -> dict:
     return {"bytes": nbytes, "seconds": wall, "peak_rss_mib": rss}
 
 
+def _median_run(runs: list[dict]) -> dict:
+    """The run with the median time (its own peak RSS), plus its MiB/s."""
+    run = dict(sorted(runs, key=lambda r: r["seconds"])[len(runs) // 2])
+    run["mib_s"] = run["bytes"] / MiB / run["seconds"]
+    return run
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--url", default=os.environ.get("TFK8S_WEBHDFS_URL", "http://127.0.0.1:9870"))
@@ -186,6 +234,8 @@ def main() -> None:
     p.add_argument("--small-files", type=int, default=500, help="number of small files (500)")
     p.add_argument("--small-kb", type=int, default=256, help="size of a small file in KB (256)")
     p.add_argument("--parallelism", type=int, default=4)
+    p.add_argument("--rounds", type=int, default=3,
+                   help="measure every method this many times, interleaved; report the median (3)")
     p.add_argument("--measure", choices=sorted(MEASURES), help=argparse.SUPPRESS)
     p.add_argument("--src", help=argparse.SUPPRESS)
     p.add_argument("--dest", help=argparse.SUPPRESS)
@@ -213,46 +263,56 @@ def main() -> None:
             print(f"preparing {name}: {count} x {size / MiB:.2f} MiB on HDFS ...", file=sys.stderr)
             src = ensure_dataset(args.url, args.user, f"{name}-{count}x{size}", count, size)
             nbytes = count * size
-            results = {}
-            for label, fn in [
-                ("webhdfs read", lambda: measure("read", args, src, work / "unused")),
-                ("gluster write", lambda: measure("write", args, src, work / f"{name}-raw")),
-                ("hdfscli download", lambda: measure_hdfscli(args, src, work / f"{name}-hdfscli",
-                                                             cfg, nbytes)),
-                ("stager copy", lambda: measure("stager", args, src, work / f"{name}-stager")),
-                ("stager rerun", lambda: measure("stager", args, src, work / f"{name}-stager")),
-                ("stager no-verify", lambda: measure("stager-noverify", args, src,
-                                                     work / f"{name}-noverify")),
-            ]:
-                print(f"  {name}: {label} ...", file=sys.stderr)
-                os.sync()  # start each measurement without the previous one's dirty pages
-                time.sleep(1)
-                results[label] = fn()
-                results[label]["mib_s"] = results[label]["bytes"] / MiB / results[label]["seconds"]
-                for d in (work / f"{name}-raw", work / f"{name}-hdfscli", work / f"{name}-noverify"):
-                    if label != "stager copy":
+            print(f"  {name}: warm-up read (not reported) ...", file=sys.stderr)
+            measure("read", args, src, work / "unused")  # the JVM's JIT, HDFS's caches
+            runs: dict[str, list[dict]] = {}
+            for rnd in range(1, args.rounds + 1):
+                for label, fn in [
+                    ("webhdfs read", lambda: measure("read", args, src, work / "unused")),
+                    ("gluster write", lambda: measure("write", args, src, work / f"{name}-raw")),
+                    ("raw copy", lambda: measure("rawcopy", args, src, work / f"{name}-raw")),
+                    ("hdfscli download", lambda: measure_hdfscli(
+                        args, src, work / f"{name}-hdfscli", cfg, nbytes)),
+                    ("stager copy", lambda: measure("stager", args, src, work / f"{name}-stager")),
+                    ("stager rerun", lambda: measure("stager", args, src,
+                                                     work / f"{name}-stager")),
+                    ("stager hdfs", lambda: measure("stager-hdfs", args, src,
+                                                    work / f"{name}-hdfs")),
+                ]:
+                    print(f"  {name} round {rnd}/{args.rounds}: {label} ...", file=sys.stderr)
+                    os.sync()  # start each measurement without the previous one's dirty pages
+                    time.sleep(1)
+                    runs.setdefault(label, []).append(fn())
+                    for d in (work / f"{name}-raw", work / f"{name}-hdfscli",
+                              work / f"{name}-hdfs"):
                         shutil.rmtree(d, ignore_errors=True)
+                    if label == "stager rerun":
+                        shutil.rmtree(work / f"{name}-stager", ignore_errors=True)
+            results = {label: _median_run(rs) for label, rs in runs.items()}
             slower_raw = min(results["webhdfs read"]["mib_s"], results["gluster write"]["mib_s"])
             rows.append((name, count, size, nbytes, results, slower_raw))
-            shutil.rmtree(work / f"{name}-stager", ignore_errors=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(tmp, ignore_errors=True)
 
-    print(f"\nHDFS -> GlusterFS, parallelism {args.parallelism}, CRC32C engine {ENGINE}")
+    print(f"\nHDFS -> GlusterFS, parallelism {args.parallelism}, CRC32C engine {ENGINE}, "
+          f"median of {args.rounds} interleaved round(s) after a warm-up read")
     print(f"{'data set':<26}{'method':<18}{'MiB/s':>9}{'seconds':>9}{'peak RSS MiB':>14}"
-          f"{'vs hdfscli':>12}{'vs slower raw':>15}")
+          f"{'vs hdfscli':>12}{'vs slower raw':>15}{'vs raw copy':>13}")
     for name, count, size, nbytes, results, slower_raw in rows:
         desc = f"{name}: {count} x {size / MiB:.2f} MiB"
         base = results["hdfscli download"]["mib_s"]
+        raw_copy = results["raw copy"]["mib_s"]
         for label, r in results.items():
             vs_cli = f"{r['mib_s'] / base:.2f}x" if label.startswith("stager") else ""
             vs_raw = f"{r['mib_s'] / slower_raw:.0%}" if label.startswith("stager") else ""
+            copier = label.startswith(("stager", "hdfscli"))
+            vs_copy = f"{r['mib_s'] / raw_copy:.0%}" if copier else ""
             print(f"{desc:<26}{label:<18}{r['mib_s']:>9.1f}{r['seconds']:>9.2f}"
-                  f"{r['peak_rss_mib']:>14.1f}{vs_cli:>12}{vs_raw:>15}")
+                  f"{r['peak_rss_mib']:>14.1f}{vs_cli:>12}{vs_raw:>15}{vs_copy:>13}")
             desc = ""
-    print("\nstager rerun: every file already present (checksums looked up and recomputed locally)."
-          "\nstager no-verify: verify=False, sizes only, no GETFILECHECKSUM per file.")
+    print("\nstager copy: verify='stream' (the default); stager hdfs: verify='hdfs'; stager rerun:"
+          "\nthe default with every file already present (checksums looked up and recomputed).")
 
 
 if __name__ == "__main__":
