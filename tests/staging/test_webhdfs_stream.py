@@ -1,9 +1,10 @@
 """The WebHDFS data path (reads and checksums over urllib3) against the devstack HDFS.
 
-One boundary fake: a NameNode that answers ``StandbyException``. The devstack runs a
-single NameNode without HA, and a real one cannot be made standby there; the fake is a
-loopback HTTP server answering exactly what a standby NameNode answers (HTTP 403 with a
-``RemoteException`` body), to prove the failover to the next NameNode.
+Boundary fakes, for what the devstack's HDFS cannot be made to do: a NameNode that answers
+``StandbyException`` (the devstack runs a single NameNode without HA, and a real one cannot
+be made standby there), to prove the failover to the next NameNode; and a NameNode that
+redirects to a DataNode that is down (the devstack's DataNode lives in the NameNode's JVM).
+Both are loopback HTTP servers answering exactly what HDFS answers.
 """
 from __future__ import annotations
 
@@ -29,9 +30,37 @@ def webhdfs(server, urls=None, timeout: float = 5.0) -> WebHdfs:
                                  timeout=timeout))
 
 
+def _serve(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _Quiet(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def redirect_to_dead_datanode() -> Iterator[str]:
+    class Redirect(_Quiet):
+        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            self.send_response(307)
+            self.send_header("Location", f"{DEAD}/webhdfs/v1/x?op=OPEN&offset=0")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    yield from _serve(Redirect)
+
+
 @pytest.fixture
 def standby_namenode() -> Iterator[str]:
-    class Standby(http.server.BaseHTTPRequestHandler):
+    class Standby(_Quiet):
         def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
             body = json.dumps({"RemoteException": {
                 "exception": "StandbyException", "javaClassName":
@@ -43,17 +72,7 @@ def standby_namenode() -> Iterator[str]:
             self.end_headers()
             self.wfile.write(body.encode())
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Standby)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    yield from _serve(Standby)
 
 
 def test_read_streams_the_bytes_and_names_the_datanode(hdfs_server, hdfs_dir):
@@ -126,3 +145,11 @@ def test_only_standby_namenodes_is_unavailable_not_missing(hdfs_server, hdfs_dir
     with pytest.raises(HdfsUnavailableError, match="no WebHDFS NameNode answered") as err:
         webhdfs(hdfs_server, urls=[DEAD, standby_namenode], timeout=2).checksum(f"{hdfs_dir}/f")
     assert DEAD in str(err.value) and "StandbyException" in str(err.value)
+
+
+def test_a_dead_datanode_is_named_not_taken_for_the_namenodes(hdfs_server,
+                                                              redirect_to_dead_datanode):
+    hdfs = webhdfs(hdfs_server, urls=[redirect_to_dead_datanode], timeout=2)
+    with pytest.raises(HdfsUnavailableError, match=r"DataNode 127.0.0.1:9 did not answer.*"
+                                                    r"the NameNode sent the request for /x"):
+        hdfs.read_bytes("/x")

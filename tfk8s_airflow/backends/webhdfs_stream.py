@@ -20,7 +20,8 @@ or ``RetriableException`` moves on to the next one), and the one that answered i
 first next time, as the ``hdfs`` package does. HDFS's own errors are raised as
 :class:`hdfs.util.HdfsError` carrying the Java exception's class name, so the caller maps
 them exactly as it maps the ``hdfs`` package's; no NameNode answering is a builtin
-:class:`ConnectionError`. Kerberos (SPNEGO) connections do not use this path.
+:class:`ConnectionError`, and a DataNode that a NameNode redirected to but that does not
+answer is :class:`~tfk8s_airflow.exceptions.HdfsUnavailableError` naming it (retryable). Kerberos (SPNEGO) connections do not use this path.
 """
 
 from __future__ import annotations
@@ -33,12 +34,14 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 import urllib3
 from hdfs.util import HdfsError
 
+from tfk8s_airflow.exceptions import HdfsUnavailableError
+
 __all__ = ["WebHdfsStreams", "HdfsStream"]
 
 _REDIRECTS = (301, 302, 303, 307, 308)
 _FAILOVER = ("StandbyException", "RetriableException")
 # Query parameters that belong to the read a redirect was made for, not to the DataNode.
-_READ_ONLY_PARAMS = {"op", "offset", "length", "buffersize", "noredirect"}
+_READ_PARAMS = {"op", "offset", "length", "buffersize", "noredirect"}
 
 
 def _remote_error(response: urllib3.BaseHTTPResponse, where: str) -> HdfsError:
@@ -121,13 +124,15 @@ class WebHdfsStreams:
             order = list(self._urls)
         query = urlencode({"op": op, **self._params, **params})
         failures: list[str] = []
-        refused: HdfsError | None = None  # every NameNode answered, none is serving
+        refused: HdfsError | None = None  # the last NameNode that answered but is not serving
+        unreachable = False
         for base in order:
             try:
                 response = self._get(f"{base}/webhdfs/v1{quote(path, safe='/= ')}?{query}",
                                      f"NameNode {base}")
             except ConnectionError as exc:
                 failures.append(str(exc))
+                unreachable = True
                 continue
             if response.status >= 400:
                 error = _remote_error(response, f"NameNode {base}")
@@ -141,7 +146,7 @@ class WebHdfsStreams:
                     self._urls.remove(base)
                     self._urls.insert(0, base)
             return response
-        if refused is not None and all("did not answer" not in f for f in failures):
+        if refused is not None and not unreachable:
             raise refused
         raise ConnectionError("; ".join(failures))
 
@@ -155,7 +160,12 @@ class WebHdfsStreams:
         if not location:
             raise HdfsError(f"HTTP {response.status} redirect without a Location")
         where = f"DataNode {urlsplit(location).netloc}"
-        followed = self._get(location, where)
+        try:
+            followed = self._get(location, where)
+        except ConnectionError as exc:  # not "no NameNode answered": one did, and chose it
+            hdfs_path = urlsplit(location).path.removeprefix("/webhdfs/v1")
+            raise HdfsUnavailableError(f"{exc} (the NameNode sent the request for "
+                                       f"{hdfs_path} there)") from exc
         if followed.status >= 400:
             raise _remote_error(followed, where)
         return followed, location
@@ -170,7 +180,7 @@ class WebHdfsStreams:
         read of the same file was given) when it answers, else through the NameNode."""
         if datanode:
             parts = urlsplit(datanode)
-            kept = [(k, v) for k, v in parse_qsl(parts.query) if k not in _READ_ONLY_PARAMS]
+            kept = [(k, v) for k, v in parse_qsl(parts.query) if k not in _READ_PARAMS]
             url = urlunsplit(parts._replace(query=urlencode([("op", "GETFILECHECKSUM"), *kept])))
             try:
                 response = self._get(url, f"DataNode {parts.netloc}")
