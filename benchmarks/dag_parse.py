@@ -74,8 +74,8 @@ def child_env(home: str) -> dict[str, str]:
 
 
 def sample(path: str, env: dict[str, str], preimport: bool = False) -> dict[str, float]:
-    out = subprocess.run([sys.executable, "-c", CHILD, path, *(["preimport"] if preimport else [])], env=env, capture_output=True, text=True,
-                         timeout=120, cwd=str(REPO))
+    out = subprocess.run([sys.executable, "-c", CHILD, path, *(["preimport"] if preimport else [])], env=env,
+                         capture_output=True, text=True, timeout=120, cwd=str(REPO))
     if out.returncode != 0:
         raise SystemExit(f"{path}: exit {out.returncode}\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 import uuid
-from datetime import timezone
+from datetime import UTC
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -64,13 +64,13 @@ def finished_at(pods) -> float:
     for p in pods:
         for cs in p.status.container_statuses or []:
             if cs.state and cs.state.terminated:
-                last = max(last, cs.state.terminated.finished_at.replace(tzinfo=timezone.utc).timestamp())
+                last = max(last, cs.state.terminated.finished_at.replace(tzinfo=UTC).timestamp())
     return last
 
 
 def floor(core, namespace: str, replicas: int) -> tuple[float, float]:
-    from tfk8s_airflow.manifests import JobNames, job_manifests
-    from tfk8s_airflow.spec import TFJobSpec
+    from tfk8s_airflow.job.objects import JobNames, job_manifests
+    from tfk8s_airflow.job.spec import TFJobSpec
     spec = TFJobSpec.from_dict(spec_dict(namespace, replicas))
     names = JobNames.for_run(spec, uuid.uuid4().hex)
     t0 = time.time()

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import time
 
-from tfk8s_airflow.manifests import JobNames, job_manifests
-from tfk8s_airflow.render import render_yaml
-from tfk8s_airflow.spec import TFJobSpec
+from tfk8s_airflow.job.objects import JobNames, job_manifests
+from tfk8s_airflow.job.render import render_yaml
+from tfk8s_airflow.job.spec import TFJobSpec
 
 TARGET_S = 0.3
 

@@ -12,7 +12,7 @@ Needs the devstack HDFS and GlusterFS (``devstack/up hdfs gluster``). For each d
 * ``hdfscli``       : ``hdfscli download --threads N`` (HdfsCLI's own CLI) into the volume;
 * ``raw copy``      : the two together, nothing else: each OPEN stream written to a file on
   the mount and fsynced (what a copy costs this machine before any bookkeeping);
-* ``stager copy``   : :func:`tfk8s_airflow.staging.stage_hdfs` with its defaults
+* ``stager copy``   : :func:`tfk8s_airflow.staging.stage.stage_hdfs` with its defaults
   (``verify="stream"``: every file's HDFS checksum computed from the stream, lengths
   checked, fsynced, written in a hidden directory renamed into place, manifest written);
 * ``stager hdfs``   : the same with ``verify="hdfs"`` (each copied file's checksum also
@@ -157,9 +157,9 @@ def m_rawcopy(args) -> dict:
 
 
 def m_stager(args) -> dict:
-    from tfk8s_airflow.backends.glusterfs import GlusterVolume
-    from tfk8s_airflow.backends.webhdfs import WebHdfs, WebHdfsConfig
-    from tfk8s_airflow.staging import stage_hdfs
+    from tfk8s_airflow.staging.glusterfs import GlusterVolume
+    from tfk8s_airflow.staging.stage import stage_hdfs
+    from tfk8s_airflow.staging.webhdfs import WebHdfs, WebHdfsConfig
 
     hdfs = WebHdfs(WebHdfsConfig(urls=(args.url,), user=args.user, timeout=60))
     t = time.monotonic()
@@ -244,7 +244,7 @@ def main() -> None:
         child_main(args)
         return
 
-    from tfk8s_airflow.checksums import ENGINE
+    from tfk8s_airflow.staging.checksums import ENGINE
 
     work = Path(args.mount) / "tfk8s-bench"
     shutil.rmtree(work, ignore_errors=True)
@@ -299,7 +299,7 @@ def main() -> None:
           f"median of {args.rounds} interleaved round(s) after a warm-up read")
     print(f"{'data set':<26}{'method':<18}{'MiB/s':>9}{'seconds':>9}{'peak RSS MiB':>14}"
           f"{'vs hdfscli':>12}{'vs slower raw':>15}{'vs raw copy':>13}")
-    for name, count, size, nbytes, results, slower_raw in rows:
+    for name, count, size, _nbytes, results, slower_raw in rows:
         desc = f"{name}: {count} x {size / MiB:.2f} MiB"
         base = results["hdfscli download"]["mib_s"]
         raw_copy = results["raw copy"]["mib_s"]

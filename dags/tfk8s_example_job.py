@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pendulum
+
 # Named here so Airflow's DAG processor imports the provider once, in its parent, before it
 # forks each parse (parsing_pre_import_modules): TFReplicaPodOperator subclasses it.
 from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator  # noqa: F401

@@ -23,12 +23,14 @@ from __future__ import annotations
 import os
 
 import pendulum
+
 # Named here so Airflow's DAG processor imports the provider once, in its parent, before it
 # forks each parse (parsing_pre_import_modules): TFReplicaPodOperator subclasses it.
 from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator  # noqa: F401
 from airflow.sdk import DAG, Param
 
-from tfk8s_airflow.operators.model import ModelPromoteOperator, TFEvaluateOperator
+from tfk8s_airflow.operators.evaluation import TFEvaluateOperator
+from tfk8s_airflow.operators.promotion import ModelPromoteOperator
 from tfk8s_airflow.operators.staging import HdfsStageOperator
 from tfk8s_airflow.sensors.hdfs import HdfsPartitionSensor
 from tfk8s_airflow.taskgroup import tf_job

@@ -8,10 +8,10 @@ import os
 import pytest
 
 from tests.fixtures.airflow import *  # noqa: F401,F403  (sets AIRFLOW_HOME before airflow is imported)
-from tests.fixtures.k8s import *  # noqa: F401,F403
-from tests.fixtures.data import *  # noqa: F401,F403
-from tests.fixtures.nodeagent import *  # noqa: F401,F403
 from tests.fixtures.airflow_services import *  # noqa: F401,F403
+from tests.fixtures.data import *  # noqa: F401,F403
+from tests.fixtures.k8s import *  # noqa: F401,F403
+from tests.fixtures.nodeagent import *  # noqa: F401,F403
 
 
 @pytest.hookimpl(hookwrapper=True)

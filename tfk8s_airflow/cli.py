@@ -12,10 +12,10 @@ import argparse
 import json
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from tfk8s_airflow.exceptions import SpecError, TemplateError
-from tfk8s_airflow.spec import DEFAULT_MAX_REPLICAS, ROLES, TFJobSpec
+from tfk8s_airflow.job.spec import DEFAULT_MAX_REPLICAS, ROLES, TFJobSpec
 
 
 def _max_replicas_default() -> int:
@@ -62,7 +62,7 @@ def _load(args: argparse.Namespace) -> TFJobSpec:
 
 
 def _names(spec: TFJobSpec, args: argparse.Namespace):
-    from tfk8s_airflow.manifests import JobNames
+    from tfk8s_airflow.job.objects import JobNames
     return JobNames.for_run(spec, args.run_id, args.group, args.dag_id)
 
 
@@ -76,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         names = _names(spec, args)
         if args.command == "render":
-            from tfk8s_airflow.render import render_yaml
+            from tfk8s_airflow.job.render import render_yaml
             shards = None
             if args.shards:
                 with open(args.shards, encoding="utf-8") as fh:
@@ -84,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.write(render_yaml(spec, names, shards, args.template))
             return 0
         if args.command == "tf-config":
-            from tfk8s_airflow.cluster import tf_config_json
+            from tfk8s_airflow.job.wiring import tf_config_json
             n = spec.replicas(args.role)
             if not 0 <= args.index < n:
                 raise SpecError(f"--index {args.index} is out of range: the job has {n} {args.role} "

@@ -38,11 +38,11 @@ to stderr and to the pod's termination message (``/dev/termination-log``) so
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import os
 import posixpath
 import shutil
-import socket
 import sys
 import tarfile
 import tempfile
@@ -52,15 +52,15 @@ import urllib.parse
 import urllib.request
 import zipfile
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
-EXIT_OK = 0
-EXIT_PERMANENT = 1
-EXIT_RETRYABLE = 138
+from tfk8s_airflow.contract import EXIT_PERMANENT, EXIT_RETRYABLE, TERMINATION_LOG
+from tfk8s_airflow.contract import EXIT_SUCCESS as EXIT_OK
+from tfk8s_airflow.pathrules import is_safe_relative
+
 DEFAULT_WEBHDFS_PORT = 9870
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".zip")
-TERMINATION_LOG = "/dev/termination-log"
 _READ = 1 << 20
 
 
@@ -111,21 +111,19 @@ def download(url: str, target: Path, timeout: float) -> tuple[int, str]:
                 size += len(chunk)
     except urllib.error.HTTPError as exc:
         detail = ""
-        try:
+        with contextlib.suppress(Exception):  # the body is only a hint
             detail = exc.read(2000).decode("utf-8", "replace").strip()
-        except Exception:  # noqa: BLE001 - the body is only a hint
-            pass
         code = EXIT_RETRYABLE if exc.code >= 500 or exc.code in (408, 429) else EXIT_PERMANENT
         raise FetchError(f"HTTP {exc.code} {exc.reason} fetching {url}"
                          + (f": {detail[:500]}" if detail else ""), code) from None
-    except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError) as exc:
+    except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
         reason = getattr(exc, "reason", exc)
         raise FetchError(f"cannot reach {url}: {reason}", EXIT_RETRYABLE) from None
     return size, digest.hexdigest()
 
 
 def _safe_member(name: str, dest: Path) -> Path:
-    if name.startswith("/") or "\\" in name or ".." in Path(name).parts:
+    if not is_safe_relative(name):
         raise FetchError(f"unsafe archive member {name!r}: it would leave {dest}")
     target = (dest / name).resolve()
     if target != dest and dest not in target.parents:
@@ -161,8 +159,10 @@ def unpack(archive: Path, dest: Path, name: str) -> None:
         else:
             with tarfile.open(archive, "r:*") as tar:
                 _check_tar(tar, dest)
-                kwargs = {"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}
-                tar.extractall(dest, **kwargs)  # noqa: S202 - members checked above
+                if hasattr(tarfile, "tar_filter"):  # Python >= 3.11.4 and 3.12
+                    tar.extractall(dest, filter="tar")
+                else:  # pragma: no cover - older interpreters in training images
+                    tar.extractall(dest)  # noqa: S202 - members checked above
     except (tarfile.TarError, zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
         if isinstance(exc, OSError) and exc.errno:
             raise FetchError(f"cannot write the code into {dest}: {exc}", EXIT_RETRYABLE) from None
@@ -173,7 +173,7 @@ def fetch(uri: str, dest: str | Path, entrypoint: str, sha256: str | None = None
           user: str | None = None, webhdfs_port: int | None = None, timeout: float = 60.0,
           retries: int = 3) -> Path:
     """Fetch, verify and place the code; returns the entrypoint's path."""
-    if entrypoint.startswith("/") or ".." in Path(entrypoint).parts:
+    if not is_safe_relative(entrypoint):
         raise FetchError(f"entrypoint {entrypoint!r} must be a relative path inside the code")
     dest_dir = Path(dest)
     dest_dir.mkdir(parents=True, exist_ok=True)

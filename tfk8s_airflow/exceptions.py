@@ -9,8 +9,8 @@ imports nothing from Airflow so pod-side code (``tfk8s_airflow.runtime``) can us
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 
 class TFK8sError(Exception):

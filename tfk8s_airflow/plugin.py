@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
-from tfk8s_airflow import naming
+from tfk8s_airflow.job import naming
 
 
 def tfk8s_job_name(base: str, run_id: str, group: str = "") -> str:

@@ -36,9 +36,26 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
+from tfk8s_airflow.contract import (
+    DATA_DIR_ENV,
+    DEFAULT_SHARDS_FILE,
+    EXIT_PERMANENT,
+    EXIT_RETRYABLE,
+    EXIT_SUCCESS,
+    INDEX_ENV,
+    JOB_NAME_ENV,
+    LOG_DIR_ENV,
+    MODEL_DIR_ENV,
+    ROLE_ENV,
+    SHARD_FILES_ENV,
+    SHARDS_FILE_ENV,
+    TF_CONFIG_ENV,
+    is_retryable_exit,
+)
 from tfk8s_airflow.exceptions import (
     PeerTimeoutError,
     PermanentError,
@@ -46,27 +63,16 @@ from tfk8s_airflow.exceptions import (
     TFK8sError,
 )
 
+__all__ = ["DATA_DIR_ENV", "DEFAULT_SHARDS_FILE", "EXIT_PERMANENT", "EXIT_RETRYABLE", "EXIT_SUCCESS",
+           "INDEX_ENV", "JOB_NAME_ENV", "LOG_DIR_ENV", "MODEL_DIR_ENV", "ROLE_ENV", "SHARD_FILES_ENV",
+           "SHARDS_FILE_ENV", "TF_CONFIG_ENV", "is_retryable_exit"]
+
 log = logging.getLogger("tfk8s_airflow.runtime")
 
-TF_CONFIG_ENV = "TF_CONFIG"
-SHARDS_FILE_ENV = "TFK8S_SHARDS_FILE"
-SHARD_FILES_ENV = "TFK8S_SHARD_FILES"
-DEFAULT_SHARDS_FILE = "/etc/tfk8s/shards/shards.json"
-DATA_DIR_ENV = "TFK8S_DATA_DIR"
-MODEL_DIR_ENV = "TFK8S_MODEL_DIR"
-LOG_DIR_ENV = "TFK8S_LOG_DIR"
-JOB_NAME_ENV = "TFK8S_JOB_NAME"
-ROLE_ENV = "TFK8S_ROLE"
-INDEX_ENV = "TFK8S_INDEX"
 
 #: Roles whose task 0 leads the job, in order of precedence ("master" is TFJob's old name).
 CHIEF_ROLES = ("chief", "master")
 
-# Exit codes, as TFJob's ExitCode restart policy reads them.
-EXIT_SUCCESS = 0
-EXIT_PERMANENT = 1
-EXIT_RETRYABLE = 138
-_RETRYABLE_MIN = 128
 
 # TensorFlow errors that mean "a peer or the network went away", by class name.
 _TRANSIENT_TF_ERRORS = frozenset(
@@ -400,7 +406,7 @@ def _resolve(host: str, port: int, timeout_s: float) -> list[tuple]:
     t.start()
     t.join(timeout_s)
     if t.is_alive():
-        raise socket.timeout(f"DNS lookup took longer than {timeout_s:.1f}s")
+        raise TimeoutError(f"DNS lookup took longer than {timeout_s:.1f}s")
     if "e" in box:
         raise box["e"]
     return box["v"]
@@ -517,10 +523,6 @@ def tf1_session_config(task_type: str, index: int, **kwargs: Any) -> Any:
 
 # --------------------------------------------------------------------------- exit codes
 
-
-def is_retryable_exit(code: int) -> bool:
-    """TFJob's ExitCode policy: >= 128 retryable (signals, OOM kill, our 138), 1-127 not."""
-    return code >= _RETRYABLE_MIN
 
 
 def exit_code_for(exc: BaseException | None) -> int:

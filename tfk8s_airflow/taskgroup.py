@@ -11,10 +11,11 @@ so Airflow runs it after failures and user kills, and clears it with the setup.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any, Mapping
+from typing import Any
 
-from airflow.sdk import TaskGroup
+from airflow.sdk import TaskGroup, XComArg
 
 from tfk8s_airflow.operators.replica import TFReplicaPodOperator
 from tfk8s_airflow.operators.setup import TFJobSetupOperator
@@ -57,11 +58,11 @@ def tf_job(group_id: str = "train", *, spec: Any, shards: Any = None,
         # backfills on a busy machine; the retry finds the job's pods (teardown waits for this
         # task) and succeeds at once.
         wait = TFJobSensor(
-            task_id="wait", job=setup.output["job"], kubernetes_conn_id=kubernetes_conn_id,
+            task_id="wait", job=XComArg(setup, key="job"), kubernetes_conn_id=kubernetes_conn_id,
             poll_interval=poll_interval, deferrable=deferrable, log_tail_lines=log_tail_lines,
             retries=1, retry_delay=timedelta(seconds=5), **sensor_args)
         teardown = TFJobTeardownOperator(
-            task_id="teardown", job=setup.output["job"], kubernetes_conn_id=kubernetes_conn_id,
+            task_id="teardown", job=XComArg(setup, key="job"), kubernetes_conn_id=kubernetes_conn_id,
             log_tail_lines=log_tail_lines, archive_dir=archive_dir)
         setup >> launch >> wait >> teardown
         teardown.as_teardown(setups=setup)

@@ -10,12 +10,12 @@ import time
 
 import pytest
 
-from tfk8s_airflow.backends import kubernetes as kbackend
-from tfk8s_airflow.manifests import JobNames, job_manifests
-from tfk8s_airflow.spec import TFJobSpec
-from tfk8s_airflow.status import JobPolicy
-from tfk8s_airflow.triggers.job import TFJobTrigger
 from tests.fixtures.k8s import wait_for
+from tfk8s_airflow.job.judge import JobPolicy
+from tfk8s_airflow.job.objects import JobNames, job_manifests
+from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.k8s import client as kbackend
+from tfk8s_airflow.triggers.job import TFJobTrigger
 
 pytestmark = [pytest.mark.k8s, pytest.mark.airflow]
 

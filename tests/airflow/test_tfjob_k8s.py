@@ -205,13 +205,14 @@ def _run_in_subprocess(dag_id, namespace, logical_date, home):
     env["AIRFLOW_HOME"] = str(home)
     env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{home}/airflow.db"
     code = (
-        "import sys, json; sys.path.insert(0, %r); sys.path.insert(0, %r)\n"
+        "import sys, json; sys.path.insert(0, {!r}); sys.path.insert(0, {!r})\n"
         "import tests.fixtures.airflow, subprocess\n"
-        "subprocess.run([sys.executable.replace('python', 'airflow'), 'db', 'migrate'], check=True, capture_output=True)\n"
+        "subprocess.run([sys.executable.replace('python', 'airflow'), 'db', 'migrate'],\n"
+        "               check=True, capture_output=True)\n"
         "import pendulum, tfk8s_scenarios as s\n"
-        "dr = s.%s.test(logical_date=pendulum.parse(%r), run_conf={'namespace': %r})\n"
-        "print('RESULT', json.dumps({'state': str(dr.state), 'run_id': dr.run_id}))\n"
-    ) % (str(REPO), str(REPO / "tests" / "dags"), dag_id, logical_date, namespace)
+        "dr = s.{}.test(logical_date=pendulum.parse({!r}), run_conf={{'namespace': {!r}}})\n"
+        "print('RESULT', json.dumps({{'state': str(dr.state), 'run_id': dr.run_id}}))\n"
+    ).format(str(REPO), str(REPO / "tests" / "dags"), dag_id, logical_date, namespace)
     return subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
 
@@ -239,9 +240,9 @@ def test_retry_of_a_launch_reuses_its_pod(k8s_cluster, k8s_namespace):
     """
     from types import SimpleNamespace
 
-    from tfk8s_airflow.manifests import JobNames, plan_replicas, pod_manifest
+    from tfk8s_airflow.job.objects import JobNames, plan_replicas, pod_manifest
+    from tfk8s_airflow.job.spec import TFJobSpec
     from tfk8s_airflow.operators.replica import TFReplicaPodOperator
-    from tfk8s_airflow.spec import TFJobSpec
 
     spec = TFJobSpec.from_dict({"name": "retry", "namespace": k8s_namespace, "image": "tfk8s/trainer:0.1",
                                 "node_selector": {"type": "kwok"}, "worker": 1})

@@ -88,9 +88,8 @@ def test_real_permission_denied_for_an_ordinary_user(hdfs_server, hdfs_dir):
         client.list(private)
     assert listing.value.exception == "AccessControlException"
     assert f"Permission denied: user={hdfs_server.user}, access=READ_EXECUTE" in listing.value.message
-    with pytest.raises(HdfsError, match="Permission denied") as reading:
-        with client.read(f"{private}/secret.txt") as reader:
-            reader.read()
+    with pytest.raises(HdfsError, match="Permission denied") as reading, client.read(f"{private}/secret.txt") as reader:
+        reader.read()
     assert reading.value.exception == "AccessControlException"
     with pytest.raises(HdfsError, match="Permission denied"):
         client.write(f"{private}/new.txt", data=b"x")

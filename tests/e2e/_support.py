@@ -80,7 +80,7 @@ class ObjectRecorder:
             self.snapshots.append((now, jobs))
             self._stop.wait(self.interval)
 
-    def __enter__(self) -> "ObjectRecorder":
+    def __enter__(self) -> ObjectRecorder:
         self._thread.start()
         return self
 

@@ -16,8 +16,8 @@ from datetime import datetime
 
 import pytest
 
-from tests.fixtures.k8s import wait_for
 from tests.e2e._support import E2E_MARKS, ObjectRecorder, env_root, leftovers, publish, task_states, wait_gone
+from tests.fixtures.k8s import wait_for
 
 pytestmark = [*E2E_MARKS, pytest.mark.timeout(1800)]
 
@@ -60,7 +60,7 @@ def test_backfill_three_dates_two_at_a_time(airflow_stack, k8s_cluster, k8s_name
 
     # Never more than two runs at once (the backfill's max_active_runs).
     spans = sorted((_ts(r["start_date"]), _ts(r["end_date"])) for r in runs)
-    for i, (start, _) in enumerate(spans):
+    for start, _ in spans:
         assert sum(1 for s, e in spans if s <= start < e) <= 2, spans
 
     # One job per run, each on its own objects.

@@ -8,9 +8,7 @@ and the agent removes their processes and namespaces, which every test checks.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -20,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from tests.dagrun import states, xcom
-
 from tests.fixtures.k8s import wait_for
 from tests.fixtures.nodeagent import LOCAL_NODE_SELECTOR, LOCAL_TOLERATIONS
 

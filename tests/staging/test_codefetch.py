@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tfk8s_airflow.codefetch import EXIT_PERMANENT, EXIT_RETRYABLE, resolve_url
-from tfk8s_airflow.manifests import FETCH_CONTAINER
+from tfk8s_airflow.job.objects import FETCH_CONTAINER
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_SH = b"#!/bin/sh\necho training with $(cat \"$(dirname \"$0\")/lib/params.txt\")\n"
@@ -181,8 +181,8 @@ def test_fetch_from_real_hdfs(hdfs_server, hdfs_dir, tmp_path, scheme):
 
 
 def test_rendered_pods_carry_the_init_container():
-    from tfk8s_airflow.manifests import JobNames, job_manifests
-    from tfk8s_airflow.spec import TFJobSpec
+    from tfk8s_airflow.job.objects import JobNames, job_manifests
+    from tfk8s_airflow.job.spec import TFJobSpec
 
     spec = TFJobSpec.from_dict({"name": "algo", "image": "tfk8s/trainer:0.1", "ps": 1, "worker": 2,
                       "code": {"uri": "hdfs://nn:8020/code/algo.tgz", "entrypoint": "run.sh"}})

@@ -5,10 +5,10 @@ import os
 
 import pytest
 
-from tfk8s_airflow.backends.glusterfs import GlusterVolume
 from tfk8s_airflow.exceptions import DataError, MissingInputError, PathSafetyError
-from tfk8s_airflow.manifest import MANIFEST_NAME, read_local
-from tfk8s_airflow.staging import stage_volume
+from tfk8s_airflow.staging.glusterfs import GlusterVolume
+from tfk8s_airflow.staging.manifest import MANIFEST_NAME, read_local
+from tfk8s_airflow.staging.stage import stage_volume
 
 pytestmark = pytest.mark.gluster
 

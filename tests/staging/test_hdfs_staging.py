@@ -14,13 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from tfk8s_airflow.backends.glusterfs import GlusterVolume
-from tfk8s_airflow.backends.webhdfs import WebHdfs, WebHdfsConfig
-from tfk8s_airflow.checksums import checksums_match, file_checksum
-from tfk8s_airflow.exceptions import (DataError, HdfsUnavailableError, PathSafetyError, SpecError,
-                                      StagingError)
-from tfk8s_airflow.manifest import MANIFEST_NAME, read_local
-from tfk8s_airflow.staging import PARTIAL_SUFFIX, stage_hdfs, staging_dir
+from tfk8s_airflow.exceptions import DataError, HdfsUnavailableError, PathSafetyError, SpecError, StagingError
+from tfk8s_airflow.staging.checksums import checksums_match, file_checksum
+from tfk8s_airflow.staging.glusterfs import GlusterVolume
+from tfk8s_airflow.staging.manifest import MANIFEST_NAME, read_local
+from tfk8s_airflow.staging.stage import PARTIAL_SUFFIX, stage_hdfs, staging_dir
+from tfk8s_airflow.staging.webhdfs import WebHdfs, WebHdfsConfig
 
 pytestmark = [pytest.mark.hdfs, pytest.mark.gluster]
 REPO = Path(__file__).resolve().parents[2]
@@ -118,9 +117,9 @@ def test_changed_file_in_cache_is_copied_again(hdfs_server, hdfs_dir, gluster_di
 
 CHILD = textwrap.dedent("""
     import sys, time
-    from tfk8s_airflow.backends.glusterfs import GlusterVolume
-    from tfk8s_airflow.backends.webhdfs import WebHdfs, WebHdfsConfig
-    from tfk8s_airflow.staging import stage_hdfs
+    from tfk8s_airflow.staging.glusterfs import GlusterVolume
+    from tfk8s_airflow.staging.webhdfs import WebHdfs, WebHdfsConfig
+    from tfk8s_airflow.staging.stage import stage_hdfs
 
     class SlowHdfs(WebHdfs):  # slow the stream down so the test can kill it midway
         def open_chunks(self, path, chunk_size=1 << 20, offset=0):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pendulum
 import pytest
 
-from tfk8s_airflow.manifest import MANIFEST_NAME, read_local
+from tfk8s_airflow.staging.manifest import MANIFEST_NAME, read_local
 
 pytestmark = [pytest.mark.airflow, pytest.mark.hdfs]
 REPO = Path(__file__).resolve().parents[2]

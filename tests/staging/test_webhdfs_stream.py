@@ -11,14 +11,14 @@ from __future__ import annotations
 import http.server
 import json
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import pytest
 
-from tfk8s_airflow.backends.webhdfs import WebHdfs, WebHdfsConfig
-from tfk8s_airflow.checksums import checksums_match, hdfs_md5_crc_checksum
 from tfk8s_airflow.exceptions import HdfsUnavailableError, MissingInputError
+from tfk8s_airflow.staging.checksums import checksums_match, hdfs_md5_crc_checksum
+from tfk8s_airflow.staging.webhdfs import WebHdfs, WebHdfsConfig
 
 pytestmark = [pytest.mark.hdfs]
 MiB = 1 << 20
@@ -111,9 +111,9 @@ def test_checksum_falls_back_to_the_namenode_when_the_datanode_is_gone(hdfs_serv
 
 
 def test_missing_file_is_a_missing_input(hdfs_server, hdfs_dir):
-    with pytest.raises(MissingInputError, match=f"HDFS path does not exist: {hdfs_dir}/nope"):
-        with webhdfs(hdfs_server).open_chunks(f"{hdfs_dir}/nope"):
-            pass
+    with pytest.raises(MissingInputError, match=f"HDFS path does not exist: {hdfs_dir}/nope"), \
+            webhdfs(hdfs_server).open_chunks(f"{hdfs_dir}/nope"):
+        pass
 
 
 def test_a_read_left_midway_does_not_poison_the_next(hdfs_server, hdfs_dir):

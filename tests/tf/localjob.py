@@ -9,6 +9,7 @@ it started; tests call it in ``finally``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -16,8 +17,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -101,10 +102,8 @@ class LocalJob:
             if proc.poll() is None:
                 proc.kill()
         for proc in self.procs.values():
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                pass
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float, what: str,

@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 import tensorflow as tf  # noqa: E402,F401  the tf extra (make test installs it); missing = a failure, never a skip
 
 from tests.tf.localjob import LocalJob, free_port, trainer_command, wait_until  # noqa: E402

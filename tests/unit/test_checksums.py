@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tfk8s_airflow import checksums
+from tfk8s_airflow.staging import checksums
 
 
 def test_crc32c_check_value():

@@ -1,8 +1,8 @@
 """TF_CONFIG and legacy flags exactly as TFJob and the tensorflow/ecosystem template wrote them."""
 import json
 
-from tfk8s_airflow.cluster import cluster_spec, legacy_flags, tf_config_dict, tf_config_json
-from tfk8s_airflow.spec import TFJobSpec
+from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.wiring import cluster_spec, legacy_flags, tf_config_dict, tf_config_json
 
 BASE = {"name": "mnist", "image": "tfk8s/trainer:0.1", "namespace": "ml"}
 

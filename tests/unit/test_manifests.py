@@ -5,11 +5,10 @@ from pathlib import Path
 
 import kubernetes_validate
 import pytest
-import yaml
 
-from tfk8s_airflow.manifests import JobNames, job_manifests, plan_replicas
-from tfk8s_airflow.render import parse_yaml, render_yaml
-from tfk8s_airflow.spec import TFJobSpec
+from tfk8s_airflow.job.objects import JobNames, job_manifests, plan_replicas
+from tfk8s_airflow.job.render import parse_yaml, render_yaml
+from tfk8s_airflow.job.spec import TFJobSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))

@@ -1,9 +1,10 @@
 """Names: always valid DNS labels with room for suffixes, stable per run, distinct across runs."""
 import re
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from tfk8s_airflow import naming
+from tfk8s_airflow.job import naming
 
 DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 ids = st.text(min_size=0, max_size=300)

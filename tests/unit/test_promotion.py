@@ -4,8 +4,8 @@ import threading
 
 import pytest
 
-from tfk8s_airflow import promotion
 from tfk8s_airflow.exceptions import ModelMissingError
+from tfk8s_airflow.volume import promotion
 
 
 def model(tmp_path, name, content="weights"):
@@ -27,7 +27,8 @@ def test_first_then_only_better(tmp_path):
     cur = promotion.current(serving)
     assert cur["version"] == "2026-01-03" and cur["value"] == 0.90
     assert (serving / "versions" / "2026-01-03" / "saved_model.pb").read_text() == "better"
-    assert json.loads((serving / "versions" / "2026-01-03" / "promotion.json").read_text())["metrics"] == {"accuracy": 0.90}
+    promoted = json.loads((serving / "versions" / "2026-01-03" / "promotion.json").read_text())
+    assert promoted["metrics"] == {"accuracy": 0.90}
 
 
 def test_idempotent_for_the_same_version(tmp_path):

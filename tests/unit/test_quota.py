@@ -1,8 +1,9 @@
 """Quota pre-flight arithmetic against ResourceQuota status as the API returns it."""
-from tfk8s_airflow import quota
-from tfk8s_airflow.spec import TFJobSpec
+from tfk8s_airflow.job import quota
+from tfk8s_airflow.job.spec import TFJobSpec
 
-SPEC = TFJobSpec.from_dict({"name": "j", "image": "i:1", "ps": {"replicas": 1, "resources": {"cpu": "1", "memory": "1Gi"}},
+SPEC = TFJobSpec.from_dict({"name": "j", "image": "i:1",
+                            "ps": {"replicas": 1, "resources": {"cpu": "1", "memory": "1Gi"}},
                             "worker": {"replicas": 4, "resources": {"cpu": "2", "memory": "2Gi", "nvidia.com/gpu": 1}}})
 
 

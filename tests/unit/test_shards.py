@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tfk8s_airflow.exceptions import DataError, SpecError
-from tfk8s_airflow.shards import assign_shards, parse_num_workers
+from tfk8s_airflow.staging.shards import assign_shards, parse_num_workers
 
 files_st = st.dictionaries(
     st.text("abcdefghij/_-.0123456789", min_size=1, max_size=12),

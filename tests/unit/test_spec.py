@@ -1,8 +1,10 @@
 """The spec: parsing, defaults, round trip, and a catalogue of bad specs with their messages."""
+import dataclasses
+
 import pytest
 
 from tfk8s_airflow.exceptions import SpecError
-from tfk8s_airflow.spec import TFJobSpec, apply_overrides
+from tfk8s_airflow.job.spec import TFJobSpec, apply_overrides
 
 MINIMAL = {"name": "mnist", "image": "tfk8s/trainer:0.1", "ps": {"replicas": 1}, "worker": {"replicas": 2}}
 
@@ -48,7 +50,7 @@ def test_full_spec_parses_merges_and_round_trips():
     assert s.success_replicas() == [("chief", 0), ("worker", 0), ("worker", 1), ("worker", 2),
                                     ("worker", 3), ("evaluator", 0)]
     assert TFJobSpec.from_dict(s.to_dict()) == s
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         s.name = "other"  # frozen
 
 

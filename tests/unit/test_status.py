@@ -1,13 +1,15 @@
 """The job judge: every success and failure rule, from pod JSON as the API returns it."""
-from tfk8s_airflow.spec import TFJobSpec
-from tfk8s_airflow.status import FAILED, RUNNING, SUCCEEDED, JobPolicy, evaluate
+from datetime import UTC
+
+from tfk8s_airflow.job.judge import FAILED, RUNNING, SUCCEEDED, JobPolicy, evaluate
+from tfk8s_airflow.job.spec import TFJobSpec
 
 T0 = 1_800_000_000.0
 
 
 def iso(t):
-    from datetime import datetime, timezone
-    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    from datetime import datetime
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def pod(role, index, phase="Running", *, restarts=0, exit_code=None, last_exit=None, waiting=None,

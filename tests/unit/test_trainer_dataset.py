@@ -36,7 +36,7 @@ def test_files_are_readable_and_carry_the_signal(tmp_path):
     assert 0.4 < sum(ys) / len(ys) < 0.6  # balanced: chance is 0.5
     # The hidden rule itself scores near the Bayes accuracy.
     w = desc["weights"]
-    hits = sum((sum(a * b for a, b in zip(x, w)) > 0) == (y == 1.0) for x, y in zip(xs, ys))
+    hits = sum((sum(a * b for a, b in zip(x, w, strict=True)) > 0) == (y == 1.0) for x, y in zip(xs, ys, strict=True))
     assert hits / len(ys) > 0.85
     assert 0.9 < desc["bayes_accuracy"] < 0.92
     assert dataset.count_features(desc["heldout_file"]) == dataset.DEFAULT_FEATURES

@@ -21,15 +21,16 @@ a second one.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
 
-from tfk8s_airflow.manifests import CONTAINER_NAME
+from tfk8s_airflow.contract import CONTAINER_NAME
 
 
 class TFReplicaPodOperator(KubernetesPodOperator):
-    """Launches one TF replica pod from a pod manifest built by :mod:`tfk8s_airflow.manifests`."""
+    """Launches one TF replica pod from a pod manifest built by :mod:`tfk8s_airflow.job.objects`."""
 
     ui_color = "#c9e4ff"
     # The pod manifest comes from the setup task fully rendered. Rendering it again would

@@ -10,17 +10,17 @@ what setup created is deleted again before the error is raised.
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
-from tfk8s_airflow import quota
-from tfk8s_airflow.backends.kubernetes import JobClient
 from tfk8s_airflow.exceptions import PermanentError, QuotaExceededError
-from tfk8s_airflow.jobinfo import as_spec_input, job_record, resolve_spec
-from tfk8s_airflow.manifests import (JobNames, configmap_manifest, plan_replicas, pod_manifest,
-                                     service_manifest)
+from tfk8s_airflow.job import quota
+from tfk8s_airflow.job.objects import JobNames, configmap_manifest, plan_replicas, pod_manifest, service_manifest
+from tfk8s_airflow.job.resolve import as_spec_input, job_record, resolve_spec
+from tfk8s_airflow.k8s.client import JobClient
 
 
 def launch_kwargs(spec, names: JobNames, shards) -> list[dict[str, Any]]:

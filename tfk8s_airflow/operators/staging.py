@@ -1,6 +1,6 @@
 """Staging operators: an HDFS partition or files on GlusterFS -> manifest + worker shards.
 
-Thin on purpose: every decision lives in :mod:`tfk8s_airflow.staging` (testable without
+Thin on purpose: every decision lives in :mod:`tfk8s_airflow.staging.stage` (testable without
 Airflow); these classes only hold templated arguments, look up the connection, and turn
 our errors into Airflow's retry-or-fail. Permanent problems (missing or empty partition,
 permission denied, a path outside the allowed roots, a bad argument) raise
@@ -16,24 +16,17 @@ straight to ``tf_job(..., shards=stage.output)``.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowFailException
 
-from tfk8s_airflow.backends.glusterfs import GlusterVolume
-from tfk8s_airflow.backends.webhdfs import WebHdfs
-from tfk8s_airflow.exceptions import PermanentError
-from tfk8s_airflow.staging import DEFAULT_VERIFY, parse_verify, stage_hdfs, stage_volume
+from tfk8s_airflow.connections import webhdfs
+from tfk8s_airflow.operators.base import fail_permanently
+from tfk8s_airflow.staging.glusterfs import GlusterVolume
+from tfk8s_airflow.staging.stage import DEFAULT_VERIFY, parse_verify, stage_hdfs, stage_volume
 
 __all__ = ["HdfsStageOperator", "GlusterFSStageOperator"]
-
-
-def _permanent_to_fail(fn, *args: Any, **kwargs: Any) -> Any:
-    try:
-        return fn(*args, **kwargs)
-    except PermanentError as exc:
-        raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
 
 
 def _opt(value: Any) -> Any:
@@ -98,11 +91,11 @@ class HdfsStageOperator(BaseOperator):
         self.verify = parse_verify(verify)  # a bad value fails when the DAG is parsed
 
     def execute(self, context: Any) -> dict[str, Any]:
-        def run() -> dict[str, Any]:
+        with fail_permanently():
             cache_dir = _opt(self.cache_dir)
             volume = (GlusterVolume(self.volume_path, self.allowed_roots, self.pod_mount_path)
                       if cache_dir else None)
-            hdfs = WebHdfs.from_conn_id(self.webhdfs_conn_id)
+            hdfs = webhdfs(self.webhdfs_conn_id)
             return stage_hdfs(hdfs, self.input_path, self.num_workers,
                               pattern=_opt(self.pattern), include_hidden=self.include_hidden,
                               volume=volume, cache_dir=cache_dir,
@@ -110,7 +103,6 @@ class HdfsStageOperator(BaseOperator):
                               parallelism=self.parallelism, path_prefix=self.path_prefix or "",
                               chunk_size=self.chunk_size, verify=self.verify,
                               logger=self.log)
-        return _permanent_to_fail(run)
 
 
 class GlusterFSStageOperator(BaseOperator):
@@ -149,10 +141,9 @@ class GlusterFSStageOperator(BaseOperator):
         self.parallelism = parallelism
 
     def execute(self, context: Any) -> dict[str, Any]:
-        def run() -> dict[str, Any]:
+        with fail_permanently():
             volume = GlusterVolume(self.volume_path, self.allowed_roots, self.pod_mount_path)
             return stage_volume(volume, self.input_path, self.num_workers,
                                 pattern=_opt(self.pattern), include_hidden=self.include_hidden,
                                 manifest_path=_opt(self.manifest_path), checksum=self.checksum,
                                 parallelism=self.parallelism, logger=self.log)
-        return _permanent_to_fail(run)

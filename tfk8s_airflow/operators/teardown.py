@@ -13,13 +13,14 @@ Idempotent: a second run finds nothing and succeeds.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException
 
-from tfk8s_airflow.backends.kubernetes import JobClient
+from tfk8s_airflow.k8s.client import JobClient
 
 
 class TFJobTeardownOperator(BaseOperator):

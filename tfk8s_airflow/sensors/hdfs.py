@@ -14,14 +14,16 @@ restart); a permission error is permanent and fails the task at once.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import asdict
-from typing import Any, Sequence
+from typing import Any
 
 from airflow.sdk import BaseSensorOperator
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 
-from tfk8s_airflow.backends.webhdfs import WebHdfs, WebHdfsConfig
-from tfk8s_airflow.exceptions import PermanentError, StagingError
+from tfk8s_airflow.connections import webhdfs, webhdfs_config
+from tfk8s_airflow.exceptions import StagingError
+from tfk8s_airflow.operators.base import fail_permanently
 from tfk8s_airflow.triggers.hdfs import HdfsPartitionTrigger, partition_state
 
 __all__ = ["HdfsPartitionSensor"]
@@ -57,11 +59,10 @@ class HdfsPartitionSensor(BaseSensorOperator):
         return None if self.marker in (None, "", "None") else self.marker
 
     def poke(self, context: Any) -> bool:
-        hdfs = WebHdfs.from_conn_id(self.webhdfs_conn_id)
+        hdfs = webhdfs(self.webhdfs_conn_id)
         try:
-            done, self._why = partition_state(hdfs, self.path, self._marker())
-        except PermanentError as exc:
-            raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
+            with fail_permanently():
+                done, self._why = partition_state(hdfs, self.path, self._marker())
         except StagingError as exc:
             self.log.warning("%s (waiting on)", exc)
             return False
@@ -78,7 +79,7 @@ class HdfsPartitionSensor(BaseSensorOperator):
                     f"{self._why or exc}") from None
         if self.poke(context):
             return None
-        config = asdict(WebHdfsConfig.from_conn_id(self.webhdfs_conn_id))
+        config = asdict(webhdfs_config(self.webhdfs_conn_id))
         config["urls"] = list(config["urls"])
         self.defer(trigger=HdfsPartitionTrigger(path=self.path, marker=self._marker(),
                                                 config=config,

@@ -13,14 +13,15 @@ summary (per-replica phase, exit code, restarts, duration) goes to XCom.
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from airflow.sdk import BaseSensorOperator
 from airflow.sdk.exceptions import AirflowFailException
 
-from tfk8s_airflow.backends.kubernetes import JobClient, pod_dicts
 from tfk8s_airflow.exceptions import JobFailedError, PermanentError
-from tfk8s_airflow.status import FAILED, RUNNING, SUCCEEDED, JobPolicy, evaluate
+from tfk8s_airflow.job.judge import FAILED, RUNNING, SUCCEEDED, JobPolicy, evaluate
+from tfk8s_airflow.k8s.client import JobClient, pod_dicts
 from tfk8s_airflow.triggers.job import TFJobTrigger
 
 

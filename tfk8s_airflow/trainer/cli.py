@@ -11,11 +11,12 @@ policy. Defaults come from the ``TFK8S_*`` environment where the pod provides th
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from tfk8s_airflow import runtime
 from tfk8s_airflow.exceptions import RuntimeConfigError
@@ -76,14 +77,12 @@ def _run(argv: Sequence[str] | None) -> None:
     logging.getLogger("tfk8s_airflow").info("task %s (%s), mode %s", cfg.task_key, cfg.address, args.mode)
     os.makedirs(args.model_dir, exist_ok=True)
     if cfg.task_type == "evaluator":
-        from tfk8s_airflow.trainer import evaluator  # noqa: PLC0415 - imports TensorFlow
+        from tfk8s_airflow.trainer import eval_replica as evaluator
 
         print(json.dumps({"evaluation": evaluator.run(cfg, args)}), flush=True)
         return
-    if args.mode == "tf1":
-        from tfk8s_airflow.trainer import tf1 as impl  # noqa: PLC0415
-    else:
-        from tfk8s_airflow.trainer import tf2 as impl  # noqa: PLC0415
+    # Imported here: both import TensorFlow, and only one is needed.
+    impl = importlib.import_module(f"tfk8s_airflow.trainer.{'tf1' if args.mode == 'tf1' else 'tf2'}")
     metrics = impl.train(cfg, args)
     if metrics is None:
         return
@@ -91,7 +90,7 @@ def _run(argv: Sequence[str] | None) -> None:
 
     if args.heldout:
         from tfk8s_airflow.trainer.evaluate import evaluate  # noqa: PLC0415
-        from tfk8s_airflow.trainer.data import split_files  # noqa: PLC0415
+        from tfk8s_airflow.trainer.inputs import split_files  # noqa: PLC0415
 
         metrics["heldout"] = evaluate(args.model_dir, split_files(args.heldout))
     print(json.dumps({"metrics": write_metrics(args.model_dir, **metrics)}), flush=True)

@@ -24,7 +24,7 @@ import json
 import math
 import os
 import random
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 DEFAULT_FEATURES = 8
 DEFAULT_NOISE = 0.3
@@ -49,7 +49,7 @@ def generate_rows(seed: int, stream: str, rows: int, weights: Sequence[float],
     rng = random.Random(f"rows-{seed}-{stream}")
     for _ in range(rows):
         x = [rng.gauss(0.0, 1.0) for _ in weights]
-        score = sum(a * b for a, b in zip(x, weights)) + noise * rng.gauss(0.0, 1.0)
+        score = sum(a * b for a, b in zip(x, weights, strict=True)) + noise * rng.gauss(0.0, 1.0)
         yield [1.0 if score > 0 else 0.0, *x]
 
 

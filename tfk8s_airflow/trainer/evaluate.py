@@ -17,14 +17,15 @@ import json
 import logging
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from tfk8s_airflow import runtime
 from tfk8s_airflow.exceptions import DataError, MetricBelowThresholdError, ModelMissingError
-from tfk8s_airflow.trainer.data import split_files
 from tfk8s_airflow.trainer.dataset import read_csv
+from tfk8s_airflow.trainer.inputs import split_files
 from tfk8s_airflow.trainer.state import write_json_atomic
 
 log = logging.getLogger("tfk8s_airflow.trainer.evaluate")
@@ -78,7 +79,7 @@ def evaluate(model_dir: str, heldout_files: Sequence[str], threshold: float | No
     x, y = _load_heldout(list(heldout_files))
     probs, step, used = _probabilities(model_dir, x, source)
     predicted = (probs > 0.5).astype(np.float32)
-    result = {
+    result: dict[str, Any] = {
         "accuracy": float(np.mean(predicted == y)),
         "examples": int(len(y)),
         "global_step": int(step),

@@ -13,7 +13,7 @@ Keras 3 optimizers is not supported, and SGD keeps the TF1 and TF2 paths numeric
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import tensorflow as tf

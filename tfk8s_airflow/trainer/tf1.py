@@ -31,8 +31,9 @@ import numpy as np
 import tensorflow as tf
 
 from tfk8s_airflow import runtime
-from tfk8s_airflow.exceptions import PeerTimeoutError
-from tfk8s_airflow.trainer import data, export
+from tfk8s_airflow.exceptions import ModelMissingError, PeerTimeoutError
+from tfk8s_airflow.trainer import export
+from tfk8s_airflow.trainer import inputs as data
 from tfk8s_airflow.trainer import model as mdl
 from tfk8s_airflow.trainer.state import RunRecorder
 
@@ -129,8 +130,10 @@ def train(cfg: runtime.TFConfig, args: argparse.Namespace) -> dict | None:
     weights = None
     if cfg.is_chief:
         # MonitoredTrainingSession saved a final checkpoint on close; export from it.
-        weights, final_step = export.weights_from_checkpoint(
-            export.latest_checkpoint(args.model_dir))
+        checkpoint = export.latest_checkpoint(args.model_dir)
+        if checkpoint is None:
+            raise ModelMissingError(f"the chief finished but wrote no checkpoint into {args.model_dir}")
+        weights, final_step = export.weights_from_checkpoint(checkpoint)
     recorder.finished(final_step, float(loss), local_steps=local_steps)
     log.info("%s done at global step %d (ran %d steps, loss %.4f)", cfg.task_key, final_step,
              local_steps, loss)

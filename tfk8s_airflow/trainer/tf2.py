@@ -29,7 +29,8 @@ import tensorflow as tf
 
 from tfk8s_airflow import runtime
 from tfk8s_airflow.exceptions import RuntimeConfigError
-from tfk8s_airflow.trainer import data, export
+from tfk8s_airflow.trainer import export
+from tfk8s_airflow.trainer import inputs as data
 from tfk8s_airflow.trainer import model as mdl
 from tfk8s_airflow.trainer.dataset import count_features
 from tfk8s_airflow.trainer.state import RunRecorder
@@ -90,7 +91,7 @@ def train(cfg: runtime.TFConfig, args: argparse.Namespace) -> dict | None:
             with tf.GradientTape() as tape:
                 value = mdl.loss(mdl.logits(x, model.weights()), y)
             grads = tape.gradient(value, list(model.weights().values()))
-            for var, grad in zip(model.weights().values(), grads):
+            for var, grad in zip(model.weights().values(), grads, strict=True):
                 var.assign_sub(lr * grad)
             step.assign_add(1)
             return value

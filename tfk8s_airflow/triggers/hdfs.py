@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
@@ -51,7 +52,7 @@ class HdfsPartitionTrigger(BaseTrigger):
                  "poll_interval": self.poll_interval, "deadline": self.deadline})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        from tfk8s_airflow.backends.webhdfs import WebHdfs, WebHdfsConfig
+        from tfk8s_airflow.staging.webhdfs import WebHdfs, WebHdfsConfig
 
         cfg = dict(self.config)
         cfg["urls"] = tuple(cfg["urls"])

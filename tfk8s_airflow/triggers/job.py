@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from tfk8s_airflow.exceptions import KubernetesApiError, PermanentError
-from tfk8s_airflow.status import FAILED, RUNNING, JobPolicy, evaluate
+from tfk8s_airflow.job.judge import FAILED, RUNNING, JobPolicy, evaluate
 
 MAX_CONSECUTIVE_ERRORS = 10
 
@@ -48,7 +49,7 @@ class TFJobTrigger(BaseTrigger):
         return AsyncKubernetesHook(conn_id=self.kubernetes_conn_id, config_file=self.config_file)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        from tfk8s_airflow.backends.kubernetes import list_pods_async
+        from tfk8s_airflow.k8s.client import list_pods_async
         hook = self._hook()
         policy = JobPolicy.from_dict(self.policy)
         last_progress = None
@@ -61,7 +62,7 @@ class TFJobTrigger(BaseTrigger):
                 yield TriggerEvent({"state": FAILED, "reason": f"cannot watch the job: {exc}",
                                     "summary": {"job": self.job, "namespace": self.namespace}})
                 return
-            except (KubernetesApiError, OSError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, KubernetesApiError, OSError) as exc:
                 errors += 1
                 self.log.warning("listing pods of %s failed (%d/%d): %s", self.job, errors,
                                  MAX_CONSECUTIVE_ERRORS, exc)

@@ -28,16 +28,17 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import contextlib
 
 import kubeletapi  # noqa: E402
 import sandbox  # noqa: E402
@@ -60,11 +61,11 @@ def now() -> float:
 def iso(ts: float | None) -> str | None:
     if ts is None:
         return None
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def micro(ts: float) -> str:
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def parse_ts(text: str | None) -> float | None:
@@ -131,7 +132,7 @@ class Container:
 class PodWorker(threading.Thread):
     """Owns one pod bound to this node: sandbox, processes, status, deletion."""
 
-    def __init__(self, agent: "Agent", pod: dict[str, Any]):
+    def __init__(self, agent: Agent, pod: dict[str, Any]):
         md = pod["metadata"]
         super().__init__(name=f"pod-{md['namespace']}/{md['name']}", daemon=True)
         self.agent = agent
@@ -239,10 +240,8 @@ class PodWorker(threading.Thread):
         self.agent.network.release(self.ip)
         self.agent.mountpoints.release(self.uid)
         shutil.rmtree(self.dir, ignore_errors=True)
-        try:
+        with contextlib.suppress(OSError):
             self.dir.parent.rmdir()
-        except OSError:
-            pass
         self.sandbox_ready = False
         self.agent.wake.set()
         log.info("%s: stopped; sandbox %s removed", self.key, self.netns)
@@ -450,10 +449,8 @@ class PodWorker(threading.Thread):
             c.backoff = BACKOFF_START_S
         c.exit_code = code
         c.proc = None
-        try:
+        with contextlib.suppress(FileNotFoundError):
             (self.dir / f"{c.name}.pid").unlink()
-        except FileNotFoundError:
-            pass
         policy = "OnFailure" if c.init and self.restart_policy == "Always" else self.restart_policy
         restart = policy == "Always" or (policy == "OnFailure" and code != 0)
         log.info("%s: %s exited %d%s", self.key, c.name, code, " (restarting)" if restart else "")
@@ -487,7 +484,8 @@ class PodWorker(threading.Thread):
         if deadline and now() - self.start_time > float(deadline):
             self._kill_all(float(spec.get("terminationGracePeriodSeconds", 30)))
             self.phase, self.finished = "Failed", True
-            self.reason, self.message = "DeadlineExceeded", "Pod was active on the node longer than the specified deadline"
+            self.reason = "DeadlineExceeded"
+            self.message = "Pod was active on the node longer than the specified deadline"
             return
         for c in self.init_containers:
             if c.done and c.exit_code == 0:
@@ -521,19 +519,15 @@ class PodWorker(threading.Thread):
         """SIGTERM every running container's process group, SIGKILL after ``grace``."""
         live = [c for c in self.init_containers + self.containers if c.running]
         for c in live:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(c.proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
         deadline = time.monotonic() + grace
         while any(c.running for c in live) and time.monotonic() < deadline:
             time.sleep(0.1)
         for c in live:
             if c.running:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(c.proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
         for c in live:
             try:
                 c.proc.wait(timeout=10)
@@ -908,10 +902,8 @@ class Agent:
 
     def shutdown(self) -> None:
         log.info("stopping: %d pods", len(self.workers))
-        try:
+        with contextlib.suppress(FileNotFoundError):
             (self.state_dir / "ready").unlink()
-        except FileNotFoundError:
-            pass
         for w in self.workers.values():
             w.stop("shutdown")
         for w in self.workers.values():

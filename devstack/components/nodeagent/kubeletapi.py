@@ -17,8 +17,8 @@ import logging
 import ssl
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
 from urllib.parse import parse_qs, unquote, urlparse
 
 log = logging.getLogger("nodeagent.kubelet")

@@ -14,6 +14,7 @@ name, so :func:`cleanup_all` can remove leftovers without any record of them.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import logging
 import os
@@ -60,10 +61,8 @@ def kill_netns_processes(netns: str, timeout: float = 10) -> None:
         if not pids:
             return
         for pid in pids:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         if time.monotonic() > deadline:
             log.warning("processes %s in %s survived SIGKILL for %.0fs", pids, netns, timeout)
             return
@@ -142,14 +141,10 @@ class Network:
             run("ip", "link", "del", veth, check=False)
         etc = NETNS_ETC / netns
         for name in ("hosts", "resolv.conf"):
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 (etc / name).unlink()
-            except FileNotFoundError:
-                pass
-        try:
+        with contextlib.suppress(OSError):
             etc.rmdir()
-        except OSError:
-            pass
 
 
 def write_in_place(path: Path, text: str) -> bool:

@@ -9,13 +9,14 @@ being done, 5xx and connection errors are left to Airflow's retries.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Iterable, Mapping, TypeVar
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar, cast
 
 from kubernetes.client import ApiClient, CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
+from tfk8s_airflow.contract import CONTAINER_NAME
 from tfk8s_airflow.exceptions import KubernetesApiError, PermanentKubernetesApiError
-from tfk8s_airflow.manifests import CONTAINER_NAME
 
 T = TypeVar("T")
 PERMANENT_STATUSES = {400, 401, 403, 404, 405, 409, 410, 422}
@@ -50,7 +51,7 @@ class JobClient:
         self._api_client: ApiClient = core.api_client
 
     @classmethod
-    def from_conn(cls, conn_id: str | None) -> "JobClient":
+    def from_conn(cls, conn_id: str | None) -> JobClient:
         from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
         return cls(KubernetesHook(conn_id=conn_id).core_v1_client)
 
@@ -162,9 +163,9 @@ async def list_pods_async(hook: Any, namespace: str, selector: str) -> list[dict
             result = await v1.list_namespaced_pod(namespace=namespace, label_selector=selector,
                                                   _preload_content=False)
         except async_client.ApiException as exc:
-            raise wrap_api_error(f"listing pods {selector} in {namespace}", exc) from exc  # type: ignore[arg-type]
+            raise wrap_api_error(f"listing pods {selector} in {namespace}", exc) from exc
         import json
-        body = json.loads(await result.read())
+        body = json.loads(await cast(Any, result).read())  # the raw response (_preload_content=False)
         return list(body.get("items") or [])
 
 

@@ -12,15 +12,16 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
 from tfk8s_airflow.exceptions import Problem, SpecError
-from tfk8s_airflow.manifests import JobNames
-from tfk8s_airflow.spec import DEFAULT_MAX_REPLICAS, TFJobSpec
-from tfk8s_airflow.status import JobPolicy
+from tfk8s_airflow.job.judge import JobPolicy
+from tfk8s_airflow.job.objects import JobNames
+from tfk8s_airflow.job.spec import DEFAULT_MAX_REPLICAS, TFJobSpec
 
 
 def as_spec_input(spec: Any) -> Any:

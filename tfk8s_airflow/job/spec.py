@@ -3,7 +3,7 @@
 Why frozen and separate from Airflow: the same spec arrives from Python, a YAML
 file, a UI parameter form or ``dag_run.conf``; it is validated once, before any
 object exists in a cluster, and then only read. Parsing collects every problem
-(see :mod:`tfk8s_airflow.validation`) instead of stopping at the first, so a user
+(see :mod:`tfk8s_airflow.job.fields`) instead of stopping at the first, so a user
 fixes a spec in one round trip. ``to_dict`` round-trips through ``from_dict`` so a
 spec can travel through XCom.
 """
@@ -12,19 +12,21 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import yaml
 
-from tfk8s_airflow import validation as v
+from tfk8s_airflow.contract import DEFAULT_CODE_DIR, DEFAULT_PORT, ENV_PREFIX, RESERVED_ENV
 from tfk8s_airflow.exceptions import Problem, SpecError
+from tfk8s_airflow.job import fields as v
+from tfk8s_airflow.pathrules import is_safe_relative
 
 #: Role names in TF_CONFIG order (TFJob sorts cluster keys the same way).
 ROLES = ("chief", "evaluator", "ps", "worker")
-DEFAULT_PORT = 2222
 DEFAULT_MAX_REPLICAS = 512
 WIRINGS = ("tf_config", "flags", "both")
 SUCCESS_POLICIES = ("default", "all_workers")
@@ -84,7 +86,7 @@ class CodeSource:
     entrypoint: str = "run.sh"
     sha256: str | None = None
     image: str | None = None  # image of the fetch init container; defaults to the job's
-    mount_path: str = "/opt/tfk8s/code"
+    mount_path: str = DEFAULT_CODE_DIR
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"uri": self.uri, "entrypoint": self.entrypoint,
@@ -151,7 +153,7 @@ class TFJobSpec:
     # ----------------------------------------------------------------- loading
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, max_replicas: int = DEFAULT_MAX_REPLICAS,
-                  overrides: Iterable[str] = ()) -> "TFJobSpec":
+                  overrides: Iterable[str] = ()) -> TFJobSpec:
         """Validate and freeze. Raises :class:`SpecError` listing every problem."""
         if not isinstance(data, Mapping):
             raise SpecError(Problem("spec", f"must be a mapping, got {type(data).__name__}",
@@ -160,7 +162,7 @@ class TFJobSpec:
         return _Parser(data, max_replicas).parse()
 
     @classmethod
-    def from_file(cls, path: str | Path, **kwargs: Any) -> "TFJobSpec":
+    def from_file(cls, path: str | Path, **kwargs: Any) -> TFJobSpec:
         return cls.from_dict(load_spec_file(path), **kwargs)
 
     # ------------------------------------------------------------------ access
@@ -475,7 +477,7 @@ class _Parser:
             if not v.is_env_name(name):
                 self.add(f"{fld}.{name}", "is not a valid environment variable name",
                          "use letters, digits, '_', '-', '.' and do not start with a digit")
-            elif name in v.RESERVED_ENV or name.startswith("TFK8S_"):
+            elif name in RESERVED_ENV or name.startswith(ENV_PREFIX):
                 self.add(f"{fld}.{name}", "is set by tfk8s-airflow itself",
                          "remove it; TF_CONFIG and TFK8S_* are derived from the spec")
             if isinstance(value, (dict, list)):
@@ -493,7 +495,8 @@ class _Parser:
             if rname not in v.KNOWN_RESOURCES and "/" not in rname:
                 guess = v.RESOURCE_ALIASES.get(rname.lower()) or v.did_you_mean(rname, set(v.KNOWN_RESOURCES))
                 self.add(path, "unknown resource name",
-                         f"did you mean '{guess}'?" if guess else "use cpu, memory, nvidia.com/gpu or a domain/name extended resource")
+                         f"did you mean '{guess}'?" if guess
+                         else "use cpu, memory, nvidia.com/gpu or a domain/name extended resource")
                 continue
             problem = v.check_quantity(qty, path, integer=rname not in ("cpu", "memory", "ephemeral-storage"))
             if problem:
@@ -547,7 +550,8 @@ class _Parser:
                 self.add(path + ".effect", f"must be NoSchedule, PreferNoSchedule or NoExecute, got {eff!r}",
                          "write effect: NoSchedule")
             if op == "Exists" and t.get("value"):
-                self.add(path + ".value", "must be empty when operator is Exists", "remove value or use operator: Equal")
+                self.add(path + ".value", "must be empty when operator is Exists",
+                         "remove value or use operator: Equal")
             tol: dict[str, Any] = {}
             for src, dst in (("key", "key"), ("operator", "operator"), ("value", "value"), ("effect", "effect")):
                 if t.get(src) is not None:
@@ -604,7 +608,7 @@ class _Parser:
             if pvc:
                 self.problems += v.check_dns_subdomain(pvc, path + ".pvc")
             sub = self._str(item, "sub_path", path + ".sub_path")
-            if sub and (sub.startswith("/") or ".." in sub.split("/")):
+            if sub and not is_safe_relative(sub):
                 self.add(path + ".sub_path", "must be a relative path without '..'", "write sub_path: models/run1")
             out.append(Volume(vname, mount, host or None, pvc or None,
                               self._bool(item, "read_only", path + ".read_only", False), sub or None))
@@ -625,7 +629,7 @@ class _Parser:
             self.add("code.uri", f"must be an http(s):// or hdfs:// URI, got {uri!r}",
                      "write code: {uri: https://host/algo.tar.gz}")
         entry = self._str(raw, "entrypoint", "code.entrypoint", "run.sh") or "run.sh"
-        if entry.startswith("/") or ".." in entry.split("/"):
+        if not is_safe_relative(entry):
             self.add("code.entrypoint", "must be a relative path inside the code archive", "write entrypoint: run.sh")
         sha = self._str(raw, "sha256", "code.sha256")
         if sha and not v.is_sha256(sha):
@@ -633,7 +637,7 @@ class _Parser:
         img = self._str(raw, "image", "code.image")
         if img:
             self.problems += v.check_image(img, "code.image")
-        mount = self._str(raw, "mount_path", "code.mount_path", "/opt/tfk8s/code") or "/opt/tfk8s/code"
+        mount = self._str(raw, "mount_path", "code.mount_path", DEFAULT_CODE_DIR) or DEFAULT_CODE_DIR
         if not mount.startswith("/"):
             self.add("code.mount_path", "must be an absolute path", "write mount_path: /opt/tfk8s/code")
         return CodeSource(uri, entry, sha.lower() if sha else None, img or None, mount)

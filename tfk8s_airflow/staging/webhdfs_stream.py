@@ -1,6 +1,6 @@
 """The WebHDFS data path: file reads and file checksums over urllib3, redirects followed here.
 
-Why not the ``hdfs`` package, which :mod:`tfk8s_airflow.backends.webhdfs` uses for listing
+Why not the ``hdfs`` package, which :mod:`tfk8s_airflow.staging.webhdfs` uses for listing
 and writing: staging many small files is bound by CPU per request, on the client and on the
 HDFS side, and this path makes both smaller. Measured on the devstack (500 files of 256 KB,
 4 threads, warm JVM), per file:
@@ -21,14 +21,16 @@ first next time, as the ``hdfs`` package does. HDFS's own errors are raised as
 :class:`hdfs.util.HdfsError` carrying the Java exception's class name, so the caller maps
 them exactly as it maps the ``hdfs`` package's; no NameNode answering is a builtin
 :class:`ConnectionError`, and a DataNode that a NameNode redirected to but that does not
-answer is :class:`~tfk8s_airflow.exceptions.HdfsUnavailableError` naming it (retryable). Kerberos (SPNEGO) connections do not use this path.
+answer is :class:`~tfk8s_airflow.exceptions.HdfsUnavailableError` naming it (retryable). Kerberos (SPNEGO)
+connections do not use this path.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import urllib3

@@ -16,9 +16,10 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from tfk8s_airflow.exceptions import DataError, ModelMissingError
 

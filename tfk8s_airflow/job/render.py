@@ -3,7 +3,7 @@
 Why a template at all when the builders exist: the seed's workflow was a Jinja2
 template piped to ``kubectl apply -f -``, and teams customise it (sidecars,
 affinity, site conventions). The template sees the same replica plan as the
-builders (:func:`tfk8s_airflow.manifests.plan_replicas`), renders with
+builders (:func:`tfk8s_airflow.job.objects.plan_replicas`), renders with
 StrictUndefined so a typo in a custom template is an error instead of an empty
 field, and its output is parsed back to check it is YAML before it is printed.
 """
@@ -12,16 +12,24 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import jinja2
 import yaml
 
 from tfk8s_airflow.exceptions import TemplateError
-from tfk8s_airflow.manifests import (CONTAINER_NAME, PORT_NAME, SHARDS_KEY, JobNames,
-                                     job_labels, plan_replicas, shards_json)
-from tfk8s_airflow.spec import TFJobSpec
+from tfk8s_airflow.job.objects import (
+    CONTAINER_NAME,
+    PORT_NAME,
+    SHARDS_KEY,
+    JobNames,
+    job_labels,
+    plan_replicas,
+    shards_json,
+)
+from tfk8s_airflow.job.spec import TFJobSpec
 
 DEFAULT_TEMPLATE = Path(__file__).parent / "templates" / "tfcluster_template.yaml.jinja"
 
@@ -62,7 +70,8 @@ def render_yaml(spec: TFJobSpec, names: JobNames, shards: Mapping[str, Sequence[
     try:
         text = _environment(path.parent).get_template(path.name).render(context)
     except jinja2.TemplateError as exc:
-        where = f"{path}:{exc.lineno}" if getattr(exc, "lineno", None) else str(path)
+        lineno = getattr(exc, "lineno", None)
+        where = f"{path}:{lineno}" if lineno else str(path)
         raise TemplateError(f"template {where} failed to render: {exc}") from exc
     if check if check is not None else template is not None:
         parse_yaml(text, source=str(path))

@@ -8,10 +8,11 @@ remaining headroom fails it up front, with the numbers.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-from tfk8s_airflow.spec import TFJobSpec
-from tfk8s_airflow.validation import quantity_to_float
+from tfk8s_airflow.job.fields import quantity_to_float
+from tfk8s_airflow.job.spec import TFJobSpec
 
 
 def job_requests(spec: TFJobSpec) -> dict[str, float]:

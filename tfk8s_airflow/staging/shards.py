@@ -19,8 +19,8 @@ workers get an empty list; they still appear as keys so every replica finds its 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
 
 from tfk8s_airflow.exceptions import DataError, SpecError
 
@@ -84,5 +84,5 @@ def assign_shards(files: Iterable[tuple[str, int]] | Mapping[str, int], num_work
         loads[index] = load + size
         heapq.heappush(heap, (loads[index], index))
     keys = [shard_key(i, role) for i in range(num_workers)]
-    return ShardPlan(shards=dict(zip(keys, shards)), shard_bytes=dict(zip(keys, loads)),
+    return ShardPlan(shards=dict(zip(keys, shards, strict=True)), shard_bytes=dict(zip(keys, loads, strict=True)),
                      bound=max((size for _, size in items), default=0))

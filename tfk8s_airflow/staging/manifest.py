@@ -29,16 +29,18 @@ Format (JSON, ``version`` 1)::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
-from tfk8s_airflow.backends.listing import FileEntry
 from tfk8s_airflow.exceptions import DataError
-from tfk8s_airflow.shards import ShardPlan
+from tfk8s_airflow.staging.listing import FileEntry
+from tfk8s_airflow.staging.shards import ShardPlan
 
 __all__ = ["MANIFEST_NAME", "FORMAT_VERSION", "build_manifest", "write_local_atomic",
            "read_local", "remove_local"]
@@ -55,7 +57,7 @@ def build_manifest(files: Sequence[FileEntry], paths: Sequence[str], plan: Shard
     if len(paths) != len(files):
         raise ValueError("one path per file")
     entries = []
-    for entry, path in zip(files, paths):
+    for entry, path in zip(files, paths, strict=True):
         item: dict[str, Any] = {"path": path, "source": entry.path, "size": entry.size}
         if entry.checksum:
             item["checksum"] = dict(entry.checksum)
@@ -102,10 +104,8 @@ def write_local_atomic(path: str | os.PathLike[str], doc: Any) -> Path:
         os.chmod(tmp, 0o644)
         os.replace(tmp, target)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise
     _fsync_dir(target.parent)
     return target

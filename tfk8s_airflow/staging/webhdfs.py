@@ -3,7 +3,7 @@
 Why not the cncf/hdfs provider's ``WebHDFSHook``: its ``read_file`` returns a whole file as
 ``bytes`` (a 64 MB file is 64 MB of worker memory, times the copy parallelism) and it probes
 HA NameNodes without a bound. This module uses the ``hdfs`` package's client directly for
-metadata and writes, and :mod:`~tfk8s_airflow.backends.webhdfs_stream` (urllib3, about half
+metadata and writes, and :mod:`~tfk8s_airflow.staging.webhdfs_stream` (urllib3, about half
 the client CPU per request) for reads and checksums: reads are streamed in fixed-size
 chunks, and every NameNode is tried in order with the connection's timeout, so a dead
 NameNode costs at most ``timeout`` seconds before the next is tried and
@@ -30,18 +30,17 @@ import json
 import logging
 import posixpath
 import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import requests
 import urllib3
 
-from tfk8s_airflow.backends.listing import (FileEntry, has_magic, is_hidden, name_matches,
-                                            relative_to, split_glob)
-from tfk8s_airflow.backends.webhdfs_stream import WebHdfsStreams
-from tfk8s_airflow.exceptions import (DataError, HdfsUnavailableError, MissingInputError, SpecError,
-                                      StagingError)
+from tfk8s_airflow.exceptions import DataError, HdfsUnavailableError, MissingInputError, SpecError, StagingError
+from tfk8s_airflow.staging.listing import FileEntry, has_magic, is_hidden, name_matches, relative_to, split_glob
+from tfk8s_airflow.staging.webhdfs_stream import WebHdfsStreams
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +69,7 @@ class WebHdfsConfig:
     proxy_user: str | None = None
 
     @classmethod
-    def from_connection(cls, conn: Any) -> "WebHdfsConfig":
+    def from_connection(cls, conn: Any) -> WebHdfsConfig:
         """From an Airflow ``Connection`` (or anything with host/port/login/extra_dejson)."""
         extra: Mapping[str, Any] = getattr(conn, "extra_dejson", None) or {}
         https = _as_bool(extra.get("https", extra.get("use_ssl", False)))
@@ -102,13 +101,6 @@ class WebHdfsConfig:
         return cls(urls=tuple(urls), user=getattr(conn, "login", None) or None, timeout=timeout,
                    verify=verify, kerberos=_as_bool(extra.get("kerberos", False)),
                    proxy_user=extra.get("proxy_user") or None)
-
-    @classmethod
-    def from_conn_id(cls, conn_id: str) -> "WebHdfsConfig":
-        """Look the connection up through Airflow (env ``AIRFLOW_CONN_*``, secrets, DB)."""
-        from airflow.sdk import BaseHook
-
-        return cls.from_connection(BaseHook.get_connection(conn_id))
 
 
 class WebHdfs:
@@ -143,10 +135,6 @@ class WebHdfs:
             self.streams = WebHdfsStreams(config.urls, user=config.user,
                                           proxy_user=config.proxy_user, timeout=timeout,
                                           verify=config.verify)
-
-    @classmethod
-    def from_conn_id(cls, conn_id: str = "webhdfs_default") -> "WebHdfs":
-        return cls(WebHdfsConfig.from_conn_id(conn_id))
 
     @property
     def user(self) -> str:
@@ -277,7 +265,7 @@ class WebHdfs:
 
     @contextlib.contextmanager
     def open_chunks(self, path: str, chunk_size: int = 1 << 20,
-                    offset: int = 0) -> Iterator[Iterator[bytes]]:
+                    offset: int = 0) -> Iterator[_Guarded]:
         """``with hdfs.open_chunks(path) as chunks: for chunk in chunks: ...``: the file
         as a stream of ``chunk_size`` pieces (bounded memory whatever the file size).
         ``chunks.datanode`` (when present) is where the NameNode sent the read."""
@@ -294,7 +282,7 @@ class WebHdfs:
 
     @contextlib.contextmanager
     def _open_with_client(self, path: str, chunk_size: int,
-                          offset: int) -> Iterator[Iterator[bytes]]:
+                          offset: int) -> Iterator[_Guarded]:
         cm = self.call("opening", path,
                        lambda: self.client.read(path, offset=offset, chunk_size=chunk_size))
         chunks = self.call("opening", path, cm.__enter__)

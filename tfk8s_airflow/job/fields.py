@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from tfk8s_airflow.exceptions import Problem
 
 KNOWN_RESOURCES = ("cpu", "memory", "nvidia.com/gpu", "ephemeral-storage")
 RESOURCE_ALIASES = {"gpu": "nvidia.com/gpu", "gpus": "nvidia.com/gpu", "mem": "memory",
                     "cpus": "cpu", "nvidia.com/gpus": "nvidia.com/gpu"}
-RESERVED_ENV = frozenset({"TF_CONFIG"})
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")

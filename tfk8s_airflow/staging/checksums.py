@@ -23,10 +23,14 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
-from typing import Any, BinaryIO, Mapping
+from collections.abc import Mapping
+from typing import Any, BinaryIO
 
+_native: Any
+_gcrc: Any
+_np: Any
 try:  # built from _chunkcrc.c when a C compiler is there (setup.py: optional)
-    from tfk8s_airflow import _chunkcrc as _native
+    from tfk8s_airflow.staging import _chunkcrc as _native
 except ImportError:  # pragma: no cover - depends on the build
     _native = None
 
@@ -72,7 +76,7 @@ ENGINE = ("native" if _native is not None else "google-crc32c" if _gcrc is not N
           else "numpy" if _np is not None else "python")
 
 
-def crc32c(data: bytes) -> int:
+def crc32c(data: bytes | memoryview) -> int:
     """CRC-32C (Castagnoli) of ``data``, the checksum HDFS stores per 512-byte chunk."""
     crc = 0xFFFFFFFF
     table = _T0
@@ -108,7 +112,8 @@ def chunk_crcs(data: bytes | memoryview, bytes_per_crc: int = DEFAULT_BYTES_PER_
 
 def _np_chunk_crcs(full: memoryview, n_chunks: int, bytes_per_crc: int) -> bytes:
     """Vectorised over chunks: each step folds 4 bytes of every chunk at once."""
-    t0, t1, t2, t3 = _NP_TABLES  # type: ignore[misc]
+    assert _NP_TABLES is not None
+    t0, t1, t2, t3 = _NP_TABLES
     words = _np.frombuffer(full, dtype="<u4").reshape(n_chunks, bytes_per_crc // 4)
     cols = _np.ascontiguousarray(words.T)  # one contiguous row per step
     crc = _np.full(n_chunks, 0xFFFFFFFF, dtype=_np.uint32)
@@ -231,7 +236,7 @@ def file_checksum(path: str | os.PathLike[str] | BinaryIO, block_size: int = DEF
     """The HDFS checksum of a local file, read in ``read_size`` pieces (bounded memory)."""
     summer = HdfsChecksum(block_size, bytes_per_crc)
     if hasattr(path, "read"):
-        fh = path  # type: ignore[assignment]
+        fh = path
         while chunk := fh.read(read_size):
             summer.update(chunk)
         return summer.result()

@@ -10,28 +10,34 @@ from what the operators create, and a test can prove the two agree.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
-from tfk8s_airflow import naming
-from tfk8s_airflow.cluster import cluster_spec, legacy_flags, tf_config_dict
-from tfk8s_airflow.spec import TFJobSpec
+from tfk8s_airflow import contract as c
+from tfk8s_airflow.contract import (
+    CODE_VOLUME,
+    CONTAINER_NAME,
+    FETCH_CONTAINER,
+    LABEL_DAG,
+    LABEL_INDEX,
+    LABEL_JOB,
+    LABEL_ROLE,
+    LABEL_RUN,
+    LABEL_TRACKED,
+    PORT_NAME,
+    SHARDS_KEY,
+    SHARDS_MOUNT,
+    SHARDS_VOLUME,
+)
+from tfk8s_airflow.job import naming
+from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.wiring import cluster_spec, legacy_flags, tf_config_dict
 
-CONTAINER_NAME = "tensorflow"
-PORT_NAME = "tfjob-port"
-SHARDS_KEY = "shards.json"
-SHARDS_MOUNT = "/etc/tfk8s/shards"
-CODE_VOLUME = "tfk8s-code"
-SHARDS_VOLUME = "tfk8s-shards"
-FETCH_CONTAINER = "fetch-code"
-
-LABEL_JOB = "tfk8s.io/job"
-LABEL_ROLE = "tfk8s.io/role"
-LABEL_INDEX = "tfk8s.io/index"
-LABEL_TRACKED = "tfk8s.io/tracked"
-LABEL_RUN = "tfk8s.io/run"
-LABEL_DAG = "tfk8s.io/dag"
-
+__all__ = ["CODE_VOLUME", "CONTAINER_NAME", "FETCH_CONTAINER", "LABEL_DAG", "LABEL_INDEX", "LABEL_JOB",
+           "LABEL_ROLE", "LABEL_RUN", "LABEL_TRACKED", "PORT_NAME", "SHARDS_KEY", "SHARDS_MOUNT",
+           "SHARDS_VOLUME", "JobNames", "Replica", "job_labels", "plan_replicas", "pod_manifest",
+           "service_manifest", "configmap_manifest", "shards_json", "job_manifests"]
 
 @dataclass(frozen=True)
 class JobNames:
@@ -44,7 +50,7 @@ class JobNames:
     identity: Mapping[str, str] = field(default_factory=dict)  # run/dag labels
 
     @classmethod
-    def for_run(cls, spec: TFJobSpec, run_id: str = "", group: str = "", dag_id: str = "") -> "JobNames":
+    def for_run(cls, spec: TFJobSpec, run_id: str = "", group: str = "", dag_id: str = "") -> JobNames:
         """Names for (spec name or dag_id, run_id, group): one function, per DESIGN."""
         job = naming.job_name(dag_id or spec.name, run_id, group or (spec.name if dag_id else ""))
         identity = {}
@@ -101,10 +107,6 @@ def job_labels(spec: TFJobSpec, names: JobNames) -> dict[str, str]:
     return labels
 
 
-def _volume_env_name(volume_name: str) -> str:
-    return "TFK8S_" + volume_name.upper().replace("-", "_").replace(".", "_") + "_DIR"
-
-
 def plan_replicas(spec: TFJobSpec, names: JobNames, shards: Mapping[str, Sequence[str]] | None = None
                   ) -> list[Replica]:
     """One :class:`Replica` per pod, in TF_CONFIG role order."""
@@ -122,21 +124,21 @@ def plan_replicas(spec: TFJobSpec, names: JobNames, shards: Mapping[str, Sequenc
                 LABEL_INDEX: str(i),
                 LABEL_TRACKED: "true" if rs.tracked else "false",
             })
-            env = [{"name": "TFK8S_JOB_NAME", "value": names.job},
-                   {"name": "TFK8S_NAMESPACE", "value": names.namespace},
-                   {"name": "TFK8S_ROLE", "value": rs.role},
-                   {"name": "TFK8S_INDEX", "value": str(i)}]
+            env = [{"name": c.JOB_NAME_ENV, "value": names.job},
+                   {"name": c.NAMESPACE_ENV, "value": names.namespace},
+                   {"name": c.ROLE_ENV, "value": rs.role},
+                   {"name": c.INDEX_ENV, "value": str(i)}]
             tf_config = None
             if spec.tf_wiring in ("tf_config", "both"):
                 tf_config = json.dumps(tf_config_dict(spec, names.service, rs.role, i, cluster),
                                        separators=(",", ":"))
-                env.insert(0, {"name": "TF_CONFIG", "value": tf_config})
+                env.insert(0, {"name": c.TF_CONFIG_ENV, "value": tf_config})
             if shards is not None:
-                env.append({"name": "TFK8S_SHARDS_FILE", "value": f"{SHARDS_MOUNT}/{SHARDS_KEY}"})
+                env.append({"name": c.SHARDS_FILE_ENV, "value": c.DEFAULT_SHARDS_FILE})
             for vol in spec.volumes:
-                env.append({"name": _volume_env_name(vol.name), "value": vol.mount_path})
+                env.append({"name": c.volume_dir_env(vol.name), "value": vol.mount_path})
             if spec.code:
-                env.append({"name": "TFK8S_CODE_DIR", "value": spec.code.mount_path})
+                env.append({"name": c.CODE_DIR_ENV, "value": spec.code.mount_path})
             env += [{"name": k, "value": val} for k, val in rs.env.items()]
             args = list(rs.args)
             if spec.tf_wiring in ("flags", "both"):

@@ -12,11 +12,12 @@ of leaving workers hanging.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
 
-from tfk8s_airflow.manifests import CONTAINER_NAME, LABEL_INDEX, LABEL_ROLE
+from tfk8s_airflow.contract import CONTAINER_NAME, LABEL_INDEX, LABEL_ROLE
 
 RUNNING, SUCCEEDED, FAILED = "running", "succeeded", "failed"
 IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
@@ -37,7 +38,7 @@ class JobPolicy:
     active_deadline: float | None
 
     @classmethod
-    def from_spec(cls, spec: Any) -> "JobPolicy":
+    def from_spec(cls, spec: Any) -> JobPolicy:
         return cls(
             replicas={r.role: r.replicas for r in spec.active_roles},
             tracked={r.role: r.tracked for r in spec.active_roles},
@@ -55,7 +56,7 @@ class JobPolicy:
         return d
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "JobPolicy":
+    def from_dict(cls, d: Mapping[str, Any]) -> JobPolicy:
         return cls(**{**d, "success": tuple((r, int(i)) for r, i in d["success"])})
 
     def expected(self) -> list[tuple[str, int]]:
@@ -119,7 +120,7 @@ def _ts(value: Any) -> float | None:
     if isinstance(value, (int, float)):
         return float(value)
     if isinstance(value, datetime):
-        return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).timestamp()
+        return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
     text = str(value).replace("Z", "+00:00")
     return datetime.fromisoformat(text).timestamp()
 

@@ -12,10 +12,10 @@ Older programs (the tensorflow/ecosystem template) take
 from __future__ import annotations
 
 import json
-from typing import Mapping
+from collections.abc import Mapping
 
-from tfk8s_airflow.naming import replica_hostname
-from tfk8s_airflow.spec import ROLES, TFJobSpec
+from tfk8s_airflow.job.naming import replica_hostname
+from tfk8s_airflow.job.spec import ROLES, TFJobSpec
 
 
 def replica_address(role: str, index: int, service: str, namespace: str, port: int) -> str:

@@ -11,7 +11,7 @@ refused here with a message naming where the list came from, before any TensorFl
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

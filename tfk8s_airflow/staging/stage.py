@@ -47,23 +47,34 @@ import re
 import shutil
 import threading
 import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
 
-from tfk8s_airflow import manifest as mf
-from tfk8s_airflow.backends.glusterfs import GlusterVolume
-from tfk8s_airflow.backends.listing import FileEntry
-from tfk8s_airflow.backends.webhdfs import WebHdfs
-from tfk8s_airflow.checksums import HdfsChecksum, checksums_match, file_checksum, params_from_remote
 from tfk8s_airflow.exceptions import DataError, PathSafetyError, SpecError, StagingError
-from tfk8s_airflow.shards import assign_shards, parse_num_workers
+from tfk8s_airflow.pathrules import has_parent_segment, is_safe_relative
+from tfk8s_airflow.staging import manifest as mf
+from tfk8s_airflow.staging.checksums import HdfsChecksum, checksums_match, file_checksum, params_from_remote
+from tfk8s_airflow.staging.glusterfs import GlusterVolume
+from tfk8s_airflow.staging.listing import FileEntry
+from tfk8s_airflow.staging.shards import assign_shards, parse_num_workers
+from tfk8s_airflow.staging.webhdfs import WebHdfs
 
 log = logging.getLogger(__name__)
 
+
+class Logger(Protocol):
+    """What staging logs through: a :class:`logging.Logger` or an Airflow task's ``self.log``."""
+
+    def info(self, event: Any, *args: Any, **kw: Any) -> Any: ...
+
+    def warning(self, event: Any, *args: Any, **kw: Any) -> Any: ...
+
 __all__ = ["CopyStats", "copy_to_volume", "stage_hdfs", "stage_volume", "PARTIAL_SUFFIX",
-           "DEFAULT_VERIFY", "VERIFY_LEVELS", "parse_verify", "LOCK_SUFFIX", "lock_path", "partial_path", "staging_dir", "verifiable"]
+           "DEFAULT_VERIFY", "VERIFY_LEVELS", "parse_verify", "LOCK_SUFFIX", "lock_path", "partial_path",
+           "staging_dir", "verifiable"]
 
 PARTIAL_SUFFIX = ".tfk8s-partial"
 LOCK_SUFFIX = ".tfk8s-lock"
@@ -118,7 +129,7 @@ def verifiable(checksum: Mapping[str, Any] | None) -> bool:
 class _Progress:
     """Thread-safe byte/file counters that log at most every ``interval`` seconds."""
 
-    def __init__(self, total_files: int, total_bytes: int, logger: logging.Logger,
+    def __init__(self, total_files: int, total_bytes: int, logger: Logger,
                  interval: float) -> None:
         self.total_files, self.total_bytes = total_files, total_bytes
         self.log, self.interval = logger, interval
@@ -173,7 +184,7 @@ def _dest_lock(lock: Path, timeout: float) -> Iterator[None]:
                     raise
                 if time.monotonic() > deadline:
                     raise StagingError(f"another stager holds {lock} for more than "
-                                       f"{timeout:.0f}s (a concurrent run on the same partition)")
+                                       f"{timeout:.0f}s (a concurrent run on the same partition)") from None
                 time.sleep(0.5)
         yield
     finally:
@@ -247,7 +258,7 @@ def _copy_one(hdfs: WebHdfs, entry: FileEntry, target: Path, progress: _Progress
     summer = (HdfsChecksum(block, bytes_per_crc)
               if expected is None or verifiable(expected) else None)
     written = 0
-    out = open(partial, "wb", buffering=0)
+    out = open(partial, "wb", buffering=0)  # noqa: SIM115 - closed by the finisher pool
     try:
         with hdfs.open_chunks(entry.path, chunk_size=chunk_size) as chunks:
             for chunk in chunks:
@@ -302,7 +313,7 @@ def copy_to_volume(hdfs: WebHdfs, files: Sequence[FileEntry], dest: Path, *,
                    parallelism: int = 4, chunk_size: int = DEFAULT_CHUNK, fsync: bool = True,
                    attempts: int = 3, lock_timeout: float = 300.0,
                    progress_interval: float = 10.0, verify: Any = DEFAULT_VERIFY,
-                   logger: logging.Logger | None = None) -> CopyStats:
+                   logger: Logger | None = None) -> CopyStats:
     """Copy ``files`` to ``dest / entry.relpath``: parallel, resumable, verified (see the
     module docstring). ``dest`` must already be a checked path on the volume.
 
@@ -314,7 +325,7 @@ def copy_to_volume(hdfs: WebHdfs, files: Sequence[FileEntry], dest: Path, *,
       size and recomputed checksum equal HDFS's ``GETFILECHECKSUM``.
     * ``"hdfs"``: as ``"stream"``, and every copied file's streamed checksum is compared
       with HDFS's ``GETFILECHECKSUM`` too, asked of the DataNode that served the read (see
-      :mod:`~tfk8s_airflow.backends.webhdfs_stream`): end to end across the network hop,
+      :mod:`~tfk8s_airflow.staging.webhdfs_stream`): end to end across the network hop,
       at one more request per file (for many small files about a third of the copy's time).
     * ``"size"``: no lookups; a file present with the right size is kept.
 
@@ -326,7 +337,7 @@ def copy_to_volume(hdfs: WebHdfs, files: Sequence[FileEntry], dest: Path, *,
     results: list[FileEntry] = list(files)
     for entry in files:
         rel = Path(entry.relpath)
-        if rel.is_absolute() or ".." in rel.parts:
+        if not is_safe_relative(entry.relpath):
             raise PathSafetyError(f"refusing to copy {entry.path} to {rel}: it would leave {dest}")
     dest.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -407,7 +418,7 @@ def copy_to_volume(hdfs: WebHdfs, files: Sequence[FileEntry], dest: Path, *,
 
         with ThreadPoolExecutor(max_workers=max(1, parallelism),
                                 thread_name_prefix="stage-copy") as pool:
-            futures = [pool.submit(work, i, e, t) for i, (e, t) in enumerate(zip(files, targets))]
+            futures = [pool.submit(work, i, e, t) for i, (e, t) in enumerate(zip(files, targets, strict=True))]
             done, _ = wait(futures, return_when=FIRST_EXCEPTION)
             failed = next((f for f in done if f.exception() is not None), None)
             if failed is not None:
@@ -474,7 +485,7 @@ def stage_hdfs(hdfs: WebHdfs, input_path: str, num_workers: Any, *,
                manifest_path: str | None = None, parallelism: int = 4,
                path_prefix: str = "", chunk_size: int = DEFAULT_CHUNK, fsync: bool = True,
                verify: Any = DEFAULT_VERIFY,
-               logger: logging.Logger | None = None) -> dict[str, Any]:
+               logger: Logger | None = None) -> dict[str, Any]:
     """Stage an HDFS partition: list (+checksums), optionally copy into ``cache_dir`` on
     ``volume``, shard, write the manifest last. Returns the XCom result.
 
@@ -490,7 +501,7 @@ def stage_hdfs(hdfs: WebHdfs, input_path: str, num_workers: Any, *,
     parse_verify(verify)  # a bad value fails before anything is listed or created
     if not input_path or not str(input_path).startswith("/"):
         raise SpecError(f"must be an absolute HDFS path, got {input_path!r}", field="input_path")
-    if ".." in input_path.split("/"):
+    if has_parent_segment(input_path):
         raise PathSafetyError(f"input path {input_path!r} contains a '..' segment")
     dest: Path | None = None
     if cache_dir:
@@ -506,7 +517,7 @@ def stage_hdfs(hdfs: WebHdfs, input_path: str, num_workers: Any, *,
     if hdfs_manifest is None:
         local_manifest = (volume.safe_path(manifest_at, "manifest_path") if volume
                           else Path(manifest_at))
-        if ".." in Path(manifest_at).parts:
+        if has_parent_segment(manifest_at):
             raise PathSafetyError(f"manifest_path {manifest_at!r} contains a '..' segment")
 
     root, files = hdfs.list_files(input_path, pattern=pattern, include_hidden=include_hidden,
@@ -533,7 +544,7 @@ def stage_hdfs(hdfs: WebHdfs, input_path: str, num_workers: Any, *,
         paths = [path_prefix + f.path for f in files]
         location = {"kind": "hdfs", "root": root, "prefix": path_prefix}
         data_root = path_prefix + root
-    plan = assign_shards(zip(paths, (f.size for f in files)), workers)
+    plan = assign_shards(zip(paths, (f.size for f in files), strict=True), workers)
     source = {"kind": "hdfs", "input": input_path, "root": root, "pattern": pattern,
               "namenodes": list(hdfs.config.urls), "user": hdfs.config.user}
     doc = mf.build_manifest(files, paths, plan, source=source, location=location)
@@ -557,7 +568,7 @@ def _file_digest(path: str, algorithm: str) -> dict[str, Any]:
 def stage_volume(volume: GlusterVolume, input_path: str, num_workers: Any, *,
                  pattern: str | None = None, include_hidden: bool = False,
                  manifest_path: str | None = None, checksum: str | None = "sha256",
-                 parallelism: int = 4, logger: logging.Logger | None = None) -> dict[str, Any]:
+                 parallelism: int = 4, logger: Logger | None = None) -> dict[str, Any]:
     """Stage files already on the volume: list, checksum (``sha256``/``md5``/``None``),
     shard, write the manifest (default ``<input root>/_tfk8s_manifest.json``)."""
     logger = logger or log
@@ -571,11 +582,11 @@ def stage_volume(volume: GlusterVolume, input_path: str, num_workers: Any, *,
     if checksum:
         with ThreadPoolExecutor(max_workers=max(1, parallelism)) as pool:
             sums = list(pool.map(lambda f: _file_digest(f.path, checksum), files))
-        files = [FileEntry(f.path, f.relpath, f.size, f.mtime, None, s) for f, s in zip(files, sums)]
+        files = [FileEntry(f.path, f.relpath, f.size, f.mtime, None, s) for f, s in zip(files, sums, strict=True)]
     logger.info("volume input %s: %d file(s), %.1f MiB", input_path, len(files),
                 sum(f.size for f in files) / 2**20)
     paths = [volume.pod_path(f.path) for f in files]
-    plan = assign_shards(zip(paths, (f.size for f in files)), workers)
+    plan = assign_shards(zip(paths, (f.size for f in files), strict=True), workers)
     doc = mf.build_manifest(
         files, paths, plan,
         source={"kind": "glusterfs", "input": str(input_path), "root": str(root),
@@ -586,7 +597,7 @@ def stage_volume(volume: GlusterVolume, input_path: str, num_workers: Any, *,
     return _result(plan, str(target), files, str(input_path), volume.pod_path(base))
 
 
-def _log_shards(logger: logging.Logger, plan, where: str) -> None:
+def _log_shards(logger: Logger, plan, where: str) -> None:
     logger.info("manifest written: %s", where)
     for key, paths in plan.shards.items():
         logger.info("shard %s: %d file(s), %.1f MiB", key, len(paths),

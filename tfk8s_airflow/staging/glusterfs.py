@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import fnmatch
 import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
-from typing import Iterable, Sequence
 
-from tfk8s_airflow.backends.listing import FileEntry, is_hidden, name_matches, split_glob
 from tfk8s_airflow.exceptions import MissingInputError, PathSafetyError, StagingError
+from tfk8s_airflow.pathrules import has_parent_segment
+from tfk8s_airflow.staging.listing import FileEntry, is_hidden, name_matches, split_glob
 
 __all__ = ["GlusterVolume", "DEFAULT_MOUNT", "MOUNT_ENV"]
 
@@ -67,7 +68,7 @@ class GlusterVolume:
 
     @staticmethod
     def _refuse_dotdot(path: str, what: str) -> None:
-        if ".." in PurePosixPath(path).parts:
+        if has_parent_segment(path):
             raise PathSafetyError(f"{what} {path!r} contains a '..' segment; give a path "
                                   "without '..'")
 

@@ -18,11 +18,11 @@ import time
 from tfk8s_airflow import runtime
 from tfk8s_airflow.exceptions import DataError, PeerTimeoutError
 from tfk8s_airflow.trainer import export
-from tfk8s_airflow.trainer.data import split_files
 from tfk8s_airflow.trainer.evaluate import evaluate
+from tfk8s_airflow.trainer.inputs import split_files
 from tfk8s_airflow.trainer.state import TRAIN_STATE, read_json, write_json_atomic
 
-log = logging.getLogger("tfk8s_airflow.trainer.evaluator")
+log = logging.getLogger("tfk8s_airflow.trainer.eval_replica")
 
 
 def run(cfg: runtime.TFConfig, args: argparse.Namespace) -> dict:

@@ -1,0 +1,76 @@
+"""The pod contract: every name that the objects we create and the code inside the pods must agree on.
+
+Why one module: the builders (:mod:`tfk8s_airflow.job.objects`) write these names into pods,
+and the pod side (:mod:`tfk8s_airflow.runtime`, the code fetcher, the reference trainer)
+reads them back. Spelled once here, the two sides cannot drift. Standard library only: the
+code fetcher runs in an init container with nothing but ``python3`` and this package, and
+the runtime runs in training images without Airflow.
+
+Changing a value here changes the pod contract (see CHANGELOG.md): images built against an
+older release read the old names.
+"""
+
+from __future__ import annotations
+
+# ----------------------------------------------------------------------------- containers
+#: The training container, named as Kubeflow's TFJob names it (tools look for it).
+CONTAINER_NAME = "tensorflow"
+#: The named port of every replica, as TFJob names it.
+PORT_NAME = "tfjob-port"
+DEFAULT_PORT = 2222
+#: The init container that fetches the training code (``code:`` in the spec).
+FETCH_CONTAINER = "fetch-code"
+
+# ----------------------------------------------------------------------------- volumes and paths
+CODE_VOLUME = "tfk8s-code"
+SHARDS_VOLUME = "tfk8s-shards"
+SHARDS_MOUNT = "/etc/tfk8s/shards"
+SHARDS_KEY = "shards.json"
+DEFAULT_SHARDS_FILE = f"{SHARDS_MOUNT}/{SHARDS_KEY}"
+DEFAULT_CODE_DIR = "/opt/tfk8s/code"
+TERMINATION_LOG = "/dev/termination-log"
+#: Volume names the builders add to every pod that has them; a spec may not reuse them.
+RESERVED_VOLUMES = frozenset({CODE_VOLUME, SHARDS_VOLUME})
+
+# ----------------------------------------------------------------------------- labels
+LABEL_PREFIX = "tfk8s.io/"
+LABEL_JOB = "tfk8s.io/job"
+LABEL_ROLE = "tfk8s.io/role"
+LABEL_INDEX = "tfk8s.io/index"
+LABEL_TRACKED = "tfk8s.io/tracked"
+LABEL_RUN = "tfk8s.io/run"
+LABEL_DAG = "tfk8s.io/dag"
+
+# ----------------------------------------------------------------------------- environment
+TF_CONFIG_ENV = "TF_CONFIG"
+ENV_PREFIX = "TFK8S_"
+JOB_NAME_ENV = "TFK8S_JOB_NAME"
+NAMESPACE_ENV = "TFK8S_NAMESPACE"
+ROLE_ENV = "TFK8S_ROLE"
+INDEX_ENV = "TFK8S_INDEX"
+SHARDS_FILE_ENV = "TFK8S_SHARDS_FILE"
+SHARD_FILES_ENV = "TFK8S_SHARD_FILES"
+CODE_DIR_ENV = "TFK8S_CODE_DIR"
+DATA_DIR_ENV = "TFK8S_DATA_DIR"
+MODEL_DIR_ENV = "TFK8S_MODEL_DIR"
+LOG_DIR_ENV = "TFK8S_LOG_DIR"
+#: Variables the pods get from us; a spec's ``env`` may not set them.
+RESERVED_ENV = frozenset({TF_CONFIG_ENV})
+
+
+def volume_dir_env(volume_name: str) -> str:
+    """``TFK8S_<NAME>_DIR``: where a spec volume is mounted (``data`` -> ``TFK8S_DATA_DIR``)."""
+    return ENV_PREFIX + volume_name.upper().replace("-", "_").replace(".", "_") + "_DIR"
+
+
+# ----------------------------------------------------------------------------- exit codes
+#: As Kubeflow's TFJob ``ExitCode`` restart policy reads them: 1-127 permanent, >= 128 retryable.
+EXIT_SUCCESS = 0
+EXIT_PERMANENT = 1
+EXIT_RETRYABLE = 138
+RETRYABLE_MIN = 128
+
+
+def is_retryable_exit(code: int) -> bool:
+    """TFJob's ExitCode policy: >= 128 retryable (signals, OOM kill, our 138), 1-127 not."""
+    return code >= RETRYABLE_MIN

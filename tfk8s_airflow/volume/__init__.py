@@ -1,0 +1,1 @@
+"""What the Airflow worker does with files on the shared volume that training pods also write."""
