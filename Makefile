@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` (the main job) and `make test` (the suite).
-.PHONY: setup demo test unit bench down
+.PHONY: setup demo test lint unit bench down
 
 setup:
 	scripts/setup
@@ -9,6 +9,9 @@ demo:
 
 test:
 	scripts/test
+
+lint: setup
+	scripts/lint
 
 unit: setup
 	.venv/bin/python -m pytest -q tests/unit
