@@ -24,3 +24,19 @@ def xcom(dr, task_id: str, key: str = "return_value") -> Any:
         except ValueError:
             return value
     return value
+
+
+def xcom_at(dr, task_id: str, map_index: int, key: str = "return_value") -> Any:
+    """The XCom a mapped task instance pushed in this run (JSON-decoded), or None."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    with create_session() as session:
+        row = session.query(XComModel).filter_by(dag_id=dr.dag_id, run_id=dr.run_id, task_id=task_id,
+                                                 key=key, map_index=map_index).first()
+        value = None if row is None else row.value
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value

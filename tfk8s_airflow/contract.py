@@ -29,6 +29,8 @@ SHARDS_KEY = "shards.json"
 DEFAULT_SHARDS_FILE = f"{SHARDS_MOUNT}/{SHARDS_KEY}"
 DEFAULT_CODE_DIR = "/opt/tfk8s/code"
 TERMINATION_LOG = "/dev/termination-log"
+#: A spec volume of this name with a host path is where teardown archives the replicas' logs.
+LOGS_VOLUME = "logs"
 #: Volume names the builders add to every pod that has them; a spec may not reuse them.
 RESERVED_VOLUMES = frozenset({CODE_VOLUME, SHARDS_VOLUME})
 
@@ -40,6 +42,9 @@ LABEL_INDEX = "tfk8s.io/index"
 LABEL_TRACKED = "tfk8s.io/tracked"
 LABEL_RUN = "tfk8s.io/run"
 LABEL_DAG = "tfk8s.io/dag"
+
+#: The scheduling gate that holds every pod of a job until all of them exist.
+GANG_GATE = "tfk8s.io/gang"
 
 # ----------------------------------------------------------------------------- environment
 TF_CONFIG_ENV = "TF_CONFIG"

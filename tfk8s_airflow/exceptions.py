@@ -67,6 +67,10 @@ class JobFailedError(PermanentError):
         self.summary = summary or {}
 
 
+class RecordError(PermanentError):
+    """A record handed between tasks (XCom, trigger event) cannot be read by this release."""
+
+
 class KubernetesApiError(TFK8sError):
     """A Kubernetes API call failed; says what was being done. Retryable unless 4xx."""
 

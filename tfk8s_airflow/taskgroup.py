@@ -1,26 +1,36 @@
 """``tf_job()``: one call in a DAG gives the whole distributed TensorFlow job.
 
-Why a task group of ordinary tasks: each replica is visible in the grid as a
-mapped KubernetesPodOperator task instance labelled by its hostname; the replica counts may come from the UI form
-at run time, so the launch tasks map over the setup task's output (dynamic task
-mapping) instead of being fixed at parse time. Teardown is the setup's teardown,
-so Airflow runs it after failures and user kills, and clears it with the setup.
+Why a task group of ordinary tasks: each replica is visible in the grid as a mapped
+KubernetesPodOperator task instance, its replica's live view (its own outcome, its own
+log); the replica counts may come from the UI form at run time, so the replica tasks map
+over the setup task's output (dynamic task mapping) instead of being fixed at parse time.
+Teardown is the setup's teardown, so Airflow runs it after failures and user kills, and
+clears it with the setup.
 
-    setup ─► launch (mapped: chief-0, evaluator-0, ps-0.., worker-0..) ─► wait ─► teardown
+    setup ─┬─► replica (mapped: chief-0, evaluator-0, ps-0.., worker-0..) ─┬─► teardown
+           └─► wait (the job sensor: the success policy) ──────────────────┘
+
+The replica tasks and the sensor wait side by side (in the triggerer, sharing one LIST
+per poll); ``group >> evaluate`` makes evaluation wait for both, and so for the sensor's
+verdict. Teardown waits for the replica tasks too, so each has read its replica's log
+before the pods go.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import TaskGroup, XComArg
 
+from tfk8s_airflow.k8s.client import DEFAULT_CONCURRENCY
 from tfk8s_airflow.operators.replica import TFReplicaPodOperator
 from tfk8s_airflow.operators.setup import TFJobSetupOperator
 from tfk8s_airflow.operators.teardown import TFJobTeardownOperator
 from tfk8s_airflow.sensors.job import TFJobSensor
+from tfk8s_airflow.triggers.job import DEFAULT_LOG_BYTES
+
+__all__ = ["tf_job"]
 
 
 def tf_job(group_id: str = "train", *, spec: Any, shards: Any = None,
@@ -28,42 +38,47 @@ def tf_job(group_id: str = "train", *, spec: Any, shards: Any = None,
            kubernetes_conn_id: str = "kubernetes_default", deferrable: bool = True,
            poll_interval: float = 5.0, log_tail_lines: int = 100, archive_dir: str | None = None,
            check_quota: bool = True, max_replicas: int | None = None,
-           launch_kwargs: Mapping[str, Any] | None = None, setup_retries: int = 2,
-           sensor_timeout: float | None = None) -> TaskGroup:
+           replica_kwargs: Mapping[str, Any] | None = None, setup_retries: int = 2,
+           sensor_timeout: float | None = None, replicas_start_from_trigger: bool = True,
+           log_bytes: int = DEFAULT_LOG_BYTES, create_concurrency: int = DEFAULT_CONCURRENCY,
+           launch_kwargs: Mapping[str, Any] | None = None) -> TaskGroup:
     """Build the job's task group in the current DAG; ``group >> evaluate`` gates on success.
 
     :param spec: TFJobSpec, dict (Jinja allowed), YAML/JSON path, or ``"{{ params.spec }}"``.
     :param shards: shard assignments or a staging task's output (XComArg).
     :param overrides: merged into the spec at run time, e.g. from ``params``.
-    :param launch_kwargs: extra KubernetesPodOperator arguments for every replica task.
+    :param replica_kwargs: extra arguments of every replica task (``TFReplicaPodOperator``).
+    :param replicas_start_from_trigger: replica tasks start and end in the triggerer (no worker
+        process per replica); False starts each on a worker (labelled by hostname in the grid).
+    :param log_bytes: bytes of each replica's log written into its task log.
+    :param launch_kwargs: the former name of ``replica_kwargs``.
     """
     with TaskGroup(group_id=group_id) as group:
         setup = TFJobSetupOperator(
             task_id="setup", spec=spec, shards=shards, overrides=overrides,
-            kubernetes_conn_id=kubernetes_conn_id, max_replicas=max_replicas,
-            check_quota=check_quota, retries=setup_retries)
-        launch = TFReplicaPodOperator.partial(
-            task_id="launch", kubernetes_conn_id=kubernetes_conn_id, retries=2,
-            map_index_template="{{ task.pod_template_dict['spec']['hostname'] }}",
-            **dict(launch_kwargs or {}),
+            kubernetes_conn_id=kubernetes_conn_id, max_replicas=max_replicas, check_quota=check_quota,
+            poll_interval=poll_interval, create_concurrency=create_concurrency, retries=setup_retries)
+        job = XComArg(setup, key="job")
+        extra = {**dict(launch_kwargs or {}), **dict(replica_kwargs or {})}
+        if not replicas_start_from_trigger:
+            extra["start_from_trigger"] = False
+        # No retries: a replica task reports its pod's outcome; a retry would report it again.
+        replicas = TFReplicaPodOperator.partial(
+            task_id="replica", kubernetes_conn_id=kubernetes_conn_id, job=job, log_bytes=log_bytes, retries=0,
+            map_index_template="{{ task.replica }}", **extra,
         ).expand_kwargs(setup.output)
         sensor_args: dict[str, Any] = {}
         if sensor_timeout is not None:
             sensor_args["timeout"] = sensor_timeout
-        # One retry, for failures of Airflow's own making only: a failed job and the sensor's
-        # timeout are AirflowFailException / AirflowSensorTimeout, which never retry. Airflow
-        # 3.3.2's scheduler can fail a deferrable task whose trigger fires within seconds of
-        # deferring: the stale "success" of the deferring attempt arrives after the trigger
-        # requeued the task ("... but the task instance's state attribute is queued"). Seen in
-        # backfills on a busy machine; the retry finds the job's pods (teardown waits for this
-        # task) and succeeds at once.
+        # No retries either: a failed job and the sensor's timeout are final (clear the group to
+        # run again). Started in the triggerer, it never races its own deferral.
         wait = TFJobSensor(
-            task_id="wait", job=XComArg(setup, key="job"), kubernetes_conn_id=kubernetes_conn_id,
-            poll_interval=poll_interval, deferrable=deferrable, log_tail_lines=log_tail_lines,
-            retries=1, retry_delay=timedelta(seconds=5), **sensor_args)
+            task_id="wait", job=job, kubernetes_conn_id=kubernetes_conn_id, poll_interval=poll_interval,
+            deferrable=deferrable, log_bytes=log_bytes, retries=0, **sensor_args)
         teardown = TFJobTeardownOperator(
-            task_id="teardown", job=XComArg(setup, key="job"), kubernetes_conn_id=kubernetes_conn_id,
+            task_id="teardown", job=job, kubernetes_conn_id=kubernetes_conn_id,
             log_tail_lines=log_tail_lines, archive_dir=archive_dir)
-        setup >> launch >> wait >> teardown
+        setup >> [replicas, wait]
+        [replicas, wait] >> teardown
         teardown.as_teardown(setups=setup)
     return group

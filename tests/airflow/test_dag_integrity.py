@@ -87,7 +87,7 @@ def test_daily_dag_is_safe_to_backfill(dagbag):
     """Keyed by the logical date, at most two runs at once, no catch-up on unpause."""
     dag = dagbag.get_dag("tfk8s_retrain_daily")
     assert dag.max_active_runs == 2 and dag.catchup is False
-    assert {t.task_id for t in dag.tasks} >= {"wait_for_partition", "stage", "train.setup", "train.launch",
+    assert {t.task_id for t in dag.tasks} >= {"wait_for_partition", "stage", "train.setup", "train.replica",
                                               "train.wait", "train.teardown", "evaluate", "promote"}
     assert dag.get_task("promote").version == "{{ ds }}"
     assert "{{ ds }}" in dag.get_task("evaluate").model_dir

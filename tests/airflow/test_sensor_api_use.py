@@ -1,6 +1,8 @@
-"""The job watch costs one LIST of pods per poll, whatever the replica count.
+"""A job's waiting costs one LIST of pods per poll, whatever the replica count, replica tasks included.
 
-Counted at the API server itself (apiserver_request_total), not in the client.
+The sensor's trigger and every replica task's trigger of one job run in one event loop, as
+in the triggerer, sharing the job's watch. Requests are counted at the API server itself
+(apiserver_request_total), not in the client.
 """
 from __future__ import annotations
 
@@ -10,12 +12,13 @@ import time
 
 import pytest
 
-from tests.fixtures.k8s import wait_for
 from tfk8s_airflow.job.judge import JobPolicy
-from tfk8s_airflow.job.objects import JobNames, job_manifests
+from tfk8s_airflow.job.objects import JobNames, job_manifests, plan_replicas
+from tfk8s_airflow.job.resolve import job_record
 from tfk8s_airflow.job.spec import TFJobSpec
-from tfk8s_airflow.k8s import client as kbackend
-from tfk8s_airflow.triggers.job import TFJobTrigger
+from tfk8s_airflow.k8s import watch as kwatch
+from tfk8s_airflow.triggers.job import TFJobTrigger, TFReplicaTrigger
+from tests.fixtures.k8s import wait_for
 
 pytestmark = [pytest.mark.k8s, pytest.mark.airflow]
 
@@ -34,54 +37,56 @@ def pod_requests(k8s_cluster) -> dict[str, int]:
     return out
 
 
-def create_job(core, namespace, workers):
+def create_job(core, namespace, replicas):
     spec = TFJobSpec.from_dict({"name": "count", "namespace": namespace, "image": "tfk8s/trainer:0.1",
-                                "node_selector": {"type": "kwok"}, "ps": 1, "worker": workers - 1})
-    names = JobNames.for_run(spec, f"count-{workers}")
+                                "node_selector": {"type": "kwok"}, "ps": 1, "worker": replicas - 1})
+    names = JobNames.for_run(spec, f"count-{replicas}")
     for obj in job_manifests(spec, names):
         if obj["kind"] == "Pod":
             core.create_namespaced_pod(namespace, obj)
         else:
             core.create_namespaced_service(namespace, obj)
-    wait_for(lambda: sum(p.status.phase == "Running" for p in core.list_namespaced_pod(namespace).items) == workers,
-             120, f"{workers} pods Running")
-    return spec, names
+    wait_for(lambda: sum(p.status.phase == "Running" for p in core.list_namespaced_pod(namespace).items) == replicas,
+             120, f"{replicas} pods Running")
+    record = job_record(spec, names, plan_replicas(spec, names), policy=JobPolicy.from_spec(spec),
+                        has_shards=False, kubernetes_conn_id="kubernetes_default", poll_interval=0.2)
+    return record
 
 
-async def drive(trigger: TFJobTrigger, polls: int, counter: list[int]) -> None:
-    gen = trigger.run()
-    task = asyncio.ensure_future(gen.__anext__())
-    deadline = time.monotonic() + 60
-    while counter[0] < polls and not task.done() and time.monotonic() < deadline:
+async def drive(record, polls: int) -> int:
+    """Run the sensor's and every replica's trigger together until the watch made ``polls`` LISTs."""
+    job = record.to_xcom()
+    triggers = [TFJobTrigger(job=job)] + [TFReplicaTrigger(job=job, replica=r.key) for r in record.replicas]
+    tasks = [asyncio.ensure_future(t.run().__anext__()) for t in triggers]
+    deadline = time.monotonic() + 90
+    watch = None
+    while watch is None and time.monotonic() < deadline:
         await asyncio.sleep(0.01)
-    assert not task.done(), "the trigger fired although the job is still running"
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
+        watch = next(iter(kwatch._WATCHES.values()), None)
+    assert watch is not None
+    seq = 0
+    while watch.lists < polls and time.monotonic() < deadline:
+        seq = (await asyncio.wait_for(watch.next(seq), 30)).seq
+    # Right after a poll was published the watch sleeps: no LIST is in flight when we stop.
+    assert watch.subscribers == len(triggers), "the triggers do not share one watch"
+    assert not any(t.done() for t in tasks), "a trigger fired although the job is still running"
+    lists = watch.lists
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    assert not kwatch._WATCHES, "the watch outlived its subscribers"
+    return lists
 
 
 @pytest.mark.parametrize("replicas", [2, 64])
-def test_one_list_per_poll(k8s_cluster, k8s_namespace, airflow_db, monkeypatch, replicas):
-    spec, names = create_job(k8s_cluster.core_v1, k8s_namespace, replicas)
-    counter = [0]
-    real = kbackend.list_pods_async
-
-    async def counting(*args, **kwargs):
-        result = await real(*args, **kwargs)
-        counter[0] += 1
-        return result
-
-    monkeypatch.setattr(kbackend, "list_pods_async", counting)
-    trigger = TFJobTrigger(job=names.job, namespace=names.namespace, selector=names.selector,
-                           policy=JobPolicy.from_spec(spec).to_dict(), watch_started=time.time(),
-                           poll_interval=0.05)
-    polls = 20
+def test_one_list_per_poll_per_job_replica_tasks_included(k8s_cluster, k8s_namespace, airflow_db, replicas):
+    record = create_job(k8s_cluster.core_v1, k8s_namespace, replicas)
     before = pod_requests(k8s_cluster)
-    asyncio.run(drive(trigger, polls, counter))
+    lists = asyncio.run(drive(record, polls=20))
     after = pod_requests(k8s_cluster)
     delta = {k: after.get(k, 0) - before.get(k, 0) for k in set(after) | set(before)}
     delta = {k: v for k, v in delta.items() if v}
-    done = counter[0]
-    assert done >= polls
-    # Exactly one namespaced LIST per poll and no per-pod GETs, at 2 as at 64 replicas.
-    assert delta.get("LIST/namespace", 0) == done, delta
+    assert lists >= 20
+    # Exactly one namespaced LIST per poll for the sensor and all replica tasks, and no per-pod GET.
+    assert delta.get("LIST/namespace", 0) == lists, delta
     assert delta.get("GET/resource", 0) == 0, delta

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.dagrun import states, xcom
+from tests.dagrun import states, xcom, xcom_at
 
 pytestmark = [pytest.mark.k8s, pytest.mark.airflow]
 
@@ -125,6 +125,13 @@ def test_worker_failure_fails_the_job_and_blocks_evaluation(k8s_cluster, k8s_nam
     assert st[("train.teardown", -1)] == "success"
     summary = xcom(dr, "train.wait", "summary")
     assert "exit code 1" in summary["reason"] and "worker-" in summary["reason"]
+    # Each replica task ends with its own replica's outcome (plan order: ps-0, worker-0, worker-1).
+    results = {mi: xcom_at(dr, "train.replica", mi, "replica") for mi in range(3)}
+    assert results[0]["key"] == "ps-0" and st[("train.replica", 0)] == "success"  # healthy when the job failed
+    failed = [mi for mi in (1, 2) if st[("train.replica", mi)] == "failed"]
+    assert failed, st
+    assert all(results[mi]["exit_code"] == 1 for mi in failed)
+    assert all(st[("train.replica", mi)] in ("failed", "skipped") for mi in (1, 2))
     assert leftovers(k8s_cluster.core_v1, k8s_namespace) == []
 
 
@@ -196,7 +203,7 @@ def test_spec_from_conf_runs(k8s_cluster, k8s_namespace, airflow_db):
             "worker": {"replicas": 3, "annotations": {"tfk8s.io/sim-duration": "1s"}}}
     dr = run_dag("tfk8s_t_from_conf", k8s_namespace, spec=spec)
     assert dr.state == "success", states(dr)
-    assert sum(1 for (task, _), s in states(dr).items() if task == "train.launch") == 4
+    assert sum(1 for (task, _), s in states(dr).items() if task == "train.replica") == 4
 
 
 def _run_in_subprocess(dag_id, namespace, logical_date, home):
@@ -232,39 +239,49 @@ def test_two_runs_at_once_never_share_objects(k8s_cluster, k8s_namespace, tmp_pa
     assert leftovers(core, k8s_namespace) == []
 
 
-def test_retry_of_a_launch_reuses_its_pod(k8s_cluster, k8s_namespace):
-    """A second try of the same replica's launch finds its pod by the task's labels.
-
-    The Airflow task context is a stand-in here (the API server and the provider's
-    pod lookup are real): dag.test() cannot retry one mapped task in place.
-    """
+def test_replica_task_attaches_to_the_pod_setup_created(k8s_cluster, k8s_namespace):
+    """Every try of a replica task finds the pod setup made for it by the provider's task labels,
+    and creates none. The task context is a stand-in (the API server and the provider's pod
+    lookup are real): dag.test() cannot retry one mapped task in place."""
     from types import SimpleNamespace
 
+    from airflow.sdk.exceptions import TaskDeferred
+
+    from tfk8s_airflow.job.judge import JobPolicy
     from tfk8s_airflow.job.objects import JobNames, plan_replicas, pod_manifest
+    from tfk8s_airflow.job.resolve import job_record
     from tfk8s_airflow.job.spec import TFJobSpec
+    from tfk8s_airflow.k8s.client import JobClient
     from tfk8s_airflow.operators.replica import TFReplicaPodOperator
+    from tfk8s_airflow.operators.setup import replica_task_labels
+    from tfk8s_airflow.triggers.job import TFReplicaTrigger
 
-    spec = TFJobSpec.from_dict({"name": "retry", "namespace": k8s_namespace, "image": "tfk8s/trainer:0.1",
-                                "node_selector": {"type": "kwok"}, "worker": 1})
-    names = JobNames.for_run(spec, "run-1", dag_id="d")
-    manifest = pod_manifest(spec, names, plan_replicas(spec, names)[0])
-    pushed = {}
+    spec = TFJobSpec.from_dict({"name": "attach", "namespace": k8s_namespace, "image": "tfk8s/trainer:0.1",
+                                "node_selector": {"type": "kwok"}, "ps": 1, "worker": 2})
+    names = JobNames.for_run(spec, "run-1", "train", "d")
+    replicas = plan_replicas(spec, names)
+    client = JobClient.from_conn("kubernetes_default")
+    client.create_pods([pod_manifest(spec, names, r, extra_labels=replica_task_labels("d", "train.replica", "run-1", i))
+                        for i, r in enumerate(replicas)])
+    record = job_record(spec, names, replicas, policy=JobPolicy.from_spec(spec), has_shards=False,
+                        kubernetes_conn_id="kubernetes_default", poll_interval=1)
 
-    def context(try_number):
-        ti = SimpleNamespace(dag_id="d", task_id="train.launch", map_index=0, try_number=try_number,
-                             xcom_push=lambda key, value: pushed.__setitem__(key, value))
+    def context(try_number, map_index):
+        ti = SimpleNamespace(dag_id="d", task_id="train.replica", map_index=map_index, try_number=try_number,
+                             xcom_push=lambda key, value: None)
         return {"ti": ti, "run_id": "run-1", "dag": SimpleNamespace(dag_id="d"), "task_state_store": None}
 
-    uids = []
+    uids = {p.metadata.name: p.metadata.uid for p in client.list_pods(k8s_namespace, names.selector)}
     for try_number in (1, 2):
-        op = TFReplicaPodOperator(task_id="train.launch", pod_template_dict=manifest,
-                                  kubernetes_conn_id="kubernetes_default")
-        op.execute(context(try_number))
-        pods = k8s_cluster.core_v1.list_namespaced_pod(
-            k8s_namespace, label_selector=names.selector).items
-        assert len(pods) == 1, [p.metadata.name for p in pods]
-        uids.append(pods[0].metadata.uid)
-    assert uids[0] == uids[1] and pods[0].metadata.name == f"{names.job}-worker-0"
+        for map_index, key in enumerate(["ps-0", "worker-0", "worker-1"]):
+            op = TFReplicaPodOperator(task_id="train.replica", job=record.to_xcom(), replica=key,
+                                      kubernetes_conn_id="kubernetes_default")
+            with pytest.raises(TaskDeferred) as deferred:
+                op.execute(context(try_number, map_index))
+            trigger = deferred.value.trigger
+            assert isinstance(trigger, TFReplicaTrigger) and trigger.replica == key
+    after = {p.metadata.name: p.metadata.uid for p in client.list_pods(k8s_namespace, names.selector)}
+    assert after == uids and len(after) == 3  # attached, never created or replaced
 
 
 def test_example_dag_with_form_values(k8s_cluster, k8s_namespace, airflow_db):

@@ -128,3 +128,97 @@ def test_pods_being_deleted_are_ignored_and_policy_round_trips():
     assert JobPolicy.from_dict(p.to_dict()) == p
     pods = [pod("ps", 0), pod("worker", 0, "Succeeded", exit_code=0, deleting=True), pod("worker", 1)]
     assert evaluate(pods, p, T0 + 30, T0).state == RUNNING
+
+
+# ----------------------------------------------------------------------------- init containers, gates
+def with_init(p, *, exit_code, message=None, restarts=0, current=True, name="fetch-code"):
+    term = {"exitCode": exit_code, **({"message": message} if message else {})}
+    cs = {"name": name, "restartCount": restarts, "state": {}, "lastState": {}}
+    if current:
+        cs["state"] = {"terminated": term}
+    else:
+        cs["state"] = {"waiting": {"reason": "CrashLoopBackOff"}}
+        cs["lastState"] = {"terminated": term}
+    p["status"]["initContainerStatuses"] = [cs]
+    p["status"]["containerStatuses"][0]["state"] = {"waiting": {"reason": "PodInitializing"}}
+    return p
+
+
+def test_permanent_fetch_failure_fails_at_once_with_the_fetchers_message():
+    msg = "HTTP 404 Not Found fetching http://10.213.0.1:8000/algo.tgz"
+    for phase, current in (("Failed", True), ("Pending", False)):  # restartPolicy Never / OnFailure
+        ps = with_init(pod("ps", 0, phase), exit_code=1, message=msg, current=current)
+        st = evaluate([ps, pod("worker", 0), pod("worker", 1)], policy(), T0 + 2, T0)
+        assert st.state == FAILED, st
+        assert "init container fetch-code failed with exit code 1" in st.reason and msg in st.reason
+        assert "permanent: fix code.uri" in st.reason and st.failed_container == "fetch-code"
+        assert st.failed_pod == "job-ps-0"
+
+
+def test_retryable_fetch_failures_count_against_max_restarts():
+    ok = with_init(pod("worker", 0, "Pending"), exit_code=138, message="connection refused", restarts=2,
+                   current=False)
+    assert evaluate([pod("ps", 0), ok, pod("worker", 1)], policy(), T0 + 2, T0).state == RUNNING
+    over = with_init(pod("worker", 0, "Pending"), exit_code=138, message="connection refused", restarts=3,
+                     current=False)
+    st = evaluate([pod("ps", 0), over, pod("worker", 1)], policy(), T0 + 2, T0)
+    assert st.state == FAILED and "restarted 3 times, more than max_restarts 2" in st.reason
+    assert "connection refused" in st.reason
+
+
+def test_gated_pods_are_not_unschedulable_and_startup_timeout_names_the_gates():
+    gated = pod("worker", 0, "Pending")
+    gated["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated",
+                                      "message": "Scheduling is blocked due to non-empty scheduling gates"}]
+    pods = [pod("ps", 0), gated, pod("worker", 1)]
+    assert evaluate(pods, policy(), T0 + 100, T0).state == RUNNING  # past schedule_timeout (60)
+    st = evaluate(pods, policy(), T0 + 121, T0)
+    assert st.state == FAILED and "waiting: scheduling gates" in st.reason
+
+
+def test_deadline_names_what_the_success_policy_waited_for_and_nodes_are_reported():
+    hung = pod("worker", 1)
+    hung["spec"] = {"nodeName": "kwok-node-0"}
+    pods = [pod("ps", 0), pod("worker", 0, "Succeeded", exit_code=0), hung]
+    st = evaluate(pods, policy(success_policy="all_workers", active_deadline=300), T0 + 301, T0)
+    assert st.state == FAILED
+    assert "the success policy still waited for: worker-1 Running on kwok-node-0" in st.reason
+    assert st.summary()["replicas"]["worker-1"]["node"] == "kwok-node-0"
+
+
+# ----------------------------------------------------------------------------- replica outcomes
+def outcome(pods, key, tracked, **kw):
+    from tfk8s_airflow.job.judge import replica_outcome
+    return replica_outcome(evaluate(pods, policy(**kw), T0 + 30, T0), key, tracked)
+
+
+def test_tracked_replica_outcomes():
+    running = [pod("ps", 0), pod("worker", 0), pod("worker", 1)]
+    assert outcome(running, "worker-1", True) is None
+    done = [pod("ps", 0), pod("worker", 0), pod("worker", 1, "Succeeded", exit_code=0)]
+    assert outcome(done, "worker-1", True).state == "succeeded"  # its own success, job still running
+    failed = [pod("ps", 0), pod("worker", 0), pod("worker", 1, "Failed", exit_code=3)]
+    out = outcome(failed, "worker-1", True)
+    assert out.state == "failed" and "exit code 3" in out.reason
+    # a healthy peer of the failed worker did not finish: skipped, not failed
+    peer = outcome(failed, "worker-0", True)
+    assert peer.state == "skipped" and "worker-1" in peer.reason
+    # still running when the success policy (worker 0) was met: succeeds, teardown stops it
+    met = [pod("ps", 0), pod("worker", 0, "Succeeded", exit_code=0), pod("worker", 1)]
+    assert outcome(met, "worker-1", True).state == "succeeded"
+
+
+def test_untracked_replica_outcomes():
+    met = [pod("ps", 0), pod("worker", 0, "Succeeded", exit_code=0), pod("worker", 1)]
+    assert outcome(met, "ps-0", False).state == "succeeded"
+    assert outcome([pod("ps", 0), pod("worker", 0), pod("worker", 1)], "ps-0", False) is None
+    dead = [pod("ps", 0, "Failed", exit_code=137), pod("worker", 0), pod("worker", 1)]
+    out = outcome(dead, "ps-0", False)
+    assert out.state == "failed" and "exit code 137" in out.reason
+    other = [pod("ps", 0), pod("worker", 0), pod("worker", 1, "Failed", exit_code=1)]
+    assert outcome(other, "ps-0", False).state == "succeeded"  # healthy when the job failed
+    missing = [pod("ps", 0), pod("worker", 0)]
+    from tfk8s_airflow.job.judge import replica_outcome
+    st = evaluate(missing, policy(), T0 + 121, T0)
+    assert replica_outcome(st, "worker-1", True).state == "failed"
+    assert replica_outcome(st, "worker-0", True).state == "skipped"

@@ -1,12 +1,13 @@
 """Deciding a job's state from its pods: pure, so every rule is unit-tested.
 
-Why pure and in one place: the deferrable trigger, the non-deferrable poke and
-the tests all judge the same way from one LIST of the job's pods. The rules are
-TFJob's (success policy, restart budget, ExitCode's permanent 1-127) plus what
-TFJob users asked for and did not get: a deadline enforced on every poll
-(kubeflow/training-operator#3358), a bounded wait for unschedulable pods and
-image pulls (#1282, #2001), and a dead parameter server failing the job instead
-of leaving workers hanging.
+Why pure and in one place: the triggers (the sensor's and every replica task's), the
+non-deferrable poke and the tests all judge the same way from one LIST of the job's pods.
+The rules are TFJob's (success policy, restart budget, ExitCode's permanent 1-127) plus
+what TFJob users asked for and did not get: a deadline enforced on every poll
+(kubeflow/training-operator#3358), a bounded wait for unschedulable pods and image pulls
+(#1282, #2001), a dead parameter server failing the job instead of leaving workers
+hanging, and init containers (the code fetcher) judged like the training container, so a
+bad code URI fails the job at once with the fetcher's own message.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from tfk8s_airflow.contract import CONTAINER_NAME, LABEL_INDEX, LABEL_ROLE
+from tfk8s_airflow.contract import CONTAINER_NAME, FETCH_CONTAINER, LABEL_INDEX, LABEL_ROLE, is_retryable_exit
 
 RUNNING, SUCCEEDED, FAILED = "running", "succeeded", "failed"
 IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 CONFIG_ERROR_REASONS = ("CreateContainerConfigError", "CreateContainerError", "RunContainerError")
+GATED_REASON = "SchedulingGated"
+MESSAGE_MAX = 2000  # characters of a container's termination message kept in a reason
 
 
 @dataclass(frozen=True)
@@ -38,7 +41,9 @@ class JobPolicy:
     active_deadline: float | None
 
     @classmethod
-    def from_spec(cls, spec: Any) -> JobPolicy:
+    def from_spec(cls, spec: Any, active_deadline: float | None = None) -> JobPolicy:
+        """``active_deadline`` (seconds) overrides the spec's, e.g. with the deployment's default."""
+        deadline = active_deadline if active_deadline is not None else spec.active_deadline
         return cls(
             replicas={r.role: r.replicas for r in spec.active_roles},
             tracked={r.role: r.tracked for r in spec.active_roles},
@@ -47,7 +52,7 @@ class JobPolicy:
             max_restarts=spec.max_restarts,
             schedule_timeout=float(spec.schedule_timeout),
             startup_timeout=float(spec.startup_timeout),
-            active_deadline=float(spec.active_deadline) if spec.active_deadline else None,
+            active_deadline=float(deadline) if deadline else None,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -64,6 +69,17 @@ class JobPolicy:
 
 
 @dataclass(frozen=True)
+class ContainerFailure:
+    """An init container that failed (terminated non-zero now, or before its last restart)."""
+
+    container: str
+    exit_code: int
+    message: str | None
+    restarts: int
+    current: bool  # terminated now (not only in lastState)
+
+
+@dataclass(frozen=True)
 class ReplicaState:
     role: str
     index: int
@@ -75,7 +91,11 @@ class ReplicaState:
     waiting_reason: str | None = None
     waiting_message: str | None = None
     unschedulable: str | None = None  # the scheduler's message
+    gated: bool = False  # held by scheduling gates (setup releases them once every pod exists)
     reason: str | None = None  # pod-level reason (DeadlineExceeded, Evicted...)
+    message: str | None = None  # the training container's termination message
+    node: str | None = None
+    init_failure: ContainerFailure | None = None
     created: float | None = None
     started: float | None = None
     finished: float | None = None
@@ -90,10 +110,19 @@ class ReplicaState:
             out["exit_code"] = self.exit_code
         if self.started and self.finished:
             out["duration_s"] = round(self.finished - self.started, 3)
-        for key in ("reason", "waiting_reason"):
+        for key in ("node", "reason", "waiting_reason"):
             if getattr(self, key):
                 out[key] = getattr(self, key)
+        if self.init_failure is not None:
+            out["container"] = self.init_failure.container
+            out["init_exit_code"] = self.init_failure.exit_code
         return out
+
+    def describe(self) -> str:
+        """One line for the sensor's replica table and its periodic 'waiting for' line."""
+        where = f" on {self.node}" if self.node else ""
+        extra = self.waiting_reason or ("gated" if self.gated else "")
+        return f"{self.key} {self.phase}{f' ({extra})' if extra else ''}{where}"
 
 
 @dataclass(frozen=True)
@@ -103,15 +132,28 @@ class JobStatus:
     replicas: Mapping[str, ReplicaState] = field(default_factory=dict)
     failed_pod: str | None = None
     counts: Mapping[str, int] = field(default_factory=dict)
+    failed_container: str | None = None  # the container whose log explains the failure
 
     def summary(self, job: str = "", namespace: str = "") -> dict[str, Any]:
         return {"job": job, "namespace": namespace, "state": self.state, "reason": self.reason,
-                "failed_pod": self.failed_pod, "counts": dict(self.counts),
+                "failed_pod": self.failed_pod, "failed_container": self.failed_container,
+                "counts": dict(self.counts),
                 "replicas": {k: r.summary() for k, r in sorted(self.replicas.items())}}
 
     def progress(self) -> str:
         parts = [f"{k}={val}" for k, val in sorted(self.counts.items()) if val]
         return ", ".join(parts) or "no pods yet"
+
+    def waiting_for(self, policy: JobPolicy) -> str:
+        """What the job still waits for: the success policy's replicas that have not succeeded."""
+        pending = []
+        for role, index in policy.success:
+            st = self.replicas.get(f"{role}-{index}")
+            if st is None:
+                pending.append(f"{role}-{index} (no pod yet)")
+            elif st.phase != "Succeeded":
+                pending.append(st.describe())
+        return ", ".join(pending) or "nothing"
 
 
 def _ts(value: Any) -> float | None:
@@ -143,6 +185,26 @@ def _snake(name: str) -> str:
     return "".join("_" + c.lower() if c.isupper() else c for c in name)
 
 
+def _short(text: Any) -> str | None:
+    if not text:
+        return None
+    text = str(text).strip()
+    return text if len(text) <= MESSAGE_MAX else text[:MESSAGE_MAX] + " [...]"
+
+
+def _init_failure(status: Any) -> ContainerFailure | None:
+    """The first init container that terminated non-zero, now or before its last restart."""
+    for cs in _get(status, "initContainerStatuses") or []:
+        restarts = int(_get(cs, "restartCount") or 0)
+        for current, path in ((True, ("state", "terminated")), (False, ("lastState", "terminated"))):
+            term = _get(cs, *path)
+            code = _get(term, "exitCode") if term is not None else None
+            if code:
+                return ContainerFailure(str(_get(cs, "name")), int(code), _short(_get(term, "message")),
+                                        restarts, current)
+    return None
+
+
 def replica_state(pod: Any) -> ReplicaState | None:
     labels = _get(pod, "metadata", "labels") or {}
     role, index = labels.get(LABEL_ROLE), labels.get(LABEL_INDEX)
@@ -150,17 +212,24 @@ def replica_state(pod: Any) -> ReplicaState | None:
         return None
     status = _get(pod, "status") or {}
     unschedulable = None
+    gated = False
     for cond in _get(status, "conditions") or []:
         if _get(cond, "type") == "PodScheduled" and _get(cond, "status") == "False":
-            unschedulable = _get(cond, "message") or _get(cond, "reason") or "Unschedulable"
+            if _get(cond, "reason") == GATED_REASON:
+                gated = True
+            else:
+                unschedulable = _get(cond, "message") or _get(cond, "reason") or "Unschedulable"
+    if _get(pod, "spec", "schedulingGates"):
+        gated = True
     cs = next((c for c in (_get(status, "containerStatuses") or []) if _get(c, "name") == CONTAINER_NAME), None)
-    exit_code = last_exit = waiting = waiting_msg = started = finished = None
+    exit_code = last_exit = waiting = waiting_msg = started = finished = message = None
     restarts = 0
     if cs is not None:
         restarts = int(_get(cs, "restartCount") or 0)
         term = _get(cs, "state", "terminated")
         if term is not None:
             exit_code = _get(term, "exitCode")
+            message = _short(_get(term, "message"))
             started, finished = _ts(_get(term, "startedAt")), _ts(_get(term, "finishedAt"))
         running = _get(cs, "state", "running")
         if running is not None:
@@ -171,11 +240,15 @@ def replica_state(pod: Any) -> ReplicaState | None:
         last = _get(cs, "lastState", "terminated")
         if last is not None:
             last_exit = _get(last, "exitCode")
+    init_failure = _init_failure(status)
+    if init_failure is not None:
+        restarts = max(restarts, init_failure.restarts)
     return ReplicaState(
         role=role, index=int(index), pod=_get(pod, "metadata", "name") or "",
         phase=_get(status, "phase") or "Pending", restarts=restarts, exit_code=exit_code,
         last_exit_code=last_exit, waiting_reason=waiting, waiting_message=waiting_msg,
-        unschedulable=unschedulable, reason=_get(status, "reason"),
+        unschedulable=unschedulable, gated=gated, reason=_get(status, "reason"), message=message,
+        node=_get(pod, "spec", "nodeName"), init_failure=init_failure,
         created=_ts(_get(pod, "metadata", "creationTimestamp")),
         started=started or _ts(_get(status, "startTime")), finished=finished,
     )
@@ -184,8 +257,8 @@ def replica_state(pod: Any) -> ReplicaState | None:
 def evaluate(pods: Iterable[Any], policy: JobPolicy, now: float, watch_started: float) -> JobStatus:
     """The job's state from one LIST of its pods.
 
-    ``watch_started`` is when the sensor first looked; a replica missing for
-    longer than the startup timeout since then was never created.
+    ``watch_started`` is when the job's pods were created (setup's record); a replica missing
+    for longer than the startup timeout since then was never created or was deleted.
     """
     states: dict[str, ReplicaState] = {}
     for pod in pods:
@@ -199,14 +272,16 @@ def evaluate(pods: Iterable[Any], policy: JobPolicy, now: float, watch_started: 
         counts[st.phase] = counts.get(st.phase, 0) + 1
         counts["restarts"] = counts.get("restarts", 0) + st.restarts
 
-    def fail(reason: str, st: ReplicaState | None = None) -> JobStatus:
-        return JobStatus(FAILED, reason, states, st.pod if st else None, counts)
+    def fail(reason: str, st: ReplicaState | None = None, container: str = CONTAINER_NAME) -> JobStatus:
+        return JobStatus(FAILED, reason, states, st.pod if st else None, counts, container if st else None)
 
     created = [s.created for s in states.values() if s.created]
     job_start = min(created) if created else watch_started
     if policy.active_deadline and now - job_start > policy.active_deadline:
-        return fail(f"active_deadline of {policy.active_deadline:.0f}s passed "
-                    f"(job running {now - job_start:.0f}s)")
+        holding = [st.describe() for (r, i) in policy.success
+                   if (st := states.get(f"{r}-{i}")) is not None and st.phase != "Succeeded"]
+        return fail(f"active_deadline of {policy.active_deadline:.0f}s passed (job running {now - job_start:.0f}s)"
+                    + (f"; the success policy still waited for: {', '.join(holding)}" if holding else ""))
 
     for role, index in policy.expected():
         key = f"{role}-{index}"
@@ -217,41 +292,113 @@ def evaluate(pods: Iterable[Any], policy: JobPolicy, now: float, watch_started: 
                             f"started (startup_timeout {policy.startup_timeout:.0f}s): it was never "
                             "created or was deleted")
             continue
-        tracked = policy.tracked.get(role, True)
-        age = now - (st.created or watch_started)
-        if st.phase == "Pending":
-            if st.unschedulable and age > policy.schedule_timeout:
-                return fail(f"{key} ({st.pod}) is Unschedulable for {age:.0f}s "
-                            f"(schedule_timeout {policy.schedule_timeout:.0f}s): {st.unschedulable}", st)
-            if st.waiting_reason in IMAGE_PULL_REASONS:
-                return fail(f"{key} ({st.pod}) cannot pull its image: {st.waiting_reason}"
-                            + (f": {st.waiting_message}" if st.waiting_message else ""), st)
-            if st.waiting_reason in CONFIG_ERROR_REASONS:
-                return fail(f"{key} ({st.pod}) cannot start its container: {st.waiting_reason}"
-                            + (f": {st.waiting_message}" if st.waiting_message else ""), st)
-            if not st.unschedulable and age > policy.startup_timeout:
-                return fail(f"{key} ({st.pod}) has not started {age:.0f}s after creation "
-                            f"(startup_timeout {policy.startup_timeout:.0f}s)"
-                            + (f"; waiting: {st.waiting_reason}" if st.waiting_reason else ""), st)
-        if st.phase == "Failed":
-            code = st.exit_code if st.exit_code is not None else st.last_exit_code
-            what = "tracked replica" if tracked else "untracked replica"
-            return fail(f"{what} {key} ({st.pod}) failed"
-                        + (f" with exit code {code}" if code is not None else "")
-                        + (f" (reason {st.reason})" if st.reason else ""), st)
-        if st.phase == "Succeeded" and not tracked:
-            return fail(f"untracked replica {key} ({st.pod}) exited (code {st.exit_code}) before "
-                        "the job finished; parameter servers and TF2 workers must keep serving", st)
-        if st.restarts > policy.max_restarts:
-            return fail(f"{key} ({st.pod}) restarted {st.restarts} times, more than max_restarts "
-                        f"{policy.max_restarts}; last exit code {st.last_exit_code}", st)
-        if (policy.restart_policy.get(role) == "ExitCode" and st.last_exit_code is not None
-                and 1 <= st.last_exit_code <= 127):
-            return fail(f"{key} ({st.pod}) exited with permanent exit code {st.last_exit_code} "
-                        "(ExitCode policy: 1-127 are not retried)", st)
+        verdict = _judge_replica(st, policy, now, watch_started)
+        if verdict is not None:
+            reason, container = verdict
+            return fail(reason, st, container)
 
     if all(states.get(f"{r}-{i}") is not None and states[f"{r}-{i}"].phase == "Succeeded"
            for r, i in policy.success):
         return JobStatus(SUCCEEDED, "success policy met: " + ", ".join(f"{r}-{i}" for r, i in policy.success)
                          + " succeeded", states, None, counts)
     return JobStatus(RUNNING, "", states, None, counts)
+
+
+def _judge_replica(st: ReplicaState, policy: JobPolicy, now: float,
+                   watch_started: float) -> tuple[str, str] | None:
+    """Why this replica fails the job (and which container's log says more), or None."""
+    key = f"{st.key} ({st.pod})"
+    tracked = policy.tracked.get(st.role, True)
+    init = st.init_failure
+    if init is not None:
+        what = f"{key}: init container {init.container} failed with exit code {init.exit_code}"
+        detail = f": {init.message}" if init.message else ""
+        # The code fetcher's contract: 1-127 permanent (bad URI, 404, checksum, entrypoint).
+        if init.container == FETCH_CONTAINER and not is_retryable_exit(init.exit_code):
+            return what + " (permanent: fix code.uri or code.entrypoint)" + detail, init.container
+        if st.phase == "Failed":
+            return what + detail, init.container
+        if init.restarts > policy.max_restarts:
+            return (f"{what} and restarted {init.restarts} times, more than max_restarts "
+                    f"{policy.max_restarts}{detail}"), init.container
+    age = now - (st.created or watch_started)
+    if st.phase == "Pending":
+        if st.unschedulable and age > policy.schedule_timeout:
+            return (f"{key} is Unschedulable for {age:.0f}s (schedule_timeout "
+                    f"{policy.schedule_timeout:.0f}s): {st.unschedulable}"), CONTAINER_NAME
+        if st.waiting_reason in IMAGE_PULL_REASONS:
+            return (f"{key} cannot pull its image: {st.waiting_reason}"
+                    + (f": {st.waiting_message}" if st.waiting_message else "")), CONTAINER_NAME
+        if st.waiting_reason in CONFIG_ERROR_REASONS:
+            return (f"{key} cannot start its container: {st.waiting_reason}"
+                    + (f": {st.waiting_message}" if st.waiting_message else "")), CONTAINER_NAME
+        if not st.unschedulable and age > policy.startup_timeout:
+            waiting = "scheduling gates" if st.gated else st.waiting_reason
+            return (f"{key} has not started {age:.0f}s after creation (startup_timeout "
+                    f"{policy.startup_timeout:.0f}s)" + (f"; waiting: {waiting}" if waiting else "")
+                    + (f" on node {st.node}" if st.node else "")), CONTAINER_NAME
+    if st.phase == "Failed":
+        code = st.exit_code if st.exit_code is not None else st.last_exit_code
+        what = "tracked replica" if tracked else "untracked replica"
+        return (f"{what} {key} failed" + (f" with exit code {code}" if code is not None else "")
+                + (f" (reason {st.reason})" if st.reason else "")
+                + (f": {st.message}" if st.message else "")), CONTAINER_NAME
+    if st.phase == "Succeeded" and not tracked:
+        return (f"untracked replica {key} exited (code {st.exit_code}) before the job finished; "
+                "parameter servers and TF2 workers must keep serving"), CONTAINER_NAME
+    if st.restarts > policy.max_restarts:
+        return (f"{key} restarted {st.restarts} times, more than max_restarts {policy.max_restarts}; "
+                f"last exit code {st.last_exit_code}"), CONTAINER_NAME
+    if (policy.restart_policy.get(st.role) == "ExitCode" and st.last_exit_code is not None
+            and 1 <= st.last_exit_code <= 127):
+        return (f"{key} exited with permanent exit code {st.last_exit_code} "
+                "(ExitCode policy: 1-127 are not retried)"), CONTAINER_NAME
+    return None
+
+
+# ----------------------------------------------------------------------------- replica outcome
+REPLICA_SUCCEEDED, REPLICA_FAILED, REPLICA_SKIPPED = "succeeded", "failed", "skipped"
+
+
+@dataclass(frozen=True)
+class ReplicaOutcome:
+    """How one replica's task ends, decided from the same JobStatus the sensor judges."""
+
+    state: str  # succeeded | failed | skipped
+    reason: str
+    replica: ReplicaState | None
+
+
+def replica_outcome(status: JobStatus, key: str, tracked: bool) -> ReplicaOutcome | None:
+    """The replica task's outcome, or None while it still has none.
+
+    * A tracked replica succeeds when its pod succeeded, fails when its pod failed or when it
+      is the replica that failed the job. Still running when the job ended: it succeeds if the
+      job succeeded (the success policy did not need it; teardown stops it), and is skipped if
+      the job failed because of another replica (it was healthy, but it did not finish).
+    * An untracked replica (a PS, a TF2 worker) succeeds when the job ended with it healthy,
+      and fails if it died first (or is what failed the job).
+    """
+    st = status.replicas.get(key)
+    mine = (st is not None and status.failed_pod == st.pod) or (
+        st is None and status.reason.startswith(f"replica {key} has no pod"))
+    if status.state == FAILED and mine:
+        return ReplicaOutcome(REPLICA_FAILED, status.reason, st)
+    if st is not None and st.phase == "Failed":
+        return ReplicaOutcome(REPLICA_FAILED, f"{key} failed"
+                              + (f" with exit code {st.exit_code}" if st.exit_code is not None else ""), st)
+    if st is not None and st.phase == "Succeeded":
+        if tracked:
+            return ReplicaOutcome(REPLICA_SUCCEEDED, f"{key} exited 0", st)
+        return ReplicaOutcome(REPLICA_FAILED, f"untracked replica {key} exited (code {st.exit_code}) "
+                              "before the job ended", st)
+    if status.state == SUCCEEDED:
+        if not tracked:
+            return ReplicaOutcome(REPLICA_SUCCEEDED, f"{key} served until the job succeeded", st)
+        return ReplicaOutcome(REPLICA_SUCCEEDED, f"{key} had not finished when the job succeeded "
+                              f"({status.reason}); teardown stops it", st)
+    if status.state == FAILED:
+        if not tracked:
+            return ReplicaOutcome(REPLICA_SUCCEEDED, f"{key} was healthy when the job failed: {status.reason}", st)
+        return ReplicaOutcome(REPLICA_SKIPPED, f"{key} did not finish: the job failed ({status.reason})", st)
+    return None

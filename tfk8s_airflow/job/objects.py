@@ -19,6 +19,7 @@ from tfk8s_airflow.contract import (
     CODE_VOLUME,
     CONTAINER_NAME,
     FETCH_CONTAINER,
+    GANG_GATE,
     LABEL_DAG,
     LABEL_INDEX,
     LABEL_JOB,
@@ -202,7 +203,17 @@ def _init_containers(spec: TFJobSpec, image: str) -> list[dict[str, Any]]:
              "volumeMounts": [{"name": CODE_VOLUME, "mountPath": code.mount_path}]}]
 
 
-def pod_manifest(spec: TFJobSpec, names: JobNames, replica: Replica) -> dict[str, Any]:
+def pod_manifest(spec: TFJobSpec, names: JobNames, replica: Replica, *, gated: bool = False,
+                 extra_labels: Mapping[str, str] | None = None,
+                 active_deadline: int | None = None) -> dict[str, Any]:
+    """One replica's Pod.
+
+    ``gated``: held by the scheduling gate ``tfk8s.io/gang`` (setup creates every pod of the
+    job gated, then releases the gates together). ``extra_labels``: added to the replica's
+    own (setup adds the provider's task-instance labels, so the replica task finds its pod).
+    ``active_deadline``: the pods' ``activeDeadlineSeconds`` when the spec sets none (the
+    deployment's default, :mod:`tfk8s_airflow.job.policy`).
+    """
     container: dict[str, Any] = {"name": CONTAINER_NAME, "image": replica.image,
                                  "imagePullPolicy": replica.image_pull_policy}
     if replica.command is not None:
@@ -221,10 +232,13 @@ def pod_manifest(spec: TFJobSpec, names: JobNames, replica: Replica) -> dict[str
         "restartPolicy": replica.restart_policy,
         "enableServiceLinks": False,
     }
+    if gated:
+        pod_spec["schedulingGates"] = [{"name": GANG_GATE}]
     if spec.service_account:
         pod_spec["serviceAccountName"] = spec.service_account
-    if spec.active_deadline:
-        pod_spec["activeDeadlineSeconds"] = spec.active_deadline
+    deadline = spec.active_deadline or active_deadline
+    if deadline:
+        pod_spec["activeDeadlineSeconds"] = deadline
     if replica.node_selector:
         pod_spec["nodeSelector"] = replica.node_selector
     if replica.tolerations:
@@ -234,8 +248,8 @@ def pod_manifest(spec: TFJobSpec, names: JobNames, replica: Replica) -> dict[str
     pod_spec["containers"] = [container]
     if replica.volumes:
         pod_spec["volumes"] = replica.volumes
-    metadata: dict[str, Any] = {"name": replica.pod_name, "namespace": names.namespace,
-                                "labels": replica.labels}
+    labels = {**replica.labels, **(extra_labels or {})} if extra_labels else replica.labels
+    metadata: dict[str, Any] = {"name": replica.pod_name, "namespace": names.namespace, "labels": labels}
     if replica.annotations:
         metadata["annotations"] = replica.annotations
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}

@@ -3,8 +3,8 @@
 Why: one DAG serves the schedule, the UI form and backfills, so the spec may be
 a TFJobSpec, a dict with Jinja in it, a YAML/JSON file path or text, or what
 ``{{ params }}``/``{{ dag_run.conf }}`` rendered. Everything becomes a validated
-TFJobSpec here, in ``execute()``, and a job record (names, policy, spec) is what
-the launch, sensor and teardown tasks read back: they never re-derive names.
+TFJobSpec here, in ``execute()``, and a job record (names, replica plan, policy) is what
+the replica tasks, the sensor and teardown read back: they never re-derive names.
 """
 
 from __future__ import annotations
@@ -12,15 +12,17 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from tfk8s_airflow.contract import LOGS_VOLUME
 from tfk8s_airflow.exceptions import Problem, SpecError
 from tfk8s_airflow.job.judge import JobPolicy
-from tfk8s_airflow.job.objects import JobNames
+from tfk8s_airflow.job.objects import JobNames, Replica
+from tfk8s_airflow.job.records import JobRecord, ReplicaRef
 from tfk8s_airflow.job.spec import DEFAULT_MAX_REPLICAS, TFJobSpec
 
 
@@ -70,11 +72,16 @@ def _flatten(overrides: Mapping[str, Any] | None, prefix: str = "") -> list[str]
     return out
 
 
-def job_record(spec: TFJobSpec, names: JobNames) -> dict[str, Any]:
-    """The XCom record of one job run."""
-    return {
-        "job": names.job, "namespace": names.namespace, "service": names.service,
-        "configmap": names.configmap, "selector": names.selector,
-        "identity": dict(names.identity), "policy": JobPolicy.from_spec(spec).to_dict(),
-        "spec": spec.to_dict(), "created_at": time.time(),
-    }
+def job_record(spec: TFJobSpec, names: JobNames, replicas: Sequence[Replica], *, policy: JobPolicy,
+               has_shards: bool, kubernetes_conn_id: str | None, poll_interval: float,
+               created_at: float | None = None) -> JobRecord:
+    """The XCom record of one job run: names, the replica plan (in map-index order), the policy."""
+    log_dir = next((v.host_path for v in spec.volumes if v.name == LOGS_VOLUME and v.host_path), None)
+    return JobRecord(
+        job=names.job, namespace=names.namespace, service=names.service, configmap=names.configmap,
+        selector=names.selector, policy=policy.to_dict(),
+        replicas=tuple(ReplicaRef(key=f"{r.role}-{r.index}", role=r.role, index=r.index, pod=r.pod_name,
+                                  tracked=r.tracked) for r in replicas),
+        created_at=time.time() if created_at is None else created_at, has_shards=has_shards,
+        log_dir=log_dir, identity=dict(names.identity), kubernetes_conn_id=kubernetes_conn_id,
+        poll_interval=poll_interval)

@@ -8,14 +8,18 @@ being done, 5xx and connection errors are left to Airflow's retries.
 
 from __future__ import annotations
 
+import json
+import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from kubernetes.client import ApiClient, CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
-from tfk8s_airflow.contract import CONTAINER_NAME
+from tfk8s_airflow.contract import CONTAINER_NAME, LABEL_JOB, LABEL_RUN
 from tfk8s_airflow.exceptions import KubernetesApiError, PermanentKubernetesApiError
 
 T = TypeVar("T")
@@ -28,7 +32,6 @@ def wrap_api_error(action: str, exc: ApiException) -> KubernetesApiError:
     body = getattr(exc, "body", None)
     if body:
         try:
-            import json
             reason = json.loads(body).get("message", reason)
         except (ValueError, AttributeError):
             reason = str(body)[:500]
@@ -43,6 +46,21 @@ def call(action: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         raise wrap_api_error(action, exc) from exc
 
 
+#: Parallel API requests of a batch (like a client's QPS/burst; client-go defaults to 5 QPS,
+#: TFJob users raise it to 100-200). The API server's own priority and fairness still applies.
+DEFAULT_CONCURRENCY = 16
+GATE_PATCH = [{"op": "remove", "path": "/spec/schedulingGates"}]
+
+
+@dataclass
+class BatchResult:
+    """What a batch creation did: pods it created, pods of the same run it found and adopted."""
+
+    created: list[str] = field(default_factory=list)
+    adopted: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
 class JobClient:
     """Synchronous operations on one namespace's job objects (setup, teardown, poke)."""
 
@@ -51,9 +69,98 @@ class JobClient:
         self._api_client: ApiClient = core.api_client
 
     @classmethod
-    def from_conn(cls, conn_id: str | None) -> JobClient:
+    def from_conn(cls, conn_id: str | None, pool_size: int = DEFAULT_CONCURRENCY) -> JobClient:
+        """A client on the provider's KubernetesHook, with room for ``pool_size`` parallel requests."""
         from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
-        return cls(KubernetesHook(conn_id=conn_id).core_v1_client)
+
+        api = KubernetesHook(conn_id=conn_id).api_client
+        api.configuration.connection_pool_maxsize = max(pool_size, 4)
+        api.rest_client.pool_manager.connection_pool_kw["maxsize"] = max(pool_size, 4)
+        return cls(CoreV1Api(api))
+
+    # ---------------------------------------------------------------- batches
+    def create_pods(self, pods: Sequence[Mapping[str, Any]], concurrency: int = DEFAULT_CONCURRENCY) -> BatchResult:
+        """Create every pod of a job in parallel, idempotently.
+
+        A pod that already exists is adopted when it is this run's (same job and run labels:
+        a retried setup), never duplicated; one of another run is an error. On the first
+        failure no further pod is created, the ones in flight finish, and the error is raised;
+        the caller removes what exists (``delete_job_objects``).
+        """
+        result = BatchResult()
+        lock = threading.Lock()
+        t0 = time.monotonic()
+        stop = threading.Event()
+
+        def one(pod: Mapping[str, Any]) -> None:
+            if stop.is_set():
+                return
+            meta = pod["metadata"]
+            try:
+                self.core.create_namespaced_pod(namespace=meta["namespace"], body=pod, _preload_content=False)
+                with lock:
+                    result.created.append(meta["name"])
+            except ApiException as exc:
+                if exc.status != 409:
+                    stop.set()
+                    raise wrap_api_error(f"creating pod {meta['namespace']}/{meta['name']}", exc) from exc
+                self._adopt(pod)
+                with lock:
+                    result.adopted.append(meta["name"])
+            except BaseException:
+                stop.set()
+                raise
+
+        self._parallel(one, pods, concurrency)
+        result.seconds = time.monotonic() - t0
+        return result
+
+    def _adopt(self, pod: Mapping[str, Any]) -> None:
+        meta = pod["metadata"]
+        existing = call(f"reading pod {meta['namespace']}/{meta['name']}", self.core.read_namespaced_pod,
+                        name=meta["name"], namespace=meta["namespace"])
+        labels = existing.metadata.labels or {}
+        want = meta.get("labels") or {}
+        for key in (LABEL_JOB, LABEL_RUN):
+            if labels.get(key) != want.get(key):
+                raise PermanentKubernetesApiError(
+                    f"creating pod {meta['namespace']}/{meta['name']}", 409,
+                    f"a pod of that name exists with {key}={labels.get(key)!r}, not {want.get(key)!r}: it is "
+                    "not this run's (fix: delete it, or give the job another name)")
+
+    def release_gates(self, namespace: str, names: Sequence[str], concurrency: int = DEFAULT_CONCURRENCY) -> float:
+        """Remove the scheduling gates of every named pod, in parallel; seconds taken.
+
+        A pod whose gates are already gone (a retried setup) is fine.
+        """
+        t0 = time.monotonic()
+
+        def one(name: str) -> None:
+            try:
+                self.core.patch_namespaced_pod(name=name, namespace=namespace, body=GATE_PATCH,
+                                               _preload_content=False)
+            except ApiException as exc:
+                # 422: the JSON patch found no gates to remove (already released).
+                if exc.status != 422:
+                    raise wrap_api_error(f"releasing the scheduling gates of pod {namespace}/{name}", exc) from exc
+
+        self._parallel(one, names, concurrency)
+        return time.monotonic() - t0
+
+    @staticmethod
+    def _parallel(fn: Callable[[Any], None], items: Sequence[Any], concurrency: int) -> None:
+        if not items:
+            return
+        with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(items))),
+                                thread_name_prefix="tfk8s-batch") as pool:
+            futures = [pool.submit(fn, item) for item in items]
+            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            failed = next((f for f in done if f.exception() is not None), None)
+            if failed is not None:
+                for f in futures:
+                    f.cancel()
+                wait(futures)
+                raise cast(BaseException, failed.exception())
 
     # ----------------------------------------------------------------- create
     def create_if_absent(self, obj: Mapping[str, Any]) -> bool:
@@ -152,21 +259,6 @@ class JobClient:
             time.sleep(interval)
             left = self.remaining(namespace, selector)
         return left
-
-
-async def list_pods_async(hook: Any, namespace: str, selector: str) -> list[dict[str, Any]]:
-    """One LIST through the provider's AsyncKubernetesHook, as plain dicts for the judge."""
-    from kubernetes_asyncio import client as async_client
-    async with hook.get_conn() as api:
-        v1 = async_client.CoreV1Api(api)
-        try:
-            result = await v1.list_namespaced_pod(namespace=namespace, label_selector=selector,
-                                                  _preload_content=False)
-        except async_client.ApiException as exc:
-            raise wrap_api_error(f"listing pods {selector} in {namespace}", exc) from exc
-        import json
-        body = json.loads(await cast(Any, result).read())  # the raw response (_preload_content=False)
-        return list(body.get("items") or [])
 
 
 def pod_dicts(pods: Iterable[Any], api_client: ApiClient | None = None) -> list[dict[str, Any]]:

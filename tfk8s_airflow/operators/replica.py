@@ -1,22 +1,23 @@
-"""One replica of a TF job as a KubernetesPodOperator task.
+"""One replica of a TF job as a KubernetesPodOperator task: that replica's live view.
 
-Why a thin subclass and not a rewrite: the provider already builds the pod from a
-template dict, labels it with the task instance, finds a previous try's pod by
-those labels and reuses it if it still runs (durable reattach), and retries
-transient API errors. We keep all of that and change three things:
+Why a thin subclass that does not create its pod: setup creates the whole group in one
+batch (held by scheduling gates until all exist), so each replica task only attaches to
+its replica's pod, found by the provider's own task-instance labels (``find_pod``), and
+waits for it deferrably. It ends with the replica's own outcome: a tracked replica (chief,
+worker, evaluator) succeeds or fails with its exit code and reason; an untracked one (a PS,
+a TF2 worker) succeeds when the job ended with it healthy and fails if it died first. Its
+task log holds the replica's log (bounded, see :class:`~tfk8s_airflow.triggers.job.TFReplicaTrigger`).
 
-* ``detach`` (default): the task ends once the API has the pod (or its previous
-  try's pod was found). Training replicas, parameter servers above all, never end
-  on their own; the job sensor judges the whole group with one LIST per poll.
-* The replica's own ``restartPolicy`` (OnFailure for workers) survives: the
-  provider forces ``Never`` on the pods it builds.
-* The pod keeps our name ``<job>-<role>-<i>`` (no random suffix), so ``kubectl``
-  users and teardown archives see stable names; retries find the pod by labels.
+By default (``start_from_trigger``) the task starts in the triggerer and ends there: no
+worker process is spent on a replica, however many there are, and a killed or restarted
+Airflow worker cannot touch a replica (teardown alone deletes pods). With
+``start_from_trigger=False`` (and under ``dag.test()``) it starts on a worker, finds its
+pod through the provider's label lookup, defers, and resumes in :meth:`execute_complete`.
 
-``on_kill_action="keep_pod"``: a killed or restarted Airflow worker never kills
-a training replica (teardown, which always runs, deletes the job), and
-``durable=True`` makes a restarted task reattach to its pod instead of creating
-a second one.
+In the grid each replica task instance is labelled by its hostname when it started on a
+worker; tasks that never touch a worker keep their map index (0, 1, ... in the plan's
+order: chief, evaluator, ps-0.., worker-0..), because Airflow renders ``map_index_template``
+only in a worker. The first line of every replica task's log names its replica.
 """
 
 from __future__ import annotations
@@ -25,48 +26,68 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+from airflow.triggers.base import StartTriggerArgs
 
 from tfk8s_airflow.contract import CONTAINER_NAME
+from tfk8s_airflow.job.records import SKIPPED, SUCCEEDED, JobRecord, TriggerOutcome
+from tfk8s_airflow.operators.base import fail_permanently
+from tfk8s_airflow.triggers.job import TFReplicaTrigger
+
+__all__ = ["TFReplicaPodOperator"]
 
 
 class TFReplicaPodOperator(KubernetesPodOperator):
-    """Launches one TF replica pod from a pod manifest built by :mod:`tfk8s_airflow.job.objects`."""
+    """A replica task: attaches to the pod setup created for it and ends with its outcome.
+
+    :param job: the job record of the setup task (its XCom ``job``).
+    :param replica: this task's replica (``worker-0``); mapped tasks get it from setup's output.
+    :param log_bytes: bytes of the replica's log written into the task log.
+    """
 
     ui_color = "#c9e4ff"
-    # The pod manifest comes from the setup task fully rendered. Rendering it again would
-    # render user text twice and, under render_template_as_native_obj=True, turn JSON
-    # strings such as TF_CONFIG into Python dicts (the pod would get their repr).
-    template_fields: Sequence[str] = tuple(
-        f for f in KubernetesPodOperator.template_fields if f != "pod_template_dict")
+    template_fields: Sequence[str] = ("job",)
+    start_from_trigger = True
+    start_trigger_args = StartTriggerArgs(
+        trigger_cls=TFReplicaTrigger.classpath, next_method="execute_complete",
+        trigger_kwargs={"end_in_trigger": True}, next_kwargs=None, timeout=None)
 
-    def __init__(self, *, detach: bool = True, **kwargs: Any) -> None:
+    def __init__(self, *, job: Any = None, replica: str | None = None, log_bytes: int | None = None,
+                 **kwargs: Any) -> None:
         kwargs.setdefault("base_container_name", CONTAINER_NAME)
-        kwargs.setdefault("random_name_suffix", False)
         kwargs.setdefault("on_kill_action", "keep_pod")
         kwargs.setdefault("on_finish_action", "keep_pod")
-        kwargs.setdefault("durable", True)
-        kwargs.setdefault("get_logs", not detach)
-        kwargs.setdefault("startup_check_interval_seconds", 1)
-        kwargs.setdefault("log_events_on_failure", True)
+        kwargs.setdefault("reattach_on_restart", True)
+        kwargs.setdefault("get_logs", False)
         super().__init__(**kwargs)
-        self.detach = detach
-
-    def build_pod_request_obj(self, context: Any = None, *, dry_run: bool = False):
-        pod = super().build_pod_request_obj(context, dry_run=dry_run)
-        wanted = ((self.pod_template_dict or {}).get("spec") or {}).get("restartPolicy")
-        if wanted:
-            pod.spec.restart_policy = wanted
-        return pod
+        self.job = job
+        self.replica = replica
+        self.log_bytes = log_bytes
 
     def execute(self, context: Any) -> Any:
-        if not self.detach:
-            return super().execute(context)
-        self.name = self._set_name(self.name)
-        self.pod_request_obj = self.build_pod_request_obj(context)
-        self.pod = self.get_or_create_pod(pod_request_obj=self.pod_request_obj, context=context)
-        ti = context["ti"]
-        ti.xcom_push(key="pod_name", value=self.pod.metadata.name)
-        ti.xcom_push(key="pod_namespace", value=self.pod.metadata.namespace)
-        self.log.info("replica pod %s/%s launched; the job sensor tracks it from here",
-                      self.pod.metadata.namespace, self.pod.metadata.name)
-        return None
+        with fail_permanently():
+            record = JobRecord.from_xcom(self.job)
+            ti = context["ti"]
+            ref = record.replica_by_key(self.replica) if self.replica else record.replica(ti.map_index)
+        self.log.info("replica %s of TF job %s: pod %s/%s", ref.key, record.job, record.namespace, ref.pod)
+        pod = self.find_pod(record.namespace, context)  # the provider's find-by-labels reattach
+        if pod is None:
+            self.log.warning("no pod of this task found by its labels; watching %s by name", ref.pod)
+        elif pod.metadata.name != ref.pod:
+            raise AirflowFailException(f"the task's labels find pod {pod.metadata.name}, not {ref.pod}: another "
+                                       "job's pods carry this task's labels (fix: delete them)")
+        kwargs: dict[str, Any] = {"job": record.to_xcom(), "replica": ref.key}
+        if self.log_bytes:
+            kwargs["log_bytes"] = self.log_bytes
+        self.defer(trigger=TFReplicaTrigger(**kwargs), method_name="execute_complete")
+
+    def execute_complete(self, context: Any, event: Any = None) -> Any:
+        with fail_permanently():
+            outcome = TriggerOutcome.from_payload(event)
+        if outcome.replica is not None:
+            context["ti"].xcom_push(key="replica", value=outcome.replica.to_xcom())
+        if outcome.state == SUCCEEDED:
+            return None
+        if outcome.state == SKIPPED:
+            raise AirflowSkipException(outcome.reason)
+        raise AirflowFailException(outcome.reason)

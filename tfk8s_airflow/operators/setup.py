@@ -1,10 +1,18 @@
-"""Setup of a TF job: validate, pre-flight the quota, create the Service (+ shards ConfigMap).
+"""Setup of a TF job: validate, pre-flight, then create the whole group together.
 
-Why the first task does all checking: a bad spec or a job that cannot fit must
-fail before anything exists in the cluster, permanently (no retries), naming the
-field or the numbers. Creation is idempotent (409 = already there), so a retry of
-setup or a cleared run converges instead of failing; if creation fails midway,
-what setup created is deleted again before the error is raised.
+Why the first task does all checking and all creating: a bad spec or a job that cannot fit
+must fail before anything exists in the cluster, permanently (no retries), naming the field
+or the numbers; and a PS/worker job is useless until every member exists, so the group is
+created in one batch (parallel, bounded) with every pod held by the scheduling gate
+``tfk8s.io/gang``, and the gates are released together once all exist: no member is
+scheduled (and holds a node) while a peer is still missing. Creation is idempotent: a
+retried setup adopts the pods its earlier try created (same job and run), never
+duplicating one. If creation fails midway, everything of the job is deleted again before
+the error is raised.
+
+This is not gang scheduling: once released, each pod is scheduled on its own, and a
+cluster too small for all of them leaves some Pending (the job then fails after
+``schedule_timeout``, naming the scheduler's message).
 """
 
 from __future__ import annotations
@@ -14,19 +22,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowFailException
 
-from tfk8s_airflow.exceptions import PermanentError, QuotaExceededError
+from tfk8s_airflow.deployment import deployment_policy
+from tfk8s_airflow.exceptions import QuotaExceededError, SpecError
 from tfk8s_airflow.job import quota
+from tfk8s_airflow.job.judge import JobPolicy
 from tfk8s_airflow.job.objects import JobNames, configmap_manifest, plan_replicas, pod_manifest, service_manifest
+from tfk8s_airflow.job.records import JobRecord
 from tfk8s_airflow.job.resolve import as_spec_input, job_record, resolve_spec
-from tfk8s_airflow.k8s.client import JobClient
+from tfk8s_airflow.k8s.client import DEFAULT_CONCURRENCY, JobClient
+from tfk8s_airflow.operators.base import fail_permanently
 
-
-def launch_kwargs(spec, names: JobNames, shards) -> list[dict[str, Any]]:
-    """One KubernetesPodOperator kwargs dict per replica, in TF_CONFIG order (for expand_kwargs)."""
-    return [{"pod_template_dict": pod_manifest(spec, names, replica)}
-            for replica in plan_replicas(spec, names, shards)]
+__all__ = ["TFJobSetupOperator", "normalize_shards", "replica_task_labels"]
 
 
 def normalize_shards(shards: Any) -> Mapping[str, Sequence[str]] | None:
@@ -36,22 +43,36 @@ def normalize_shards(shards: Any) -> Mapping[str, Sequence[str]] | None:
     if isinstance(shards, Mapping) and "shards" in shards and isinstance(shards["shards"], Mapping):
         shards = shards["shards"]
     if not isinstance(shards, Mapping):
-        raise AirflowFailException(f"shards must be a mapping like {{'worker-0': [paths]}}, got "
-                                   f"{type(shards).__name__} (fix: pass the staging task's output)")
+        raise SpecError(f"shards must be a mapping like {{'worker-0': [paths]}}, got {type(shards).__name__} "
+                        "(fix: pass the staging task's output)", field="shards")
     return {str(k): [str(p) for p in val] for k, val in shards.items()}
 
 
-class TFJobSetupOperator(BaseOperator):
-    """Validates the spec and creates the job's headless Service and shard ConfigMap.
+def replica_task_labels(dag_id: str, task_id: str, run_id: str, map_index: int) -> dict[str, str]:
+    """The labels the provider's KubernetesPodOperator finds its pod by (``find_pod``), for one
+    replica task: setup creates the pods, the replica tasks attach to them."""
+    from airflow.providers.cncf.kubernetes import pod_generator
 
-    Returns the launch kwargs of every replica (the launch task maps over them)
-    and pushes the job record (names, policy, spec) under the XCom key ``job``.
+    labels = {"dag_id": dag_id, "task_id": task_id, "run_id": run_id, "kubernetes_pod_operator": "True",
+              "map_index": str(map_index), "try_number": "1"}
+    return {k: pod_generator.make_safe_label_value(v) for k, v in labels.items()}
+
+
+class TFJobSetupOperator(BaseOperator):
+    """Validates the spec and creates the job: headless Service, shard ConfigMap, every pod.
+
+    Returns one ``{"replica": "<role>-<i>"}`` per replica (the replica tasks map over it) and
+    pushes the job record (:class:`~tfk8s_airflow.job.records.JobRecord`) under the XCom key
+    ``job``.
 
     :param spec: TFJobSpec, dict (templated), or a YAML/JSON path or text.
     :param shards: shard assignments ``{"worker-0": [...]}`` or a staging task's output.
     :param overrides: dict merged into the spec, e.g. ``{"worker": {"replicas": "{{ params.workers }}"}}``.
     :param job_group: the group the names derive from (default: the task group id).
     :param check_quota: sum the job's requests against the namespace's ResourceQuotas first.
+    :param replica_task_id: the replica tasks' id (their pods get its task labels).
+    :param poll_interval: seconds between the job watch's LISTs (recorded for the triggers).
+    :param create_concurrency: parallel create/patch requests of the batch.
     """
 
     template_fields: Sequence[str] = ("spec", "shards", "overrides")
@@ -60,7 +81,9 @@ class TFJobSetupOperator(BaseOperator):
 
     def __init__(self, *, spec: Any, shards: Any = None, overrides: Mapping[str, Any] | None = None,
                  kubernetes_conn_id: str = "kubernetes_default", job_group: str | None = None,
-                 max_replicas: int | None = None, check_quota: bool = True, **kwargs: Any) -> None:
+                 max_replicas: int | None = None, check_quota: bool = True, replica_task_id: str | None = None,
+                 poll_interval: float = 5.0, create_concurrency: int = DEFAULT_CONCURRENCY,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.spec = as_spec_input(spec)
         self.shards = shards
@@ -69,49 +92,60 @@ class TFJobSetupOperator(BaseOperator):
         self.job_group = job_group
         self.max_replicas = max_replicas
         self.check_quota = check_quota
+        self.replica_task_id = replica_task_id
+        self.poll_interval = poll_interval
+        self.create_concurrency = create_concurrency
 
-    def execute(self, context: Any) -> list[dict[str, Any]]:
+    def execute(self, context: Any) -> list[dict[str, str]]:
+        with fail_permanently():  # spec errors and Kubernetes 4xx never retry
+            return self._setup(context)
+
+    def _setup(self, context: Any) -> list[dict[str, str]]:
         dag = context["dag"]
         base_dir = os.path.dirname(dag.fileloc) if getattr(dag, "fileloc", None) else None
-        try:
-            spec = resolve_spec(self.spec, base_dir=base_dir, max_replicas=self.max_replicas,
-                                overrides=self.overrides)
-        except PermanentError as exc:
-            raise AirflowFailException(str(exc)) from exc
+        spec = resolve_spec(self.spec, base_dir=base_dir, max_replicas=self.max_replicas, overrides=self.overrides)
         shards = normalize_shards(self.shards)
+        deadline = deployment_policy().active_deadline(spec)
         group = self.job_group if self.job_group is not None else (
             self.task_group.group_id if self.task_group and self.task_group.group_id else "")
         names = JobNames.for_run(spec, context["run_id"], group or "", dag.dag_id)
-        self.log.info("TF job %s in namespace %s: %s", names.job, names.namespace,
-                      ", ".join(f"{r.role}={r.replicas}" for r in spec.active_roles))
-        client = JobClient.from_conn(self.kubernetes_conn_id)
+        self.log.info("TF job %s in namespace %s: %s (active_deadline %ss%s)", names.job, names.namespace,
+                      ", ".join(f"{r.role}={r.replicas}" for r in spec.active_roles), deadline,
+                      "" if spec.active_deadline else ", the deployment's default")
+        client = JobClient.from_conn(self.kubernetes_conn_id, pool_size=self.create_concurrency)
         if spec.service_account and not client.service_account_exists(names.namespace, spec.service_account):
-            raise AirflowFailException(
-                f"service_account: {spec.service_account!r} does not exist in namespace {names.namespace}; "
-                "nothing was created (fix: create the ServiceAccount or remove service_account)")
+            raise SpecError(f"{spec.service_account!r} does not exist in namespace {names.namespace}; nothing "
+                            "was created (fix: create the ServiceAccount or remove service_account)",
+                            field="service_account")
         if self.check_quota:
             problems = quota.check(spec, client.resource_quotas(names.namespace))
             if problems:
-                raise AirflowFailException(str(QuotaExceededError(
-                    f"job {names.job} does not fit the quota of namespace {names.namespace}; nothing "
-                    "was created:\n  - " + "\n  - ".join(problems))))
+                raise QuotaExceededError(f"job {names.job} does not fit the quota of namespace {names.namespace}; "
+                                         "nothing was created:\n  - " + "\n  - ".join(problems))
+        replicas = plan_replicas(spec, names, shards)
+        task_id = self.replica_task_id or (f"{group}.replica" if group else "replica")
+        pods = [pod_manifest(spec, names, r, gated=True, active_deadline=deadline,
+                             extra_labels=replica_task_labels(dag.dag_id, task_id, context["run_id"], i))
+                for i, r in enumerate(replicas)]
         objs = [service_manifest(spec, names)]
         if shards is not None:
             objs.append(configmap_manifest(spec, names, shards))
-        created: list[dict[str, Any]] = []
         try:
             for obj in objs:
-                if client.create_if_absent(obj):
-                    created.append(obj)
-                    self.log.info("created %s %s", obj["kind"], obj["metadata"]["name"])
-                else:
-                    self.log.info("%s %s already exists (retry or cleared run): reused",
-                                  obj["kind"], obj["metadata"]["name"])
-        except Exception:
-            if created:  # leave nothing half-made behind
-                client.delete_job_objects(names.namespace, names.selector)
+                verb = "created" if client.create_if_absent(obj) else "reused (retry or cleared run)"
+                self.log.info("%s %s %s", obj["kind"], obj["metadata"]["name"], verb)
+            batch = client.create_pods(pods, self.create_concurrency)
+            released = client.release_gates(names.namespace, [p["metadata"]["name"] for p in pods],
+                                            self.create_concurrency)
+        except BaseException:
+            # Leave nothing half-made behind: a retry (transient errors) starts clean.
+            client.delete_job_objects(names.namespace, names.selector)
             raise
-        record = job_record(spec, names)
-        record["shards"] = bool(shards)
-        context["ti"].xcom_push(key="job", value=record)
-        return launch_kwargs(spec, names, shards)
+        self.log.info("created %d pod(s)%s in %.2fs, all held by the gate; released the gates of all %d in %.2fs",
+                      len(batch.created), f", adopted {len(batch.adopted)} of an earlier try" if batch.adopted else "",
+                      batch.seconds, len(pods), released)
+        policy = JobPolicy.from_spec(spec, active_deadline=deadline)
+        record: JobRecord = job_record(spec, names, replicas, policy=policy, has_shards=shards is not None,
+                                       kubernetes_conn_id=self.kubernetes_conn_id, poll_interval=self.poll_interval)
+        context["ti"].xcom_push(key="job", value=record.to_xcom())
+        return [{"replica": ref.key} for ref in record.replicas]

@@ -20,7 +20,9 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException
 
+from tfk8s_airflow.job.records import JobRecord
 from tfk8s_airflow.k8s.client import JobClient
+from tfk8s_airflow.operators.base import fail_permanently
 
 
 class TFJobTeardownOperator(BaseOperator):
@@ -47,20 +49,20 @@ class TFJobTeardownOperator(BaseOperator):
         self.grace_period_seconds = grace_period_seconds
         self.wait_timeout = wait_timeout
 
-    def _archive_root(self, record: dict[str, Any]) -> Path | None:
+    def _archive_root(self, record: JobRecord) -> Path | None:
         if self.archive_dir:
             return Path(self.archive_dir)
-        for vol in record.get("spec", {}).get("volumes", []):
-            if vol.get("name") == "logs" and vol.get("host_path") and os.path.isdir(vol["host_path"]):
-                return Path(vol["host_path"])
+        if record.log_dir and os.path.isdir(record.log_dir):
+            return Path(record.log_dir)
         return None
 
     def execute(self, context: Any) -> dict[str, Any]:
-        record = self.job
-        if not record:
+        if not self.job:
             self.log.info("no job record (setup did not finish): nothing to tear down")
             return {}
-        ns, selector, job = record["namespace"], record["selector"], record["job"]
+        with fail_permanently():
+            record = JobRecord.from_xcom(self.job)
+        ns, selector, job = record.namespace, record.selector, record.job
         client = JobClient.from_conn(self.kubernetes_conn_id)
         root = self._archive_root(record)
         archived = []

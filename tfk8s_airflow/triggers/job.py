@@ -1,84 +1,259 @@
-"""The deferrable job watch: one LIST of the job's pods per poll, judged by status.evaluate.
+"""The triggers of a TF job: the sensor's (the whole job) and each replica task's (its replica).
 
-Why a trigger: a job may train for days; holding a worker slot to poll would
-waste it. The triggerer polls with the provider's AsyncKubernetesHook, logs
-progress when it changes, and fires once the job succeeded or failed. Transient
-API errors are tolerated for a bounded number of polls; a permanent one (403,
-404 namespace) fires a failure naming it.
+Why triggers end the tasks themselves: a job of N replicas is N + 1 deferred tasks. When
+they run in the triggerer from the start (``start_from_trigger``) and end there
+(``TaskSuccessEvent`` / ``TaskFailedEvent`` / ``TaskSkippedEvent``), none of them costs a
+worker process while the job trains, nor when it ends. All of a job's triggers share one
+LIST loop (:mod:`tfk8s_airflow.k8s.watch`) and so one judgement per poll.
+
+Deferred from a worker instead (``dag.test()``, or ``start_from_trigger=False``), the same
+triggers fire a plain event with a :class:`~tfk8s_airflow.job.records.TriggerOutcome`, and
+the task resumes in ``execute_complete``.
+
+Where the job record comes from: passed in (deferred from a worker), or, started from the
+triggerer, pulled from the XCom ``job`` of the setup task beside this one (``<group>.setup``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import BaseTrigger, TaskFailedEvent, TaskSkippedEvent, TaskSuccessEvent, TriggerEvent
 
-from tfk8s_airflow.exceptions import KubernetesApiError, PermanentError
-from tfk8s_airflow.job.judge import FAILED, RUNNING, JobPolicy, evaluate
+from tfk8s_airflow.contract import CONTAINER_NAME
+from tfk8s_airflow.exceptions import KubernetesApiError, RecordError
+from tfk8s_airflow.job.judge import FAILED, RUNNING, SUCCEEDED, JobPolicy, JobStatus, replica_outcome
+from tfk8s_airflow.job.records import FAILED as OUT_FAILED
+from tfk8s_airflow.job.records import SKIPPED, TIMED_OUT, JobRecord, ReplicaResult, TriggerOutcome
+from tfk8s_airflow.job.records import SUCCEEDED as OUT_SUCCEEDED
+from tfk8s_airflow.k8s.watch import JobWatch, watch_job
 
-MAX_CONSECUTIVE_ERRORS = 10
+__all__ = ["TFJobTrigger", "TFReplicaTrigger", "DEFAULT_LOG_BYTES", "WAITING_LOG_INTERVAL_S"]
+
+#: Bytes of a replica's log written into its task log (half from the start, half from the end).
+DEFAULT_LOG_BYTES = 1 << 20
+#: The sensor says what it waits for at least this often, changes or not.
+WAITING_LOG_INTERVAL_S = 60.0
+LOG_OMITTED = "[... the middle of this log is omitted: it is longer than {limit} bytes{where} ...]"
 
 
-class TFJobTrigger(BaseTrigger):
-    def __init__(self, *, job: str, namespace: str, selector: str, policy: dict[str, Any],
-                 watch_started: float, kubernetes_conn_id: str | None = "kubernetes_default",
-                 poll_interval: float = 5.0, config_file: str | None = None) -> None:
+def setup_task_id(task_id: str) -> str:
+    """``train.replica`` -> ``train.setup``: the setup task of the same task group."""
+    group, dot, _ = task_id.rpartition(".")
+    return f"{group}.setup" if dot else "setup"
+
+
+class _JobTriggerBase(BaseTrigger):
+    """What both triggers share: the record, the watch, and how an outcome ends the task."""
+
+    classpath = ""
+
+    def __init__(self, *, job: Mapping[str, Any] | str | None = None, end_in_trigger: bool = False,
+                 setup_task_id: str | None = None, log_bytes: int = DEFAULT_LOG_BYTES,
+                 config_file: str | None = None) -> None:
         super().__init__()
         self.job = job
-        self.namespace = namespace
-        self.selector = selector
-        self.policy = policy
-        self.watch_started = watch_started
-        self.kubernetes_conn_id = kubernetes_conn_id
-        self.poll_interval = poll_interval
+        self.end_in_trigger = end_in_trigger
+        self.setup_task_id = setup_task_id
+        self.log_bytes = log_bytes
         self.config_file = config_file
 
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return ("tfk8s_airflow.triggers.job.TFJobTrigger", {
-            "job": self.job, "namespace": self.namespace, "selector": self.selector,
-            "policy": self.policy, "watch_started": self.watch_started,
-            "kubernetes_conn_id": self.kubernetes_conn_id, "poll_interval": self.poll_interval,
-            "config_file": self.config_file,
-        })
+    def _kwargs(self) -> dict[str, Any]:
+        return {"job": self.job, "end_in_trigger": self.end_in_trigger, "setup_task_id": self.setup_task_id,
+                "log_bytes": self.log_bytes, "config_file": self.config_file}
 
-    def _hook(self) -> Any:
-        from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook
-        return AsyncKubernetesHook(conn_id=self.kubernetes_conn_id, config_file=self.config_file)
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return self.classpath, self._kwargs()
+
+    async def _record(self) -> JobRecord:
+        if self.job is not None:
+            return JobRecord.from_xcom(self.job)
+        ti = self.task_instance
+        if ti is None or not hasattr(ti, "axcom_pull"):
+            raise RecordError("no job record: pass job= (the setup task's XCom 'job') when deferring")
+        source = self.setup_task_id or setup_task_id(ti.task_id)
+        value = await ti.axcom_pull(task_ids=source, key="job", map_indexes=-1)
+        if value is None:
+            raise RecordError(f"task {source} pushed no XCom 'job' (fix: the replica tasks and the sensor must "
+                              "follow the job's setup task, as tf_job() builds them)")
+        return JobRecord.from_xcom(value)
+
+    def _watch(self, record: JobRecord) -> Any:
+        return watch_job(namespace=record.namespace, selector=record.selector, policy=record.policy,
+                         watch_started=record.created_at, interval=record.poll_interval,
+                         conn_id=record.kubernetes_conn_id, config_file=self.config_file)
+
+    def _end(self, outcome: TriggerOutcome, xcoms: dict[str, Any]) -> TriggerEvent:
+        if not self.end_in_trigger:
+            return TriggerEvent(outcome.to_payload())
+        if outcome.state == OUT_SUCCEEDED:
+            return TaskSuccessEvent(xcoms=xcoms)
+        if outcome.state == SKIPPED:
+            return TaskSkippedEvent(xcoms=xcoms)
+        return TaskFailedEvent(xcoms=xcoms)
+
+    async def _log_of(self, watch: JobWatch, pod: str, container: str, restarts: int,
+                      record: JobRecord) -> str:
+        """A replica's log for the task log: bounded, with the previous container's after restarts."""
+        where = f"; the whole log is archived under {record.log_dir}/{record.job}" if record.log_dir else ""
+        parts = []
+        if restarts and container == CONTAINER_NAME:
+            prev = await self._bounded(watch, pod, container, previous=True, where=where)
+            parts.append(f"--- previous container of {pod} (restarts: {restarts}) ---\n{prev}")
+        text = await self._bounded(watch, pod, container, previous=False, where=where)
+        label = "" if container == CONTAINER_NAME else f" (container {container})"
+        parts.append(f"--- log of {pod}{label} ---\n{text}")
+        return "\n".join(parts)
+
+    async def _bounded(self, watch: JobWatch, pod: str, container: str, *, previous: bool, where: str) -> str:
+        try:
+            log = await watch.read_log(pod, container, max_bytes=self.log_bytes, previous=previous)
+        except KubernetesApiError as exc:
+            return f"<log unavailable: {exc}>"
+        except (OSError, TimeoutError) as exc:
+            return f"<log unavailable: {type(exc).__name__}: {exc}>"
+        if log.tail is None:
+            return log.head.rstrip("\n")
+        marker = LOG_OMITTED.format(limit=self.log_bytes, where=where)
+        return f"{log.head.rstrip()}\n{marker}\n{log.tail.rstrip()}"
+
+
+class TFJobTrigger(_JobTriggerBase):
+    """The sensor's trigger: the job's state by its success policy, one shared LIST per poll.
+
+    :param timeout: seconds after the job's creation at which the sensor gives up (its own
+        timeout; the job's ``active_deadline`` fails the job earlier as a job failure).
+    """
+
+    classpath = "tfk8s_airflow.triggers.job.TFJobTrigger"
+
+    def __init__(self, *, timeout: float | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.timeout = timeout
+
+    def _kwargs(self) -> dict[str, Any]:
+        return {**super()._kwargs(), "timeout": self.timeout}
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        from tfk8s_airflow.k8s.client import list_pods_async
-        hook = self._hook()
-        policy = JobPolicy.from_dict(self.policy)
-        last_progress = None
-        errors = 0
-        while True:
-            try:
-                pods = await list_pods_async(hook, self.namespace, self.selector)
-                errors = 0
-            except PermanentError as exc:
-                yield TriggerEvent({"state": FAILED, "reason": f"cannot watch the job: {exc}",
-                                    "summary": {"job": self.job, "namespace": self.namespace}})
-                return
-            except (TimeoutError, KubernetesApiError, OSError) as exc:
-                errors += 1
-                self.log.warning("listing pods of %s failed (%d/%d): %s", self.job, errors,
-                                 MAX_CONSECUTIVE_ERRORS, exc)
-                if errors >= MAX_CONSECUTIVE_ERRORS:
-                    yield TriggerEvent({"state": FAILED, "reason": f"Kubernetes API unreachable: {exc}",
-                                        "summary": {"job": self.job, "namespace": self.namespace}})
+        try:
+            record = await self._record()
+        except RecordError as exc:
+            self.log.error("%s", exc)
+            yield self._end(TriggerOutcome("job", OUT_FAILED, str(exc)), {})
+            return
+        policy = JobPolicy.from_dict(record.policy)
+        async with self._watch(record) as watch:
+            last_line, last_said = "", 0.0
+            async for snap in watch.snapshots():
+                if snap.error is not None:
+                    if snap.permanent:
+                        reason = f"cannot watch job {record.job}: {snap.error}"
+                        self.log.error("%s", reason)
+                        yield self._end(TriggerOutcome("job", OUT_FAILED, reason,
+                                                       {"job": record.job, "namespace": record.namespace}), {})
+                        return
+                    self.log.warning("listing the pods of %s failed: %s", record.job, snap.error)
+                    continue
+                status = snap.status
+                assert status is not None
+                line = f"TF job {record.job}: {status.progress()}; waiting for {status.waiting_for(policy)}"
+                now = time.monotonic()
+                if status.state == RUNNING and (line != last_line or now - last_said >= WAITING_LOG_INTERVAL_S):
+                    self.log.info("%s", line)
+                    last_line, last_said = line, now
+                if status.state == RUNNING and self.timeout and time.time() - record.created_at > self.timeout:
+                    reason = (f"the sensor's timeout of {self.timeout:.0f}s passed while the job still ran; "
+                              f"it waited for {status.waiting_for(policy)}")
+                    self.log.error("TF job %s: %s", record.job, reason)
+                    summary = status.summary(record.job, record.namespace)
+                    yield self._end(TriggerOutcome("job", TIMED_OUT, reason, summary), {"summary": summary})
                     return
-                await asyncio.sleep(self.poll_interval)
-                continue
-            status = evaluate(pods, policy, time.time(), self.watch_started)
-            progress = status.progress()
-            if progress != last_progress:
-                self.log.info("TF job %s: %s", self.job, progress)
-                last_progress = progress
-            if status.state != RUNNING:
-                yield TriggerEvent({"state": status.state, "reason": status.reason,
-                                    "summary": status.summary(self.job, self.namespace)})
+                if status.state != RUNNING:
+                    yield await self._finish(record, status, watch)
+                    return
+
+    async def _finish(self, record: JobRecord, status: JobStatus, watch: JobWatch) -> TriggerEvent:
+        summary = status.summary(record.job, record.namespace)
+        for key, rep in sorted(summary["replicas"].items()):
+            duration = rep.get("duration_s")
+            self.log.info("  %-12s %-10s exit=%s restarts=%s node=%s duration=%s", key, rep.get("phase"),
+                          rep.get("exit_code", "-"), rep.get("restarts"), rep.get("node", "-"),
+                          f"{duration}s" if duration is not None else "-")
+        if status.state == SUCCEEDED:
+            self.log.info("TF job %s succeeded: %s", record.job, status.reason)
+            return self._end(TriggerOutcome("job", OUT_SUCCEEDED, status.reason, summary), {"summary": summary})
+        message = f"TF job {record.job} failed: {status.reason}"
+        if status.failed_pod:
+            st = next((r for r in status.replicas.values() if r.pod == status.failed_pod), None)
+            log = await self._log_of(watch, status.failed_pod, status.failed_container or CONTAINER_NAME,
+                                     st.restarts if st else 0, record)
+            message += "\n" + log
+        self.log.error("%s", message)
+        assert status.state == FAILED
+        return self._end(TriggerOutcome("job", OUT_FAILED, status.reason, summary), {"summary": summary})
+
+
+class TFReplicaTrigger(_JobTriggerBase):
+    """A replica task's trigger: that replica's outcome, and its log into the task log.
+
+    :param replica: the replica's key (``worker-0``); default: the task's map index in the
+        record's replica plan.
+    """
+
+    classpath = "tfk8s_airflow.triggers.job.TFReplicaTrigger"
+
+    def __init__(self, *, replica: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.replica = replica
+
+    def _kwargs(self) -> dict[str, Any]:
+        return {**super()._kwargs(), "replica": self.replica}
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        try:
+            record = await self._record()
+            if self.replica is not None:
+                ref = record.replica_by_key(self.replica)
+            else:
+                map_index = getattr(self.task_instance, "map_index", None)
+                ref = record.replica(int(map_index if map_index is not None else -1))
+        except RecordError as exc:
+            self.log.error("%s", exc)
+            yield self._end(TriggerOutcome("replica", OUT_FAILED, str(exc)), {})
+            return
+        kind = "tracked" if ref.tracked else "untracked: it ends with the job"
+        self.log.info("replica %s of TF job %s: pod %s/%s (%s)", ref.key, record.job, record.namespace, ref.pod, kind)
+        async with self._watch(record) as watch:
+            last = ""
+            async for snap in watch.snapshots():
+                if snap.error is not None:
+                    if snap.permanent:
+                        reason = f"cannot watch job {record.job}: {snap.error}"
+                        self.log.error("%s", reason)
+                        yield self._end(TriggerOutcome("replica", OUT_FAILED, reason), {})
+                        return
+                    continue
+                status = snap.status
+                assert status is not None
+                st = status.replicas.get(ref.key)
+                now = st.describe() if st is not None else f"{ref.key}: no pod"
+                if now != last:
+                    self.log.info("%s", now)
+                    last = now
+                outcome = replica_outcome(status, ref.key, ref.tracked)
+                if outcome is None:
+                    continue
+                result = ReplicaResult(key=ref.key, pod=ref.pod, state=outcome.state, reason=outcome.reason,
+                                       phase=st.phase if st else "", exit_code=st.exit_code if st else None,
+                                       restarts=st.restarts if st else 0, node=st.node if st else None)
+                if st is not None:
+                    container = (status.failed_container if status.failed_pod == st.pod and status.failed_container
+                                 else CONTAINER_NAME)
+                    self.log.info("%s", await self._log_of(watch, ref.pod, container, st.restarts, record))
+                say = self.log.info if outcome.state != OUT_FAILED else self.log.error
+                say("replica %s %s: %s", ref.key, outcome.state, outcome.reason)
+                yield self._end(TriggerOutcome("replica", outcome.state, outcome.reason, replica=result),
+                                {"replica": result.to_xcom()})
                 return
-            await asyncio.sleep(self.poll_interval)

@@ -1,0 +1,163 @@
+"""Typed, versioned records: everything that crosses a task boundary (XCom, trigger events).
+
+Why records and not dicts: setup, the replica tasks, the sensor, the triggers and teardown
+run in different processes (a worker, the triggerer) and only share what XCom or a trigger
+event carries. Reading that back by string keys in a dozen places is where a renamed key
+goes unnoticed. Each record here has one ``to_xcom()`` (plain JSON data, with ``version``)
+and one ``from_xcom()`` that refuses a record it cannot read, naming the fix; readers use
+attributes.
+
+Secrets never travel here: the job record holds names, the replica plan and the policy,
+not the spec (whose ``env`` may hold values a pod needs).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from tfk8s_airflow.exceptions import RecordError
+
+RECORD_VERSION = 1
+
+#: The one event vocabulary of every trigger of the package (job, replica, partition).
+SUCCEEDED, FAILED, SKIPPED, TIMED_OUT = "succeeded", "failed", "skipped", "timed_out"
+END_STATES = (SUCCEEDED, FAILED, SKIPPED, TIMED_OUT)
+
+
+def _load(data: Any, what: str) -> dict[str, Any]:
+    """The dict of a record, from XCom's value (a dict, or its JSON text)."""
+    if isinstance(data, str):
+        try:
+            data = json.loads(data)
+        except ValueError as exc:
+            raise RecordError(f"{what}: not a JSON record ({exc})") from None
+    if not isinstance(data, Mapping):
+        raise RecordError(f"{what}: expected a mapping, got {type(data).__name__} (fix: pass the "
+                          f"producing task's output, e.g. setup's XCom 'job')")
+    version = data.get("version")
+    if version != RECORD_VERSION:
+        raise RecordError(f"{what}: record version {version!r}, this release reads version {RECORD_VERSION} "
+                          "(fix: clear the task group so every task of the run uses one release)")
+    return dict(data)
+
+
+@dataclass(frozen=True)
+class ReplicaRef:
+    """One replica of the plan: the replica task with this map index watches this pod."""
+
+    key: str
+    role: str
+    index: int
+    pod: str
+    tracked: bool
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """What setup hands the replica tasks, the sensor and teardown (XCom key ``job``)."""
+
+    job: str
+    namespace: str
+    service: str
+    configmap: str
+    selector: str
+    policy: Mapping[str, Any]  # JobPolicy.to_dict(): plain data for the triggerer
+    replicas: tuple[ReplicaRef, ...]
+    created_at: float
+    has_shards: bool = False
+    log_dir: str | None = None  # a ``logs`` volume's host path: teardown's default archive root
+    identity: Mapping[str, str] = field(default_factory=dict)
+    kubernetes_conn_id: str | None = "kubernetes_default"  # how the triggers reach the cluster
+    poll_interval: float = 5.0  # seconds between the job watch's LISTs
+    version: int = RECORD_VERSION
+
+    def replica(self, map_index: int) -> ReplicaRef:
+        """The replica of a replica task's map index (plan order: chief, evaluator, ps, worker)."""
+        if not 0 <= map_index < len(self.replicas):
+            raise RecordError(f"map index {map_index} is outside the job's {len(self.replicas)} replicas "
+                              f"(fix: the replica tasks must map over setup's output)")
+        return self.replicas[map_index]
+
+    def replica_by_key(self, key: str) -> ReplicaRef:
+        for ref in self.replicas:
+            if ref.key == key:
+                return ref
+        raise RecordError(f"job {self.job} has no replica {key!r}: {', '.join(r.key for r in self.replicas)}")
+
+    def to_xcom(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["policy"] = dict(self.policy)
+        out["identity"] = dict(self.identity)
+        out["replicas"] = [asdict(r) for r in self.replicas]
+        return out
+
+    @classmethod
+    def from_xcom(cls, data: Any) -> JobRecord:
+        d = _load(data, "job record")
+        try:
+            return cls(job=d["job"], namespace=d["namespace"], service=d["service"], configmap=d["configmap"],
+                       selector=d["selector"], policy=dict(d["policy"]),
+                       replicas=tuple(ReplicaRef(**r) for r in d["replicas"]),
+                       created_at=float(d["created_at"]), has_shards=bool(d.get("has_shards")),
+                       log_dir=d.get("log_dir"), identity=dict(d.get("identity") or {}),
+                       kubernetes_conn_id=d.get("kubernetes_conn_id"),
+                       poll_interval=float(d.get("poll_interval") or 5.0))
+        except (KeyError, TypeError) as exc:
+            raise RecordError(f"job record: missing or malformed field {exc}") from None
+
+
+@dataclass(frozen=True)
+class ReplicaResult:
+    """How one replica ended, as its replica task reports it."""
+
+    key: str
+    pod: str
+    state: str  # succeeded | failed | skipped
+    reason: str
+    phase: str = ""
+    exit_code: int | None = None
+    restarts: int = 0
+    node: str | None = None
+    failure_class: str | None = None
+
+    def to_xcom(self) -> dict[str, Any]:
+        return {**asdict(self), "version": RECORD_VERSION}
+
+    @classmethod
+    def from_xcom(cls, data: Any) -> ReplicaResult:
+        d = _load(data, "replica result")
+        d.pop("version", None)
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class TriggerOutcome:
+    """The event every trigger of the package fires: ``kind`` says whose, ``state`` how it ended.
+
+    ``summary`` is the job's summary (``kind="job"``), ``replica`` the replica's result
+    (``kind="replica"``); a partition trigger (``kind="partition"``) carries only the reason.
+    """
+
+    kind: str  # job | replica | partition
+    state: str  # one of END_STATES
+    reason: str
+    summary: Mapping[str, Any] | None = None
+    replica: ReplicaResult | None = None
+    version: int = RECORD_VERSION
+
+    def to_payload(self) -> dict[str, Any]:
+        return {"kind": self.kind, "state": self.state, "reason": self.reason,
+                "summary": dict(self.summary) if self.summary is not None else None,
+                "replica": self.replica.to_xcom() if self.replica else None, "version": self.version}
+
+    @classmethod
+    def from_payload(cls, data: Any) -> TriggerOutcome:
+        d = _load(data, "trigger event")
+        if d.get("state") not in END_STATES:
+            raise RecordError(f"trigger event: unknown state {d.get('state')!r}")
+        return cls(kind=str(d.get("kind")), state=d["state"], reason=str(d.get("reason") or ""),
+                   summary=d.get("summary"),
+                   replica=ReplicaResult.from_xcom(d["replica"]) if d.get("replica") else None)
