@@ -9,48 +9,18 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.dagrun import states, xcom, xcom_at
+from tests.podwatch import PodWatch
 
 pytestmark = [pytest.mark.k8s, pytest.mark.airflow]
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "dags"))
-
-
-class PodRecorder:
-    """Records every pod seen in a namespace while a DAG runs (pods are gone after teardown)."""
-
-    def __init__(self, core, namespace: str, interval: float = 0.2):
-        self.core, self.namespace, self.interval = core, namespace, interval
-        self.pods: dict[str, object] = {}
-        self.max_live = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self):
-        while not self._stop.is_set():
-            try:
-                items = self.core.list_namespaced_pod(self.namespace).items
-                self.max_live = max(self.max_live, len(items))
-                for p in items:
-                    self.pods[p.metadata.name] = p
-            except Exception:  # noqa: BLE001 - namespace may be terminating at the end
-                pass
-            self._stop.wait(self.interval)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join(5)
 
 
 def run_dag(dag_id: str, namespace: str, **conf):
@@ -75,7 +45,7 @@ def env_of(pod):
 
 def test_ps_and_workers_succeed_and_leave_nothing(k8s_cluster, k8s_namespace, airflow_db):
     core = k8s_cluster.core_v1
-    with PodRecorder(core, k8s_namespace) as rec:
+    with PodWatch(core, k8s_namespace) as rec:
         dr = run_dag("tfk8s_t_ps_workers", k8s_namespace)
     st = states(dr)
     assert dr.state == "success", st
@@ -168,7 +138,7 @@ def test_quota_exceeded_fails_before_any_pod(k8s_cluster, k8s_namespace, airflow
     from tests.fixtures.k8s import wait_for
     wait_for(lambda: (core.read_namespaced_resource_quota("team-quota", k8s_namespace).status.hard or {}),
              30, "quota status")
-    with PodRecorder(core, k8s_namespace) as rec:
+    with PodWatch(core, k8s_namespace) as rec:
         dr = run_dag("tfk8s_t_quota", k8s_namespace)
     st = states(dr)
     assert dr.state == "failed" and st[("train.setup", -1)] == "failed"
@@ -188,7 +158,7 @@ def test_quota_exceeded_fails_before_any_pod(k8s_cluster, k8s_namespace, airflow
 def test_bad_specs_fail_before_anything_exists(k8s_cluster, k8s_namespace, airflow_db, spec, field):
     core = k8s_cluster.core_v1
     spec = {"namespace": k8s_namespace, **spec}
-    with PodRecorder(core, k8s_namespace) as rec:
+    with PodWatch(core, k8s_namespace) as rec:
         dr = run_dag("tfk8s_t_from_conf", k8s_namespace, spec=spec)
     st = states(dr)
     assert dr.state == "failed" and st[("train.setup", -1)] == "failed"
@@ -226,7 +196,7 @@ def _run_in_subprocess(dag_id, namespace, logical_date, home):
 
 def test_two_runs_at_once_never_share_objects(k8s_cluster, k8s_namespace, tmp_path):
     core = k8s_cluster.core_v1
-    with PodRecorder(core, k8s_namespace, interval=0.1) as rec:
+    with PodWatch(core, k8s_namespace) as rec:
         procs = [_run_in_subprocess("ps_workers", k8s_namespace, date, tmp_path / name)
                  for name, date in (("a", "2026-01-01T00:00:00+00:00"), ("b", "2026-01-02T00:00:00+00:00"))]
         outs = [p.communicate(timeout=300)[0] for p in procs]
@@ -287,7 +257,7 @@ def test_replica_task_attaches_to_the_pod_setup_created(k8s_cluster, k8s_namespa
 def test_example_dag_with_form_values(k8s_cluster, k8s_namespace, airflow_db):
     sys.path.insert(0, str(REPO / "dags"))
     import tfk8s_example_job
-    with PodRecorder(k8s_cluster.core_v1, k8s_namespace) as rec:
+    with PodWatch(k8s_cluster.core_v1, k8s_namespace) as rec:
         dr = tfk8s_example_job.dag.test(run_conf={"namespace": k8s_namespace, "ps": 2, "workers": 3})
     assert dr.state == "success", states(dr)
     assert sorted(p.spec.hostname for p in rec.pods.values()) == ["ps-0", "ps-1", "worker-0", "worker-1", "worker-2"]

@@ -49,6 +49,13 @@ quota = scenario("tfk8s_t_quota", {"name": "quota", "ps": {"replicas": 1, "resou
 restarts = scenario("tfk8s_t_restarts", {
     "name": "restarts", "max_restarts": 1, "ps": 1,
     "worker": {"replicas": 1, "annotations": {"tfk8s.io/sim-duration": "1s", "tfk8s.io/sim-exit-code": "3"}}})
+exit3 = scenario("tfk8s_t_exit3", {
+    "name": "exit3", "ps": 1, "restart_policy": "Never",
+    "worker": {"replicas": 2, "annotations": {"tfk8s.io/sim-duration": "6s", "tfk8s.io/sim-exit-code": "3"}}})
+slow = scenario("tfk8s_t_slow", {"name": "slow", "ps": 1, "worker": {
+    "replicas": 3, "annotations": {"tfk8s.io/sim-duration": "40s", "tfk8s.io/sim-exit-code": "0"}}})
+gang = scenario("tfk8s_t_gang", {"name": "gang", "ps": 1, "worker": {
+    "replicas": 15, "annotations": {"tfk8s.io/sim-duration": "6s", "tfk8s.io/sim-exit-code": "0"}}})
 scale = scenario("tfk8s_t_scale", {"name": "scale", "ps": 4, "worker": {"replicas": 60, "annotations": OK}})
 
 # The whole spec from dag_run.conf / params (as the UI form or the REST API gives it).
@@ -58,3 +65,17 @@ with DAG("tfk8s_t_from_conf", schedule=None, start_date=START, catchup=False,
          tags=["tfk8s-test"]) as from_conf:
     tf_job("train", spec="{{ params.spec }}", poll_interval=1) >> PythonOperator(
         task_id="evaluate", python_callable=_record)
+
+
+# Benchmarks (benchmarks/launch.py --stack): the spec from the conf with a 5 s poll for many
+# concurrent runs, and a single no-op task (what any first task costs on the stack).
+with DAG("tfk8s_t_from_conf_poll5", schedule=None, start_date=START, catchup=False, max_active_runs=64,
+         render_template_as_native_obj=True,
+         params={"namespace": Param("default", type="string"), "spec": Param({}, type="object")},
+         tags=["tfk8s-test"]) as from_conf_poll5:
+    tf_job("train", spec="{{ params.spec }}", poll_interval=5) >> PythonOperator(
+        task_id="evaluate", python_callable=_record)
+
+with DAG("tfk8s_t_noop", schedule=None, start_date=START, catchup=False, max_active_runs=64,
+         tags=["tfk8s-test"]) as noop:
+    PythonOperator(task_id="noop", python_callable=_record)

@@ -60,6 +60,16 @@ def test_manual_trigger_through_rest_trains_and_cleans_up(airflow_stack, k8s_clu
     assert sorted(p.labels["tfk8s.io/role"] + "-" + p.labels["tfk8s.io/index"] for p in pods) == \
         ["ps-0", "worker-0", "worker-1"]
     assert len({p.labels["tfk8s.io/job"] for p in pods}) == 1
+    # Each replica task is its replica's live view: its state, and its replica's own log.
+    replicas = {t["map_index"]: t for t in stack.task_instances(DAG_ID, run["dag_run_id"])
+                if t["task_id"] == "train.replica"}
+    assert sorted(replicas) == [0, 1, 2] and all(t["state"] == "success" for t in replicas.values()), replicas
+    logs = {mi: stack.task_log(DAG_ID, run["dag_run_id"], "train.replica", map_index=mi) for mi in replicas}
+    assert "replica ps-0 of TF job" in logs[0] and "ps 0 serving at" in logs[0], logs[0][-2000:]
+    assert "served until the job succeeded" in logs[0]  # the PS task succeeded after the job did
+    for mi, me, other in ((1, "worker-0", "worker-1"), (2, "worker-1", "worker-0")):
+        assert f"{me} done at global step" in logs[mi], logs[mi][-3000:]
+        assert f"{other} done at global step" not in logs[mi]
     result = stack.xcom(DAG_ID, run["dag_run_id"], "evaluate")
     assert result["accuracy"] > 0.6, result
     key = "manual/" + run["dag_run_id"].replace(":", "-").replace("+", "-")
