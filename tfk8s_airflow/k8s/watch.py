@@ -78,6 +78,9 @@ class JobWatch:
         self.interval = interval
         self.subscribers = 0
         self.lists = 0  # LIST requests answered (tests and benchmarks read it)
+        self.started = time.monotonic()
+        self.max_gap = 0.0  # the longest time between two answered LISTs (event-loop stalls show here)
+        self._last_answer: float | None = None
         self._hook_factory = hook_factory
         self._latest: Snapshot | None = None
         self._changed = asyncio.Condition()
@@ -139,6 +142,10 @@ class JobWatch:
                                                                  _preload_content=False)
                         raw = await resp.read()  # the raw response: judged in a thread, not parsed here
                         self.lists += 1
+                        now = time.monotonic()
+                        if self._last_answer is not None:
+                            self.max_gap = max(self.max_gap, now - self._last_answer)
+                        self._last_answer = now
                         status, count = await asyncio.to_thread(_judge, raw, self.policy, time.time(),
                                                                 self.watch_started)
                         errors = 0
@@ -160,6 +167,12 @@ class JobWatch:
                             return
                     await asyncio.sleep(max(0.0, self.interval - (time.monotonic() - t0)))
             self._api = None
+
+    def stats(self) -> str:
+        """One line on the watch itself, for the sensor's log."""
+        span = time.monotonic() - self.started
+        return (f"{self.lists} LIST(s) of the job's pods in {span:.0f}s for {self.subscribers} task(s) "
+                f"(poll {self.interval:g}s, longest gap {self.max_gap:.2f}s)")
 
     # ------------------------------------------------------------------ logs
     async def read_log(self, pod: str, container: str, *, max_bytes: int, tail_lines: int = 5000,

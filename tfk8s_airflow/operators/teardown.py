@@ -1,10 +1,11 @@
 """Teardown of a TF job: archive every replica's log tail, then delete everything of it.
 
 Why archive first: TFJob users lost the logs of failed and healthy peers at
-cleanup (kubeflow/training-operator#536, #877, #1059). Each replica's tail (and
-its previous container's, after restarts) goes into this task's log and, when
-the job has an archive directory (``archive_dir`` or a ``logs`` volume with a
-host path visible here), into ``<dir>/<job>/<pod>.log``. Then every pod,
+cleanup (kubeflow/training-operator#536, #877, #1059). Each replica task has already
+written its replica's log into its own task log; when the job has an archive
+directory (``archive_dir`` or a ``logs`` volume with a host path visible here), each
+replica's tail (and its previous container's, after restarts) also goes into this
+task's log and into ``<dir>/<job>/<pod>.log``. Then every pod,
 Service and ConfigMap with the job label is deleted, parameter servers included,
 and the task waits until they are gone: nothing of a job outlives its run.
 Idempotent: a second run finds nothing and succeeds.
@@ -66,7 +67,13 @@ class TFJobTeardownOperator(BaseOperator):
         client = JobClient.from_conn(self.kubernetes_conn_id)
         root = self._archive_root(record)
         archived = []
-        for pod in sorted(client.list_pods(ns, selector), key=lambda p: p.metadata.name):
+        # Each replica task already wrote its replica's log into its own task log; teardown
+        # reads the logs again only to archive them.
+        pods = sorted(client.list_pods(ns, selector), key=lambda p: p.metadata.name) if root is not None else []
+        if root is None:
+            self.log.info("no archive directory (archive_dir, or a 'logs' volume with a host path): the replicas' "
+                          "logs are in the replica tasks' logs")
+        for pod in pods:
             name = pod.metadata.name
             text = client.log_tail(ns, name, self.log_tail_lines)
             restarts = sum((cs.restart_count or 0) for cs in (pod.status.container_statuses or []))

@@ -176,6 +176,7 @@ class TFJobTrigger(_JobTriggerBase):
 
     async def _finish(self, record: JobRecord, status: JobStatus, watch: JobWatch) -> TriggerEvent:
         summary = status.summary(record.job, record.namespace)
+        self.log.info("watch: %s", watch.stats())
         for key, rep in sorted(summary["replicas"].items()):
             duration = rep.get("duration_s")
             self.log.info("  %-12s %-10s exit=%s restarts=%s node=%s duration=%s", key, rep.get("phase"),
