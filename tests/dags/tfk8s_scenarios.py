@@ -63,6 +63,7 @@ slow = scenario("tfk8s_t_slow", {"name": "slow", "ps": 1, "worker": {
     "replicas": 3, "annotations": {"tfk8s.io/sim-duration": "40s", "tfk8s.io/sim-exit-code": "0"}}})
 gang = scenario("tfk8s_t_gang", {"name": "gang", "ps": 1, "worker": {
     "replicas": 15, "annotations": {"tfk8s.io/sim-duration": "6s", "tfk8s.io/sim-exit-code": "0"}}})
+forever = scenario("tfk8s_t_forever", {"name": "forever", "ps": 1, "worker": 1})  # nothing ever ends
 scale = scenario("tfk8s_t_scale", {"name": "scale", "ps": 4, "worker": {"replicas": 60, "annotations": OK}})
 
 # The whole spec from dag_run.conf / params (as the UI form or the REST API gives it).

@@ -95,6 +95,7 @@ class ReplicaState:
     reason: str | None = None  # pod-level reason (DeadlineExceeded, Evicted...)
     message: str | None = None  # the training container's termination message
     node: str | None = None
+    has_command: bool = False  # the training container names a command (a program that should run)
     init_failure: ContainerFailure | None = None
     created: float | None = None
     started: float | None = None
@@ -240,6 +241,7 @@ def replica_state(pod: Any) -> ReplicaState | None:
         last = _get(cs, "lastState", "terminated")
         if last is not None:
             last_exit = _get(last, "exitCode")
+    container = next((c for c in (_get(pod, "spec", "containers") or []) if _get(c, "name") == CONTAINER_NAME), None)
     init_failure = _init_failure(status)
     if init_failure is not None:
         restarts = max(restarts, init_failure.restarts)
@@ -248,7 +250,7 @@ def replica_state(pod: Any) -> ReplicaState | None:
         phase=_get(status, "phase") or "Pending", restarts=restarts, exit_code=exit_code,
         last_exit_code=last_exit, waiting_reason=waiting, waiting_message=waiting_msg,
         unschedulable=unschedulable, gated=gated, reason=_get(status, "reason"), message=message,
-        node=_get(pod, "spec", "nodeName"), init_failure=init_failure,
+        node=_get(pod, "spec", "nodeName"), has_command=bool(_get(container, "command")), init_failure=init_failure,
         created=_ts(_get(pod, "metadata", "creationTimestamp")),
         started=started or _ts(_get(status, "startTime")), finished=finished,
     )

@@ -32,6 +32,8 @@ MAX_CONSECUTIVE_ERRORS = 10
 RECONNECT_S = 600.0
 #: Parallel log reads per job when many replicas end at once.
 LOG_CONCURRENCY = 8
+#: The annotation KWOK manages its simulated nodes by: pods there do not really run.
+SIMULATED_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,7 @@ class JobWatch:
         self._task: asyncio.Task[None] | None = None
         self._api: Any = None
         self._log_slots = asyncio.Semaphore(LOG_CONCURRENCY)
+        self._nodes: dict[str, dict[str, Any] | None] = {}
 
     # ------------------------------------------------------------------ subscribers
     async def next(self, after_seq: int = 0) -> Snapshot:
@@ -173,6 +176,27 @@ class JobWatch:
         span = time.monotonic() - self.started
         return (f"{self.lists} LIST(s) of the job's pods in {span:.0f}s for {self.subscribers} task(s) "
                 f"(poll {self.interval:g}s, longest gap {self.max_gap:.2f}s)")
+
+    async def node(self, name: str) -> dict[str, Any] | None:
+        """A node's metadata (cached: one GET per node per watch); None when it cannot be read
+        (the deployment's RBAC need not allow reading nodes)."""
+        if name in self._nodes:
+            return self._nodes[name]
+        from kubernetes_asyncio import client as async_client
+
+        self._nodes[name] = None
+        if self._api is None:
+            return None
+        try:
+            resp: Any = await async_client.CoreV1Api(self._api).read_node(name, _preload_content=False)
+            self._nodes[name] = json.loads(await resp.read()).get("metadata") or {}
+        except (TimeoutError, async_client.ApiException, OSError, ValueError):
+            pass
+        return self._nodes[name]
+
+    async def is_simulated(self, node: str) -> bool:
+        meta = await self.node(node) or {}
+        return (meta.get("annotations") or {}).get(SIMULATED_NODE_ANNOTATION) == "fake"
 
     # ------------------------------------------------------------------ logs
     async def read_log(self, pod: str, container: str, *, max_bytes: int, tail_lines: int = 5000,

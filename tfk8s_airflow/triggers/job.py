@@ -144,6 +144,7 @@ class TFJobTrigger(_JobTriggerBase):
             yield self._end(TriggerOutcome("job", OUT_FAILED, str(exc)), {})
             return
         policy = JobPolicy.from_dict(record.policy)
+        checked: set[str] = set()
         async with self._watch(record) as watch:
             last_line, last_said = "", 0.0
             async for snap in watch.snapshots():
@@ -158,6 +159,7 @@ class TFJobTrigger(_JobTriggerBase):
                     continue
                 status = snap.status
                 assert status is not None
+                await self._warn_simulated(watch, status, checked)
                 line = f"TF job {record.job}: {status.progress()}; waiting for {status.waiting_for(policy)}"
                 now = time.monotonic()
                 if status.state == RUNNING and (line != last_line or now - last_said >= WAITING_LOG_INTERVAL_S):
@@ -173,6 +175,15 @@ class TFJobTrigger(_JobTriggerBase):
                 if status.state != RUNNING:
                     yield await self._finish(record, status, watch)
                     return
+
+    async def _warn_simulated(self, watch: JobWatch, status: JobStatus, checked: set[str]) -> None:
+        """Say once per replica when a program that should run landed on a simulated (KWOK) node."""
+        for st in status.replicas.values():
+            if st.node and st.has_command and st.key not in checked:
+                checked.add(st.key)
+                if await watch.is_simulated(st.node):
+                    self.log.warning("%s runs on %s, a simulated (KWOK) node: its command does not really run "
+                                     "there (fix: a node_selector for real nodes)", st.key, st.node)
 
     async def _finish(self, record: JobRecord, status: JobStatus, watch: JobWatch) -> TriggerEvent:
         summary = status.summary(record.job, record.namespace)
