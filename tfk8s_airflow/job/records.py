@@ -161,3 +161,66 @@ class TriggerOutcome:
         return cls(kind=str(d.get("kind")), state=d["state"], reason=str(d.get("reason") or ""),
                    summary=d.get("summary"),
                    replica=ReplicaResult.from_xcom(d["replica"]) if d.get("replica") else None)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One group restart or replica replacement the recovery made, and why."""
+
+    number: int  # the job's attempt after it (the first run is attempt 1)
+    failure_class: str  # code | infrastructure | oom | stalled | straggler | config
+    reason: str
+    at: float
+    action: str = "restart_group"  # restart_group | replace
+    replicas: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ProgressPoint:
+    at: float
+    step: int
+    loss: float | None = None
+    examples_per_sec: float | None = None
+
+
+@dataclass(frozen=True)
+class JobProgress:
+    """A running job as the UI and the task logs show it (the sensor's XCom ``progress``,
+    refreshed while the job runs; its last value also goes into the summary).
+
+    ``replicas`` maps ``<role>-<i>`` to ``{"pod", "phase", "restarts", "exit_code", "node"}``.
+    """
+
+    job: str
+    namespace: str
+    state: str  # running | succeeded | failed
+    updated_at: float
+    step: int | None = None
+    target_step: int | None = None
+    loss: float | None = None
+    examples_per_sec: float | None = None
+    eta_s: float | None = None
+    history: tuple[ProgressPoint, ...] = ()
+    attempts: tuple[Attempt, ...] = ()
+    replicas: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    tensorboard_url: str | None = None
+    version: int = RECORD_VERSION
+
+    def to_xcom(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["history"] = [asdict(p) for p in self.history]
+        out["attempts"] = [asdict(a) for a in self.attempts]
+        out["replicas"] = {k: dict(v) for k, v in self.replicas.items()}
+        return out
+
+    @classmethod
+    def from_xcom(cls, data: Any) -> JobProgress:
+        d = _load(data, "job progress")
+        d.pop("version", None)
+        try:
+            d["history"] = tuple(ProgressPoint(**p) for p in d.get("history") or ())
+            d["attempts"] = tuple(Attempt(**{**a, "replicas": tuple(a.get("replicas") or ())})
+                                  for a in d.get("attempts") or ())
+            return cls(**d)
+        except TypeError as exc:
+            raise RecordError(f"job progress: malformed ({exc})") from None
