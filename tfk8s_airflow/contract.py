@@ -31,6 +31,9 @@ DEFAULT_CODE_DIR = "/opt/tfk8s/code"
 TERMINATION_LOG = "/dev/termination-log"
 #: A spec volume of this name with a host path is where teardown archives the replicas' logs.
 LOGS_VOLUME = "logs"
+#: A spec volume of this name with a host path holds the chief's checkpoints: its ``checkpoint`` file
+#: tells the job sensor the latest step (progress) even for programs that report nothing.
+MODEL_VOLUME = "model"
 #: Volume names the builders add to every pod that has them; a spec may not reuse them.
 RESERVED_VOLUMES = frozenset({CODE_VOLUME, SHARDS_VOLUME})
 
@@ -42,6 +45,8 @@ LABEL_INDEX = "tfk8s.io/index"
 LABEL_TRACKED = "tfk8s.io/tracked"
 LABEL_RUN = "tfk8s.io/run"
 LABEL_DAG = "tfk8s.io/dag"
+#: The job's attempt a pod belongs to (1, then one more per group restart or replacement).
+LABEL_ATTEMPT = "tfk8s.io/attempt"
 
 #: The scheduling gate that holds every pod of a job until all of them exist.
 GANG_GATE = "tfk8s.io/gang"
@@ -67,6 +72,13 @@ def volume_dir_env(volume_name: str) -> str:
     """``TFK8S_<NAME>_DIR``: where a spec volume is mounted (``data`` -> ``TFK8S_DATA_DIR``)."""
     return ENV_PREFIX + volume_name.upper().replace("-", "_").replace(".", "_") + "_DIR"
 
+
+# ----------------------------------------------------------------------------- progress
+#: A program reports progress with one line on stdout: ``tfk8s.progress {"step": 120, "loss": 0.31}``
+#: (:func:`tfk8s_airflow.runtime.report` writes it). The job sensor reads the lead replica's
+#: newest such line (the chief, else worker 0) from its log. Keys: step (int, required), loss,
+#: examples_per_sec, target_step.
+PROGRESS_PREFIX = "tfk8s.progress "
 
 # ----------------------------------------------------------------------------- exit codes
 #: As Kubeflow's TFJob ``ExitCode`` restart policy reads them: 1-127 permanent, >= 128 retryable.

@@ -50,6 +50,7 @@ from tfk8s_airflow.contract import (
     JOB_NAME_ENV,
     LOG_DIR_ENV,
     MODEL_DIR_ENV,
+    PROGRESS_PREFIX,
     ROLE_ENV,
     SHARD_FILES_ENV,
     SHARDS_FILE_ENV,
@@ -62,10 +63,6 @@ from tfk8s_airflow.exceptions import (
     RuntimeConfigError,
     TFK8sError,
 )
-
-__all__ = ["DATA_DIR_ENV", "DEFAULT_SHARDS_FILE", "EXIT_PERMANENT", "EXIT_RETRYABLE", "EXIT_SUCCESS",
-           "INDEX_ENV", "JOB_NAME_ENV", "LOG_DIR_ENV", "MODEL_DIR_ENV", "ROLE_ENV", "SHARD_FILES_ENV",
-           "SHARDS_FILE_ENV", "TF_CONFIG_ENV", "is_retryable_exit"]
 
 log = logging.getLogger("tfk8s_airflow.runtime")
 
@@ -557,3 +554,30 @@ def run_main(main: Callable[[], Any]) -> int:
                   file=sys.stderr, flush=True)
         return code
     return EXIT_SUCCESS
+
+
+# --------------------------------------------------------------------------- progress
+
+
+def report(step: int, *, loss: float | None = None, examples_per_sec: float | None = None,
+           target_step: int | None = None, stream: Any = None) -> str:
+    """Tell Airflow how far training is: one structured line on stdout.
+
+    ``runtime.report(step=global_step, loss=loss, target_step=2000)`` prints
+    ``tfk8s.progress {"step": 1200, "loss": 0.31, "target_step": 2000}``. The job sensor reads the
+    newest such line of the lead replica (the chief, else worker 0) from its log each poll and
+    shows the step, loss, rate and an ETA in the sensor's log and the TF jobs view; with
+    ``progress_timeout`` in the spec, a job whose step stops growing fails as ``stalled``. Any
+    program can print the line itself; non-finite numbers are left out. Returns the line.
+    """
+    doc: dict[str, Any] = {"step": int(step)}
+    for key, value in (("loss", loss), ("examples_per_sec", examples_per_sec)):
+        if value is not None and value == value and abs(float(value)) != float("inf"):
+            doc[key] = round(float(value), 6)
+    if target_step is not None:
+        doc["target_step"] = int(target_step)
+    line = PROGRESS_PREFIX + json.dumps(doc, separators=(",", ":"))
+    out = stream if stream is not None else sys.stdout
+    print(line, file=out, flush=True)
+    return line
+

@@ -35,11 +35,12 @@ def pod(role, index, phase="Running", *, restarts=0, exit_code=None, last_exit=N
     return {"metadata": meta, "status": status}
 
 
-def policy(**kw):
+def policy(straggler_timeout=None, **kw):
+    import dataclasses
     base = {"name": "j", "image": "i:1", "ps": 1, "worker": 2, "schedule_timeout": 60,
             "startup_timeout": 120, "max_restarts": 2}
     base.update(kw)
-    return JobPolicy.from_spec(TFJobSpec.from_dict(base))
+    return dataclasses.replace(JobPolicy.from_spec(TFJobSpec.from_dict(base)), straggler_timeout=straggler_timeout)
 
 
 def test_default_policy_worker0_success_while_ps_runs():
@@ -110,10 +111,10 @@ def test_startup_timeout_and_missing_replicas():
     pending = [pod("ps", 0, "Pending"), pod("worker", 0), pod("worker", 1)]
     assert evaluate(pending, policy(), T0 + 100, T0).state == RUNNING
     assert "has not started" in evaluate(pending, policy(), T0 + 121, T0).reason
+    # Setup creates every pod before the job is watched: a missing one was deleted (infrastructure).
     missing = [pod("ps", 0), pod("worker", 0)]
-    assert evaluate(missing, policy(), T0 + 100, T0).state == RUNNING
-    st = evaluate(missing, policy(), T0 + 121, T0)
-    assert st.state == FAILED and "worker-1 has no pod" in st.reason
+    st = evaluate(missing, policy(), T0 + 1, T0)
+    assert st.state == FAILED and "worker-1 has no pod" in st.reason and st.failure_class == "infrastructure"
 
 
 def test_active_deadline_enforced_on_every_poll():
@@ -123,11 +124,12 @@ def test_active_deadline_enforced_on_every_poll():
     assert st.state == FAILED and "active_deadline" in st.reason
 
 
-def test_pods_being_deleted_are_ignored_and_policy_round_trips():
+def test_a_pod_deleted_by_someone_else_is_an_infrastructure_failure_and_policy_round_trips():
     p = policy()
     assert JobPolicy.from_dict(p.to_dict()) == p
-    pods = [pod("ps", 0), pod("worker", 0, "Succeeded", exit_code=0, deleting=True), pod("worker", 1)]
-    assert evaluate(pods, p, T0 + 30, T0).state == RUNNING
+    pods = [pod("ps", 0), pod("worker", 0, deleting=True), pod("worker", 1)]
+    st = evaluate(pods, p, T0 + 30, T0)
+    assert st.state == FAILED and "being deleted" in st.reason and st.failure_class == "infrastructure"
 
 
 # ----------------------------------------------------------------------------- init containers, gates
@@ -151,7 +153,7 @@ def test_permanent_fetch_failure_fails_at_once_with_the_fetchers_message():
         st = evaluate([ps, pod("worker", 0), pod("worker", 1)], policy(), T0 + 2, T0)
         assert st.state == FAILED, st
         assert "init container fetch-code failed with exit code 1" in st.reason and msg in st.reason
-        assert "permanent: fix code.uri" in st.reason and st.failed_container == "fetch-code"
+        assert "permanent: the fetcher" in st.reason and st.failed_container == "fetch-code"
         assert st.failed_pod == "job-ps-0"
 
 
@@ -219,6 +221,60 @@ def test_untracked_replica_outcomes():
     assert outcome(other, "ps-0", False).state == "succeeded"  # healthy when the job failed
     missing = [pod("ps", 0), pod("worker", 0)]
     from tfk8s_airflow.job.judge import replica_outcome
-    st = evaluate(missing, policy(), T0 + 121, T0)
+    st = evaluate(missing, policy(), T0 + 1, T0)
     assert replica_outcome(st, "worker-1", True).state == "failed"
     assert replica_outcome(st, "worker-0", True).state == "skipped"
+
+
+# ----------------------------------------------------------------------------- failure classes, stragglers
+def classed(p, **kw):
+    return evaluate([pod("ps", 0), pod("worker", 0), p], policy(**kw), T0 + 30, T0)
+
+
+def test_failure_classes_from_what_kubernetes_reports():
+    evicted = pod("worker", 1, "Failed", exit_code=137)
+    evicted["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True",
+                                        "reason": "EvictionByEvictionAPI", "message": "Eviction API: evicting"}]
+    st = classed(evicted)
+    assert st.failure_class == "infrastructure" and "EvictionByEvictionAPI" in st.reason
+    oom = pod("worker", 1, "Failed", exit_code=137)
+    oom["status"]["containerStatuses"][0]["state"]["terminated"]["reason"] = "OOMKilled"
+    st = classed(oom)
+    assert st.failure_class == "oom" and "OOMKilled" in st.reason
+    assert classed(pod("worker", 1, "Failed", exit_code=3)).failure_class == "code"
+    assert classed(pod("worker", 1, "Failed", exit_code=143)).failure_class == "infrastructure"  # a signal
+    assert classed(pod("worker", 1, "Pending", waiting="ImagePullBackOff")).failure_class == "config"
+    node_gone = pod("worker", 1, "Failed")
+    node_gone["status"]["reason"] = "NodeLost"
+    assert classed(node_gone).failure_class == "infrastructure"
+    ps_exit = evaluate([pod("ps", 0, "Succeeded", exit_code=0), pod("worker", 0), pod("worker", 1)],
+                       policy(), T0 + 30, T0)
+    assert ps_exit.failure_class == "code" and ps_exit.failed_key == "ps-0"
+
+
+def finished_at(p, t):
+    p["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"] = iso(t)
+    return p
+
+
+def test_straggler_timeout_under_all_workers_names_the_hung_worker():
+    lead = finished_at(pod("worker", 0, "Succeeded", exit_code=0), T0 + 20)
+    pods = [pod("ps", 0), lead, pod("worker", 1)]
+    p = policy(success_policy="all_workers", straggler_timeout=30)
+    assert evaluate(pods, p, T0 + 49, T0).state == RUNNING  # 29 s after worker-0 finished
+    st = evaluate(pods, p, T0 + 51, T0)
+    assert st.state == FAILED and st.failure_class == "straggler"
+    assert "still running: worker-1 Running" in st.reason and st.failed_key == "worker-1"
+    # without it, all_workers waits (for the deadline) as before
+    assert evaluate(pods, policy(success_policy="all_workers"), T0 + 500, T0).state == RUNNING
+
+
+def test_default_policy_gives_stragglers_their_timeout_then_succeeds_and_stops_them():
+    lead = finished_at(pod("worker", 0, "Succeeded", exit_code=0), T0 + 20)
+    pods = [pod("ps", 0), lead, pod("worker", 1)]
+    now_ok = evaluate(pods, policy(), T0 + 21, T0)  # no straggler_timeout: success at once
+    assert now_ok.state == SUCCEEDED and now_ok.stopped == ("worker-1",)
+    waiting = evaluate(pods, policy(straggler_timeout=30), T0 + 40, T0)
+    assert waiting.state == RUNNING
+    st = evaluate(pods, policy(straggler_timeout=30), T0 + 51, T0)
+    assert st.state == SUCCEEDED and "stopping worker-1" in st.reason and st.stopped == ("worker-1",)

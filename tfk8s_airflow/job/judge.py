@@ -18,12 +18,28 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from tfk8s_airflow.contract import CONTAINER_NAME, FETCH_CONTAINER, LABEL_INDEX, LABEL_ROLE, is_retryable_exit
+from tfk8s_airflow.contract import (
+    CONTAINER_NAME,
+    FETCH_CONTAINER,
+    LABEL_ATTEMPT,
+    LABEL_INDEX,
+    LABEL_ROLE,
+    is_retryable_exit,
+)
 
 RUNNING, SUCCEEDED, FAILED = "running", "succeeded", "failed"
 IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 CONFIG_ERROR_REASONS = ("CreateContainerConfigError", "CreateContainerError", "RunContainerError")
 GATED_REASON = "SchedulingGated"
+OOM_REASON = "OOMKilled"
+#: Pod-level reasons of the kubelet and the node lifecycle controller that mean the node, not the program.
+INFRA_POD_REASONS = ("Evicted", "Preempting", "NodeLost", "Shutdown", "Terminated", "NodeShutdown",
+                     "UnexpectedAdmissionError", "OutOfcpu", "OutOfmemory", "OutOfpods")
+
+#: The failure classes (docs/recovery.md): what failed a replica, as Kubernetes reports it.
+CODE, INFRASTRUCTURE, OOM = "code", "infrastructure", "oom"
+STALLED, STRAGGLER, CONFIG = "stalled", "straggler", "config"
+FAILURE_CLASSES = (CODE, INFRASTRUCTURE, OOM, STALLED, STRAGGLER, CONFIG)
 MESSAGE_MAX = 2000  # characters of a container's termination message kept in a reason
 
 
@@ -39,11 +55,14 @@ class JobPolicy:
     schedule_timeout: float
     startup_timeout: float
     active_deadline: float | None
+    straggler_timeout: float | None = None
+    lead: tuple[str, int] | None = None  # the chief, else worker 0: whose end starts the straggler clock
 
     @classmethod
     def from_spec(cls, spec: Any, active_deadline: float | None = None) -> JobPolicy:
         """``active_deadline`` (seconds) overrides the spec's, e.g. with the deployment's default."""
         deadline = active_deadline if active_deadline is not None else spec.active_deadline
+        straggler = getattr(spec, "straggler_timeout", None)
         return cls(
             replicas={r.role: r.replicas for r in spec.active_roles},
             tracked={r.role: r.tracked for r in spec.active_roles},
@@ -53,16 +72,23 @@ class JobPolicy:
             schedule_timeout=float(spec.schedule_timeout),
             startup_timeout=float(spec.startup_timeout),
             active_deadline=float(deadline) if deadline else None,
+            straggler_timeout=float(straggler) if straggler else None,
+            lead=("chief", 0) if spec.replicas("chief") else ("worker", 0),
         )
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["success"] = [list(x) for x in self.success]
+        d["lead"] = list(self.lead) if self.lead else None
         return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> JobPolicy:
-        return cls(**{**d, "success": tuple((r, int(i)) for r, i in d["success"])})
+        known = {f.name for f in dataclasses.fields(cls)}
+        d = {k: v for k, v in d.items() if k in known}  # the record's policy may carry more (recovery)
+        lead = d.get("lead")
+        return cls(**{**d, "success": tuple((r, int(i)) for r, i in d["success"]),
+                      "lead": (lead[0], int(lead[1])) if lead else None})
 
     def expected(self) -> list[tuple[str, int]]:
         return [(role, i) for role, n in self.replicas.items() for i in range(n)]
@@ -96,6 +122,10 @@ class ReplicaState:
     message: str | None = None  # the training container's termination message
     node: str | None = None
     has_command: bool = False  # the training container names a command (a program that should run)
+    disruption: str | None = None  # the DisruptionTarget condition: preemption, eviction, node shutdown, PodGC
+    oom: bool = False  # the training container was OOMKilled (now, or before its last restart)
+    attempt: int = 1  # tfk8s.io/attempt: group restarts and replacements count up
+    deleting: bool = False  # has a deletionTimestamp: someone (not teardown, which runs after the sensor) deletes it
     init_failure: ContainerFailure | None = None
     created: float | None = None
     started: float | None = None
@@ -134,11 +164,15 @@ class JobStatus:
     failed_pod: str | None = None
     counts: Mapping[str, int] = field(default_factory=dict)
     failed_container: str | None = None  # the container whose log explains the failure
+    failure_class: str | None = None  # one of FAILURE_CLASSES when a replica failed the job
+    failed_key: str | None = None  # the replica that failed it (<role>-<i>)
+    stopped: tuple[str, ...] = ()  # tracked replicas still running when the job succeeded (stragglers)
 
     def summary(self, job: str = "", namespace: str = "") -> dict[str, Any]:
         return {"job": job, "namespace": namespace, "state": self.state, "reason": self.reason,
                 "failed_pod": self.failed_pod, "failed_container": self.failed_container,
-                "counts": dict(self.counts),
+                "failure_class": self.failure_class, "failed_replica": self.failed_key,
+                "stopped": list(self.stopped), "counts": dict(self.counts),
                 "replicas": {k: r.summary() for k, r in sorted(self.replicas.items())}}
 
     def progress(self) -> str:
@@ -193,6 +227,13 @@ def _short(text: Any) -> str | None:
     return text if len(text) <= MESSAGE_MAX else text[:MESSAGE_MAX] + " [...]"
 
 
+def _int(value: Any, default: int) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
 def _init_failure(status: Any) -> ContainerFailure | None:
     """The first init container that terminated non-zero, now or before its last restart."""
     for cs in _get(status, "initContainerStatuses") or []:
@@ -214,7 +255,11 @@ def replica_state(pod: Any) -> ReplicaState | None:
     status = _get(pod, "status") or {}
     unschedulable = None
     gated = False
+    disruption = None
     for cond in _get(status, "conditions") or []:
+        if _get(cond, "type") == "DisruptionTarget" and _get(cond, "status") == "True":
+            disruption = (f"{_get(cond, 'reason') or 'DisruptionTarget'}"
+                          + (f": {_get(cond, 'message')}" if _get(cond, "message") else ""))
         if _get(cond, "type") == "PodScheduled" and _get(cond, "status") == "False":
             if _get(cond, "reason") == GATED_REASON:
                 gated = True
@@ -225,7 +270,9 @@ def replica_state(pod: Any) -> ReplicaState | None:
     cs = next((c for c in (_get(status, "containerStatuses") or []) if _get(c, "name") == CONTAINER_NAME), None)
     exit_code = last_exit = waiting = waiting_msg = started = finished = message = None
     restarts = 0
+    oom = False
     if cs is not None:
+        oom = OOM_REASON in (_get(cs, "state", "terminated", "reason"), _get(cs, "lastState", "terminated", "reason"))
         restarts = int(_get(cs, "restartCount") or 0)
         term = _get(cs, "state", "terminated")
         if term is not None:
@@ -251,6 +298,8 @@ def replica_state(pod: Any) -> ReplicaState | None:
         last_exit_code=last_exit, waiting_reason=waiting, waiting_message=waiting_msg,
         unschedulable=unschedulable, gated=gated, reason=_get(status, "reason"), message=message,
         node=_get(pod, "spec", "nodeName"), has_command=bool(_get(container, "command")), init_failure=init_failure,
+        disruption=_short(disruption), oom=oom, attempt=_int(labels.get(LABEL_ATTEMPT), 1),
+        deleting=_get(pod, "metadata", "deletionTimestamp") is not None,
         created=_ts(_get(pod, "metadata", "creationTimestamp")),
         started=started or _ts(_get(status, "startTime")), finished=finished,
     )
@@ -259,13 +308,12 @@ def replica_state(pod: Any) -> ReplicaState | None:
 def evaluate(pods: Iterable[Any], policy: JobPolicy, now: float, watch_started: float) -> JobStatus:
     """The job's state from one LIST of its pods.
 
-    ``watch_started`` is when the job's pods were created (setup's record); a replica missing
-    for longer than the startup timeout since then was never created or was deleted.
+    ``watch_started`` is when the job's pods were created (setup's record). Setup creates
+    every pod before anything watches the job, so a replica without a pod was deleted (by
+    someone other than teardown): an infrastructure failure.
     """
     states: dict[str, ReplicaState] = {}
     for pod in pods:
-        if _get(pod, "metadata", "deletionTimestamp") is not None:
-            continue
         st = replica_state(pod)
         if st is not None:
             states[st.key] = st
@@ -274,8 +322,10 @@ def evaluate(pods: Iterable[Any], policy: JobPolicy, now: float, watch_started: 
         counts[st.phase] = counts.get(st.phase, 0) + 1
         counts["restarts"] = counts.get("restarts", 0) + st.restarts
 
-    def fail(reason: str, st: ReplicaState | None = None, container: str = CONTAINER_NAME) -> JobStatus:
-        return JobStatus(FAILED, reason, states, st.pod if st else None, counts, container if st else None)
+    def fail(reason: str, st: ReplicaState | None = None, container: str = CONTAINER_NAME,
+             failure_class: str | None = None, key: str | None = None) -> JobStatus:
+        return JobStatus(FAILED, reason, states, st.pod if st else None, counts, container if st else None,
+                         failure_class, key or (st.key if st else None))
 
     created = [s.created for s in states.values() if s.created]
     job_start = min(created) if created else watch_started
@@ -289,73 +339,115 @@ def evaluate(pods: Iterable[Any], policy: JobPolicy, now: float, watch_started: 
         key = f"{role}-{index}"
         st = states.get(key)
         if st is None:
-            if now - watch_started > policy.startup_timeout:
-                return fail(f"replica {key} has no pod {now - watch_started:.0f}s after the job "
-                            f"started (startup_timeout {policy.startup_timeout:.0f}s): it was never "
-                            "created or was deleted")
-            continue
+            return fail(f"replica {key} has no pod: it was deleted, not by teardown", None,
+                        failure_class=INFRASTRUCTURE, key=key)
         verdict = _judge_replica(st, policy, now, watch_started)
         if verdict is not None:
-            reason, container = verdict
-            return fail(reason, st, container)
+            reason, container, failure_class = verdict
+            return fail(reason, st, container, failure_class)
 
-    if all(states.get(f"{r}-{i}") is not None and states[f"{r}-{i}"].phase == "Succeeded"
-           for r, i in policy.success):
-        return JobStatus(SUCCEEDED, "success policy met: " + ", ".join(f"{r}-{i}" for r, i in policy.success)
-                         + " succeeded", states, None, counts)
+    done = [states[f"{r}-{i}"].phase == "Succeeded" if f"{r}-{i}" in states else False for r, i in policy.success]
+    met = "success policy met: " + ", ".join(f"{r}-{i}" for r, i in policy.success) + " succeeded"
+    if all(done):
+        return _stragglers(JobStatus(SUCCEEDED, met, states, None, counts), policy, now)
+    if policy.straggler_timeout and policy.lead and policy.lead in policy.success:
+        lead = states.get(f"{policy.lead[0]}-{policy.lead[1]}")
+        if lead is not None and lead.phase == "Succeeded" and lead.finished \
+                and now - lead.finished > policy.straggler_timeout:
+            late = [states[f"{r}-{i}"] for r, i in policy.success
+                    if f"{r}-{i}" in states and states[f"{r}-{i}"].phase != "Succeeded"]
+            return fail(f"straggler_timeout of {policy.straggler_timeout:.0f}s passed since {lead.key} finished; "
+                        f"still running: {', '.join(s.describe() for s in late)}", late[0] if late else None,
+                        failure_class=STRAGGLER)
     return JobStatus(RUNNING, "", states, None, counts)
 
 
+def _stragglers(status: JobStatus, policy: JobPolicy, now: float) -> JobStatus:
+    """The success policy is met: with ``straggler_timeout``, tracked replicas it did not need get
+    that long to finish; then (or at once without it) the job succeeds and teardown stops them."""
+    tracked_running = [st for st in status.replicas.values()
+                       if policy.tracked.get(st.role, True) and st.phase in ("Running", "Pending")]
+    if not tracked_running:
+        return status
+    if policy.straggler_timeout:
+        met_at = max((status.replicas[f"{r}-{i}"].finished or now) for r, i in policy.success)
+        if now - met_at <= policy.straggler_timeout:
+            return dataclasses.replace(status, state=RUNNING, reason="")
+    names = tuple(sorted(st.key for st in tracked_running))
+    return dataclasses.replace(status, reason=status.reason + f"; stopping {', '.join(names)} (not needed by "
+                               "the success policy)", stopped=names)
+
+
 def _judge_replica(st: ReplicaState, policy: JobPolicy, now: float,
-                   watch_started: float) -> tuple[str, str] | None:
-    """Why this replica fails the job (and which container's log says more), or None."""
+                   watch_started: float) -> tuple[str, str, str] | None:
+    """Why this replica fails the job, which container's log says more, and the failure class; or None."""
     key = f"{st.key} ({st.pod})"
     tracked = policy.tracked.get(st.role, True)
+    if st.deleting and st.phase not in ("Succeeded",):
+        return (f"{key} is being deleted, not by teardown" + (f": {st.disruption}" if st.disruption else ""),
+                CONTAINER_NAME, INFRASTRUCTURE)
     init = st.init_failure
     if init is not None:
         what = f"{key}: init container {init.container} failed with exit code {init.exit_code}"
         detail = f": {init.message}" if init.message else ""
         # The code fetcher's contract: 1-127 permanent (bad URI, 404, checksum, entrypoint).
         if init.container == FETCH_CONTAINER and not is_retryable_exit(init.exit_code):
-            return what + " (permanent: fix code.uri or code.entrypoint)" + detail, init.container
+            return what + " (permanent: the fetcher's message says what to fix in code:)" + detail, init.container, \
+                CONFIG
         if st.phase == "Failed":
-            return what + detail, init.container
+            return what + detail, init.container, CONFIG if init.container == FETCH_CONTAINER else CODE
         if init.restarts > policy.max_restarts:
             return (f"{what} and restarted {init.restarts} times, more than max_restarts "
-                    f"{policy.max_restarts}{detail}"), init.container
+                    f"{policy.max_restarts}{detail}"), init.container, (
+                        CONFIG if init.container == FETCH_CONTAINER else CODE)
     age = now - (st.created or watch_started)
     if st.phase == "Pending":
         if st.unschedulable and age > policy.schedule_timeout:
             return (f"{key} is Unschedulable for {age:.0f}s (schedule_timeout "
-                    f"{policy.schedule_timeout:.0f}s): {st.unschedulable}"), CONTAINER_NAME
+                    f"{policy.schedule_timeout:.0f}s): {st.unschedulable}"), CONTAINER_NAME, CONFIG
         if st.waiting_reason in IMAGE_PULL_REASONS:
             return (f"{key} cannot pull its image: {st.waiting_reason}"
-                    + (f": {st.waiting_message}" if st.waiting_message else "")), CONTAINER_NAME
+                    + (f": {st.waiting_message}" if st.waiting_message else "")), CONTAINER_NAME, CONFIG
         if st.waiting_reason in CONFIG_ERROR_REASONS:
             return (f"{key} cannot start its container: {st.waiting_reason}"
-                    + (f": {st.waiting_message}" if st.waiting_message else "")), CONTAINER_NAME
+                    + (f": {st.waiting_message}" if st.waiting_message else "")), CONTAINER_NAME, CONFIG
         if not st.unschedulable and age > policy.startup_timeout:
             waiting = "scheduling gates" if st.gated else st.waiting_reason
             return (f"{key} has not started {age:.0f}s after creation (startup_timeout "
                     f"{policy.startup_timeout:.0f}s)" + (f"; waiting: {waiting}" if waiting else "")
-                    + (f" on node {st.node}" if st.node else "")), CONTAINER_NAME
+                    + (f" on node {st.node}" if st.node else "")), CONTAINER_NAME, CONFIG
     if st.phase == "Failed":
         code = st.exit_code if st.exit_code is not None else st.last_exit_code
         what = "tracked replica" if tracked else "untracked replica"
-        return (f"{what} {key} failed" + (f" with exit code {code}" if code is not None else "")
-                + (f" (reason {st.reason})" if st.reason else "")
-                + (f": {st.message}" if st.message else "")), CONTAINER_NAME
+        reason = (f"{what} {key} failed" + (f" with exit code {code}" if code is not None else "")
+                  + (f" (reason {st.reason})" if st.reason else "")
+                  + (f": {st.disruption}" if st.disruption else "")
+                  + (f": {st.message}" if st.message else "")
+                  + (" (OOMKilled)" if st.oom else ""))
+        return reason, CONTAINER_NAME, _exit_class(st, code)
     if st.phase == "Succeeded" and not tracked:
         return (f"untracked replica {key} exited (code {st.exit_code}) before the job finished; "
-                "parameter servers and TF2 workers must keep serving"), CONTAINER_NAME
+                "parameter servers and TF2 workers must keep serving"), CONTAINER_NAME, CODE
     if st.restarts > policy.max_restarts:
         return (f"{key} restarted {st.restarts} times, more than max_restarts {policy.max_restarts}; "
-                f"last exit code {st.last_exit_code}"), CONTAINER_NAME
+                f"last exit code {st.last_exit_code}" + (" (OOMKilled)" if st.oom else "")), CONTAINER_NAME, \
+            _exit_class(st, st.last_exit_code)
     if (policy.restart_policy.get(st.role) == "ExitCode" and st.last_exit_code is not None
             and 1 <= st.last_exit_code <= 127):
         return (f"{key} exited with permanent exit code {st.last_exit_code} "
-                "(ExitCode policy: 1-127 are not retried)"), CONTAINER_NAME
+                "(ExitCode policy: 1-127 are not retried)"), CONTAINER_NAME, CODE
     return None
+
+
+def _exit_class(st: ReplicaState, code: int | None) -> str:
+    """A replica that ended: the node's doing (a disruption, an eviction, a signal) or the program's."""
+    if st.disruption or (st.reason in INFRA_POD_REASONS):
+        return INFRASTRUCTURE
+    if st.oom:
+        return OOM
+    if code is not None and is_retryable_exit(code):
+        return INFRASTRUCTURE  # killed by a signal (>= 128): SIGKILL, SIGTERM from outside the program
+    return CODE
 
 
 # ----------------------------------------------------------------------------- replica outcome

@@ -88,6 +88,11 @@ def configmap_name(job: str) -> str:
     return f"{job}-shards"
 
 
+def templates_name(job: str) -> str:
+    """The ConfigMap holding the job's pods as setup created them (recovery recreates from it)."""
+    return f"{job}-pods"
+
+
 def sanitize_label_value(value: str) -> str:
     """A valid label value for any string; over-long or altered values get a hash tail.
 

@@ -72,7 +72,16 @@ class JobRecord:
     identity: Mapping[str, str] = field(default_factory=dict)
     kubernetes_conn_id: str | None = "kubernetes_default"  # how the triggers reach the cluster
     poll_interval: float = 5.0  # seconds between the job watch's LISTs
+    templates: str | None = None  # the ConfigMap of the pods as created (recovery recreates from it)
+    recovery: Mapping[str, Any] = field(default_factory=dict)  # RecoveryPolicy.to_dict()
+    model_dir: str | None = None  # a ``model`` volume's host path: the chief's checkpoints (progress)
     version: int = RECORD_VERSION
+
+    @property
+    def lead(self) -> ReplicaRef | None:
+        """The replica whose progress is the job's: the chief, else worker 0."""
+        keys = {r.key: r for r in self.replicas}
+        return keys.get("chief-0") or keys.get("worker-0")
 
     def replica(self, map_index: int) -> ReplicaRef:
         """The replica of a replica task's map index (plan order: chief, evaluator, ps, worker)."""
@@ -92,6 +101,7 @@ class JobRecord:
         out["policy"] = dict(self.policy)
         out["identity"] = dict(self.identity)
         out["replicas"] = [asdict(r) for r in self.replicas]
+        out["recovery"] = dict(self.recovery)
         return out
 
     @classmethod
@@ -104,7 +114,8 @@ class JobRecord:
                        created_at=float(d["created_at"]), has_shards=bool(d.get("has_shards")),
                        log_dir=d.get("log_dir"), identity=dict(d.get("identity") or {}),
                        kubernetes_conn_id=d.get("kubernetes_conn_id"),
-                       poll_interval=float(d.get("poll_interval") or 5.0))
+                       poll_interval=float(d.get("poll_interval") or 5.0), templates=d.get("templates"),
+                       recovery=dict(d.get("recovery") or {}), model_dir=d.get("model_dir"))
         except (KeyError, TypeError) as exc:
             raise RecordError(f"job record: missing or malformed field {exc}") from None
 

@@ -18,11 +18,13 @@ from typing import Any
 
 import yaml
 
-from tfk8s_airflow.contract import LOGS_VOLUME
+from tfk8s_airflow.contract import LOGS_VOLUME, MODEL_VOLUME
 from tfk8s_airflow.exceptions import Problem, SpecError
+from tfk8s_airflow.job import naming
 from tfk8s_airflow.job.judge import JobPolicy
 from tfk8s_airflow.job.objects import JobNames, Replica
 from tfk8s_airflow.job.records import JobRecord, ReplicaRef
+from tfk8s_airflow.job.recovery import RecoveryPolicy
 from tfk8s_airflow.job.spec import DEFAULT_MAX_REPLICAS, TFJobSpec
 
 
@@ -77,6 +79,10 @@ def job_record(spec: TFJobSpec, names: JobNames, replicas: Sequence[Replica], *,
                created_at: float | None = None) -> JobRecord:
     """The XCom record of one job run: names, the replica plan (in map-index order), the policy."""
     log_dir = next((v.host_path for v in spec.volumes if v.name == LOGS_VOLUME and v.host_path), None)
+    model = next((v for v in spec.volumes if v.name == MODEL_VOLUME and v.host_path), None)
+    model_dir = None
+    if model is not None and model.host_path:
+        model_dir = f"{model.host_path.rstrip('/')}/{model.sub_path}" if model.sub_path else model.host_path
     return JobRecord(
         job=names.job, namespace=names.namespace, service=names.service, configmap=names.configmap,
         selector=names.selector, policy=policy.to_dict(),
@@ -84,4 +90,5 @@ def job_record(spec: TFJobSpec, names: JobNames, replicas: Sequence[Replica], *,
                                   tracked=r.tracked) for r in replicas),
         created_at=time.time() if created_at is None else created_at, has_shards=has_shards,
         log_dir=log_dir, identity=dict(names.identity), kubernetes_conn_id=kubernetes_conn_id,
-        poll_interval=poll_interval)
+        poll_interval=poll_interval, templates=naming.templates_name(names.job),
+        recovery=RecoveryPolicy.from_spec(spec).to_dict(), model_dir=model_dir)

@@ -8,6 +8,13 @@ every poll makes exactly one LIST request over one kept-open API connection, jud
 once (off the event loop, in a thread, so a 512-pod LIST never stalls other triggers) and
 publishes the result to every subscriber. The loop ends with its last subscriber.
 
+Per poll the loop also reads the job's progress (one bounded log read of the lead replica
+for its newest ``tfk8s.progress`` line, and the chief's ``checkpoint`` file when the model
+directory is visible here), checks the nodes of the job's pods every few seconds, and lets
+the recovery planner (:mod:`tfk8s_airflow.job.recovery`) decide; a group restart or a
+replacement is carried out here (:mod:`tfk8s_airflow.k8s.recovery`) while the subscribers see
+the job as running, restarting.
+
 Transient API errors are published too (subscribers decide how many they tolerate);
 permanent ones (403, 404 namespace) end the watch with that error.
 """
@@ -15,15 +22,21 @@ permanent ones (403, 404 namespace) end the watch with that error.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import os
+import re
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from tfk8s_airflow.contract import CONTAINER_NAME, PROGRESS_PREFIX
 from tfk8s_airflow.exceptions import KubernetesApiError, PermanentKubernetesApiError
-from tfk8s_airflow.job.judge import JobPolicy, JobStatus, evaluate
+from tfk8s_airflow.job.judge import FAILED, RUNNING, STALLED, JobPolicy, JobStatus, evaluate
+from tfk8s_airflow.job.records import Attempt, JobRecord, ProgressPoint
+from tfk8s_airflow.job.recovery import FAIL, REPLACE, RESTART_GROUP, Progress, RecoveryPolicy, decide
 from tfk8s_airflow.k8s.client import wrap_api_error
 
 #: Consecutive failed polls after which the watch gives up (the API is unreachable).
@@ -34,11 +47,18 @@ RECONNECT_S = 600.0
 LOG_CONCURRENCY = 8
 #: The annotation KWOK manages its simulated nodes by: pods there do not really run.
 SIMULATED_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+#: Seconds between two looks at the nodes of the job's pods (node loss).
+NODE_CHECK_S = 5.0
+#: The progress points kept (the summary's history).
+HISTORY = 240
+PROGRESS_TAIL_BYTES = 32 * 1024
+CHECKPOINT_FILE_MAX = 64 * 1024
+_CHECKPOINT_STEP = re.compile(r'^model_checkpoint_path:\s*"[^"]*?-(\d+)"\s*$', re.M)
 
 
 @dataclass(frozen=True)
 class Snapshot:
-    """One poll of a job: its judged status, or the error the LIST met."""
+    """One poll of a job: its judged status (or the error the LIST met), progress and attempts."""
 
     seq: int
     at: float
@@ -46,6 +66,10 @@ class Snapshot:
     error: KubernetesApiError | None = None
     permanent: bool = False
     pods: int = 0
+    progress: Progress | None = None
+    history: tuple[ProgressPoint, ...] = ()
+    attempts: tuple[Attempt, ...] = ()
+    restarting: str | None = None  # what the recovery is doing right now
 
 
 @dataclass(frozen=True)
@@ -69,14 +93,59 @@ def _judge(raw: bytes, policy: JobPolicy, now: float, watch_started: float) -> t
     return evaluate(items, policy, now, watch_started), len(items)
 
 
+def parse_progress(text: str) -> dict[str, Any] | None:
+    """The newest ``tfk8s.progress {...}`` line of a log, as a dict with an int ``step``; or None."""
+    for line in reversed(text.splitlines()):
+        at = line.find(PROGRESS_PREFIX)
+        if at < 0:
+            continue
+        try:
+            doc = json.loads(line[at + len(PROGRESS_PREFIX):])
+            step = int(doc["step"])
+        except (ValueError, TypeError, KeyError):
+            continue
+        out: dict[str, Any] = {"step": step}
+        for key in ("loss", "examples_per_sec"):
+            value = doc.get(key)
+            if isinstance(value, (int, float)) and value == value and abs(value) != float("inf"):
+                out[key] = float(value)
+        if isinstance(doc.get("target_step"), int):
+            out["target_step"] = doc["target_step"]
+        return out
+    return None
+
+
+def checkpoint_step(model_dir: str) -> int | None:
+    """The step of the chief's newest checkpoint, from TensorFlow's ``checkpoint`` file.
+
+    The file was written by a training pod on the shared volume: it is opened without following a
+    link, must be a regular file, and at most :data:`CHECKPOINT_FILE_MAX` bytes are read as text.
+    """
+    try:
+        fd = os.open(os.path.join(model_dir, "checkpoint"), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        import stat
+
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        text = os.read(fd, CHECKPOINT_FILE_MAX).decode("utf-8", "replace")
+    finally:
+        os.close(fd)
+    m = _CHECKPOINT_STEP.search(text)
+    return int(m.group(1)) if m else None
+
+
 class JobWatch:
     """The shared LIST loop of one job. Use :func:`watch_job`, not the constructor."""
 
-    def __init__(self, key: WatchKey, policy: Mapping[str, Any], watch_started: float, interval: float,
-                 hook_factory: Callable[[], Any]) -> None:
+    def __init__(self, record: JobRecord, key: WatchKey, interval: float, hook_factory: Callable[[], Any]) -> None:
+        self.record = record
         self.key = key
-        self.policy = JobPolicy.from_dict(policy)
-        self.watch_started = watch_started
+        self.policy = JobPolicy.from_dict(record.policy)
+        self.recovery = RecoveryPolicy.from_dict(record.recovery)
+        self.watch_started = record.created_at
         self.interval = interval
         self.subscribers = 0
         self.lists = 0  # LIST requests answered (tests and benchmarks read it)
@@ -90,6 +159,12 @@ class JobWatch:
         self._api: Any = None
         self._log_slots = asyncio.Semaphore(LOG_CONCURRENCY)
         self._nodes: dict[str, dict[str, Any] | None] = {}
+        self._lost: dict[str, float] = {}
+        self._nodes_checked = 0.0
+        self._nodes_forbidden = False
+        self._progress: Progress | None = None
+        self._history: list[ProgressPoint] = []
+        self._recoverer: Any = None
 
     # ------------------------------------------------------------------ subscribers
     async def next(self, after_seq: int = 0) -> Snapshot:
@@ -119,14 +194,27 @@ class JobWatch:
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
 
+    def stats(self) -> str:
+        """One line on the watch itself, for the sensor's log."""
+        span = time.monotonic() - self.started
+        return (f"{self.lists} LIST(s) of the job's pods in {span:.0f}s for {self.subscribers} task(s) "
+                f"(poll {self.interval:g}s, longest gap {self.max_gap:.2f}s)")
+
     # ------------------------------------------------------------------ the loop
     async def _publish(self, snap: Snapshot) -> None:
         async with self._changed:
             self._latest = snap
             self._changed.notify_all()
 
+    def _snapshot(self, seq: int, status: JobStatus | None, **kw: Any) -> Snapshot:
+        attempts = tuple(self._recoverer.attempts) if self._recoverer is not None else ()
+        return Snapshot(seq, time.time(), status, progress=self._progress, history=tuple(self._history),
+                        attempts=attempts, **kw)
+
     async def _run(self) -> None:
         from kubernetes_asyncio import client as async_client
+
+        from tfk8s_airflow.k8s.recovery import Recoverer
 
         seq = self._latest.seq if self._latest else 0
         errors = 0
@@ -135,6 +223,15 @@ class JobWatch:
             opened = time.monotonic()
             async with hook.get_conn() as api:
                 self._api = api
+                if self._recoverer is None and self.record.templates:
+                    recoverer = Recoverer(self.record, api)
+                    try:
+                        await recoverer.load()
+                        self._recoverer = recoverer
+                    except KubernetesApiError:
+                        self._recoverer = None  # no Service to keep attempts on: no recovery, judged as is
+                elif self._recoverer is not None:
+                    self._recoverer.api = api
                 v1 = async_client.CoreV1Api(api)
                 while time.monotonic() - opened < RECONNECT_S:
                     t0 = time.monotonic()
@@ -144,38 +241,138 @@ class JobWatch:
                                                                  label_selector=self.key.selector,
                                                                  _preload_content=False)
                         raw = await resp.read()  # the raw response: judged in a thread, not parsed here
-                        self.lists += 1
-                        now = time.monotonic()
-                        if self._last_answer is not None:
-                            self.max_gap = max(self.max_gap, now - self._last_answer)
-                        self._last_answer = now
+                        self._count_list()
                         status, count = await asyncio.to_thread(_judge, raw, self.policy, time.time(),
                                                                 self.watch_started)
                         errors = 0
-                        await self._publish(Snapshot(seq, time.time(), status, pods=count))
+                        judged = await self._recover(seq, status, v1)
+                        if judged is not None:
+                            await self._publish(self._snapshot(seq, judged, pods=count))
                     except async_client.ApiException as exc:
                         err = wrap_api_error(f"listing pods {self.key.selector} in {self.key.namespace}", exc)
                         errors += 1
                         permanent = isinstance(err, PermanentKubernetesApiError) or errors >= MAX_CONSECUTIVE_ERRORS
-                        await self._publish(Snapshot(seq, time.time(), None, err, permanent))
+                        await self._publish(self._snapshot(seq, None, error=err, permanent=permanent))
                         if permanent:
                             return
-                    except (TimeoutError, OSError, ValueError) as exc:
+                    except (TimeoutError, OSError, ValueError, KubernetesApiError) as exc:
                         errors += 1
-                        err = KubernetesApiError(f"listing pods {self.key.selector} in {self.key.namespace}",
-                                                 None, f"{type(exc).__name__}: {exc}")
+                        err = exc if isinstance(exc, KubernetesApiError) else KubernetesApiError(
+                            f"listing pods {self.key.selector} in {self.key.namespace}", None,
+                            f"{type(exc).__name__}: {exc}")
                         permanent = errors >= MAX_CONSECUTIVE_ERRORS
-                        await self._publish(Snapshot(seq, time.time(), None, err, permanent))
+                        await self._publish(self._snapshot(seq, None, error=err, permanent=permanent))
                         if permanent:
                             return
                     await asyncio.sleep(max(0.0, self.interval - (time.monotonic() - t0)))
             self._api = None
 
-    def stats(self) -> str:
-        """One line on the watch itself, for the sensor's log."""
-        span = time.monotonic() - self.started
-        return (f"{self.lists} LIST(s) of the job's pods in {span:.0f}s for {self.subscribers} task(s) "
-                f"(poll {self.interval:g}s, longest gap {self.max_gap:.2f}s)")
+    def _count_list(self) -> None:
+        self.lists += 1
+        now = time.monotonic()
+        if self._last_answer is not None:
+            self.max_gap = max(self.max_gap, now - self._last_answer)
+        self._last_answer = now
+
+    async def _recover(self, seq: int, status: JobStatus, v1: Any) -> JobStatus | None:
+        """Progress, nodes and the recovery planner; the status to publish (None: a restart ran)."""
+        await self._read_progress(status)
+        if self._recoverer is None:
+            return status
+        await self._check_nodes(status)
+        roles = {r.key: r.role for r in self.record.replicas}
+        memory = await self._recoverer.memory() if _oom_possible(status) else {}
+        decision = decide(status, self.recovery, self._recoverer.attempts, time.time(), roles=roles,
+                          lost_nodes=self._lost, progress=self._progress, memory=memory)
+        if decision.action in (RESTART_GROUP, REPLACE):
+            running = dataclasses.replace(status, state=RUNNING, reason="")
+            what = "restarting the group" if decision.action == RESTART_GROUP else \
+                f"replacing {', '.join(decision.replicas)}"
+            await self._publish(self._snapshot(seq, running, restarting=f"{what} ({decision.failure_class}: "
+                                                                        f"{decision.reason})"))
+            attempt = await self._recoverer.execute(decision, self.recovery.restart_backoff, _log)
+            if attempt is not None:
+                for node in decision.avoid_nodes:
+                    self._lost.pop(node, None)
+                lead = self.record.lead
+                if lead is not None and lead.key in attempt.replicas:
+                    self._progress = dataclasses.replace(self._progress, changed_at=time.time()) \
+                        if self._progress else None
+            return None
+        if decision.action == FAIL and (status.state != FAILED or decision.reason != status.reason):
+            lead = self.record.lead
+            pod = status.failed_pod
+            key = status.failed_key
+            if decision.failure_class == STALLED and lead is not None:
+                pod, key = lead.pod, lead.key
+            return dataclasses.replace(status, state=FAILED, reason=decision.reason,
+                                       failure_class=decision.failure_class, failed_pod=pod, failed_key=key,
+                                       failed_container=status.failed_container or (CONTAINER_NAME if pod else None))
+        return status
+
+    # ------------------------------------------------------------------ progress
+    async def _read_progress(self, status: JobStatus) -> None:
+        lead = self.record.lead
+        st = status.replicas.get(lead.key) if lead else None
+        if lead is None or st is None or st.phase not in ("Running", "Succeeded"):
+            return
+        found: dict[str, Any] = {}
+        try:
+            log = await self.read_log(lead.pod, CONTAINER_NAME, max_bytes=PROGRESS_TAIL_BYTES, tail_only=True)
+            found = parse_progress(log.head) or {}
+        except KubernetesApiError:
+            pass
+        if self.record.model_dir:
+            step = await asyncio.to_thread(checkpoint_step, self.record.model_dir)
+            if step is not None and step > int(found.get("step", -1)):
+                found = {"step": step}
+        now = time.time()
+        prev = self._progress
+        if prev is None:
+            started = st.started or now
+            self._progress = Progress(step=None, changed_at=started)
+            prev = self._progress
+        step = found.get("step")
+        if step is None:
+            return
+        grew = prev.step is None or step > prev.step
+        self._progress = Progress(step=step, changed_at=now if grew else prev.changed_at, loss=found.get("loss"),
+                                  examples_per_sec=found.get("examples_per_sec"),
+                                  target_step=found.get("target_step", prev.target_step))
+        if grew:
+            self._history.append(ProgressPoint(now, step, found.get("loss"), found.get("examples_per_sec")))
+            del self._history[:-HISTORY]
+
+    # ------------------------------------------------------------------ nodes
+    async def _check_nodes(self, status: JobStatus) -> None:
+        """Which nodes of the job's pods are NotReady or unreachable, and since when."""
+        if self._nodes_forbidden or time.monotonic() - self._nodes_checked < NODE_CHECK_S:
+            return
+        from kubernetes_asyncio import client as async_client
+
+        self._nodes_checked = time.monotonic()
+        names = {st.node for st in status.replicas.values() if st.node}
+        if not names:
+            return
+        try:
+            resp: Any = await async_client.CoreV1Api(self._api).list_node(_preload_content=False)
+            items = json.loads(await resp.read()).get("items") or []
+        except async_client.ApiException as exc:
+            if exc.status == 403:
+                self._nodes_forbidden = True  # the deployment did not grant reading nodes: no node-loss checks
+            return
+        except (TimeoutError, OSError, ValueError):
+            return
+        now = time.time()
+        for node in items:
+            name = (node.get("metadata") or {}).get("name")
+            if name not in names:
+                continue
+            self._nodes[name] = node.get("metadata") or {}
+            if _node_lost(node):
+                self._lost.setdefault(name, now)
+            else:
+                self._lost.pop(name, None)
 
     async def node(self, name: str) -> dict[str, Any] | None:
         """A node's metadata (cached: one GET per node per watch); None when it cannot be read
@@ -200,12 +397,12 @@ class JobWatch:
 
     # ------------------------------------------------------------------ logs
     async def read_log(self, pod: str, container: str, *, max_bytes: int, tail_lines: int = 5000,
-                       previous: bool = False) -> BoundedLog:
+                       previous: bool = False, tail_only: bool = False) -> BoundedLog:
         """A replica's log, bounded.
 
         The whole log when it fits in ``max_bytes``; otherwise its first half and its last
         ``tail_lines`` lines (capped to the other half). Two bounded requests at most; memory
-        stays within about ``max_bytes``.
+        stays within about ``max_bytes``. ``tail_only``: just the last ``max_bytes`` (one request).
         """
         from kubernetes_asyncio import client as async_client
 
@@ -217,6 +414,9 @@ class JobWatch:
                 api = await hook_conn.__aenter__()
             try:
                 v1 = async_client.CoreV1Api(api)
+                if tail_only:
+                    tail = await self._read(v1, pod, container, previous, tail_lines=200, keep_last=max_bytes)
+                    return BoundedLog(tail.decode("utf-8", "replace"))
                 head = await self._read(v1, pod, container, previous, limit_bytes=max_bytes + 1)
                 if len(head) <= max_bytes:
                     return BoundedLog(head.decode("utf-8", "replace"))
@@ -260,6 +460,33 @@ class JobWatch:
         return bytes(buf)
 
 
+def _oom_possible(status: JobStatus) -> bool:
+    return any(st.oom for st in status.replicas.values())
+
+
+def _node_lost(node: dict[str, Any]) -> bool:
+    """NotReady, or unreachable (the node lifecycle controller's taint), as the API reports it."""
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready" and cond.get("status") != "True":
+            return True
+    taints = (node.get("spec") or {}).get("taints") or []
+    return any(t.get("key") in ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready") for t in taints)
+
+
+class _Log:
+    """The watch's own log lines go to the subscribing triggers' loggers' root (the triggerer's log)."""
+
+    def __init__(self) -> None:
+        import logging
+
+        self._log = logging.getLogger("tfk8s_airflow.k8s.watch")
+
+    def warning(self, msg: str, *args: Any) -> None:
+        self._log.warning(msg, *args)
+
+
+_log = _Log()
+
 _WATCHES: dict[tuple[int, WatchKey], JobWatch] = {}
 
 
@@ -272,16 +499,16 @@ def _default_hook_factory(conn_id: str | None, config_file: str | None) -> Calla
 
 
 @asynccontextmanager
-async def watch_job(*, namespace: str, selector: str, policy: Mapping[str, Any], watch_started: float,
-                    interval: float, conn_id: str | None = "kubernetes_default", config_file: str | None = None,
+async def watch_job(record: JobRecord, *, interval: float | None = None, config_file: str | None = None,
                     hook_factory: Callable[[], Any] | None = None) -> AsyncIterator[JobWatch]:
     """Subscribe to the job's shared watch (started by the first subscriber of this event loop)."""
-    key = WatchKey(conn_id, config_file, namespace, selector)
+    key = WatchKey(record.kubernetes_conn_id, config_file, record.namespace, record.selector)
     loop_key = (id(asyncio.get_running_loop()), key)
+    interval = record.poll_interval if interval is None else interval
     watch = _WATCHES.get(loop_key)
     if watch is None:
-        watch = JobWatch(key, policy, watch_started, interval,
-                         hook_factory or _default_hook_factory(conn_id, config_file))
+        watch = JobWatch(record, key, interval, hook_factory or _default_hook_factory(record.kubernetes_conn_id,
+                                                                                      config_file))
         _WATCHES[loop_key] = watch
     watch.interval = min(watch.interval, interval)
     watch.subscribers += 1

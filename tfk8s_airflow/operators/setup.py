@@ -25,12 +25,20 @@ from airflow.sdk import BaseOperator
 
 from tfk8s_airflow.deployment import deployment_policy
 from tfk8s_airflow.exceptions import QuotaExceededError, SpecError
-from tfk8s_airflow.job import quota
+from tfk8s_airflow.job import naming, quota
 from tfk8s_airflow.job.judge import JobPolicy
-from tfk8s_airflow.job.objects import JobNames, configmap_manifest, plan_replicas, pod_manifest, service_manifest
+from tfk8s_airflow.job.objects import (
+    JobNames,
+    configmap_manifest,
+    job_labels,
+    plan_replicas,
+    pod_manifest,
+    service_manifest,
+)
 from tfk8s_airflow.job.records import JobRecord
 from tfk8s_airflow.job.resolve import as_spec_input, job_record, resolve_spec
 from tfk8s_airflow.k8s.client import DEFAULT_CONCURRENCY, JobClient
+from tfk8s_airflow.k8s.recovery import templates_configmap
 from tfk8s_airflow.operators.base import fail_permanently
 
 __all__ = ["TFJobSetupOperator", "normalize_shards", "replica_task_labels"]
@@ -130,6 +138,9 @@ class TFJobSetupOperator(BaseOperator):
         objs = [service_manifest(spec, names)]
         if shards is not None:
             objs.append(configmap_manifest(spec, names, shards))
+        # The pods as created: recovery recreates replicas from them (docs/recovery.md).
+        objs.append(templates_configmap(names.job, names.namespace, naming.templates_name(names.job),
+                                        job_labels(spec, names), pods))
         try:
             for obj in objs:
                 verb = "created" if client.create_if_absent(obj) else "reused (retry or cleared run)"

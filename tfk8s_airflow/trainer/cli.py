@@ -43,7 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint-every", type=int, default=100, help="steps between checkpoints")
     p.add_argument("--hidden", type=int, default=16, help="hidden units of the MLP")
     p.add_argument("--seed", type=int, default=0, help="weight initialisation seed")
-    p.add_argument("--log-every", type=int, default=50, help="TF1: local steps between progress logs")
+    p.add_argument("--log-every", type=int, default=50,
+                   help="TF1: local steps between progress logs and runtime.report() lines")
+    p.add_argument("--stall-after", type=int, default=None,
+                   help="stop making progress (but keep running) after this global step: for testing stall detection")
     p.add_argument("--step-delay", type=float, default=0.0,
                    help="sleep per step (slows a demo or test so a replica can be killed mid-run)")
     p.add_argument("--threshold", type=float, default=None,

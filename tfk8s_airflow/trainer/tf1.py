@@ -87,6 +87,13 @@ def _wait_for_chief_init(target: str, config: object, uninitialized: tf.Tensor,
         time.sleep(0.5)
 
 
+def _stall(cfg: runtime.TFConfig, step: int) -> None:
+    """``--stall-after``: stop making progress but keep running (a hung session, for tests)."""
+    log.info("%s stalls at global step %d (--stall-after)", cfg.task_key, step)
+    while True:
+        time.sleep(3600)
+
+
 def train(cfg: runtime.TFConfig, args: argparse.Namespace) -> dict | None:
     """Run this replica; returns the chief's metrics (None on other workers; PS never returns)."""
     server = start_server(cfg)
@@ -116,7 +123,10 @@ def train(cfg: runtime.TFConfig, args: argparse.Namespace) -> dict | None:
             log.info("%s starts at global step %d", cfg.task_key, start_step)
             recorder.started(start_step, examples=int(len(ys)))
             loss, local_steps = float("nan"), 0
+            began = time.monotonic()
             while not sess.should_stop():
+                if args.stall_after is not None and step >= args.stall_after:
+                    _stall(cfg, step)
                 idx = rng.integers(0, len(ys), size=args.batch_size)
                 _, loss, step = sess.run([g["train_op"], g["loss"], g["global_step"]],
                                          feed_dict={g["x"]: xs[idx], g["y"]: ys[idx]})
@@ -124,6 +134,8 @@ def train(cfg: runtime.TFConfig, args: argparse.Namespace) -> dict | None:
                 if local_steps % args.log_every == 0:
                     log.info("%s global step %d loss %.4f", cfg.task_key, step, loss)
                     recorder.progress(step, loss)
+                    rate = local_steps * args.batch_size / max(time.monotonic() - began, 1e-9)
+                    runtime.report(int(step), loss=float(loss), examples_per_sec=rate, target_step=args.steps)
                 if args.step_delay:
                     time.sleep(args.step_delay)
     final_step = int(step)  # as fetched with the last train op: may lag by one

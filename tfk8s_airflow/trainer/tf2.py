@@ -105,7 +105,12 @@ def train(cfg: runtime.TFConfig, args: argparse.Namespace) -> dict | None:
 
     scheduled = start_step
     loss = float("nan")
+    began = time.monotonic()
     while scheduled < args.steps:
+        if args.stall_after is not None and scheduled >= args.stall_after:
+            log.info("chief stalls at global step %d (--stall-after)", scheduled)
+            while True:
+                time.sleep(3600)
         chunk = min(args.checkpoint_every, args.steps - scheduled)
         results = [coordinator.schedule(train_step, args=(iterator,)) for _ in range(chunk)]
         coordinator.join()
@@ -114,6 +119,8 @@ def train(cfg: runtime.TFConfig, args: argparse.Namespace) -> dict | None:
         manager.save(checkpoint_number=int(step.numpy()))
         log.info("chief: global step %d loss %.4f (checkpoint saved)", int(step.numpy()), loss)
         recorder.progress(int(step.numpy()), loss)
+        rate = (scheduled - start_step) * args.batch_size / max(time.monotonic() - began, 1e-9)
+        runtime.report(int(step.numpy()), loss=loss, examples_per_sec=rate, target_step=args.steps)
         if args.step_delay:
             time.sleep(args.step_delay * chunk)
     final_step = int(step.numpy())

@@ -16,6 +16,7 @@ triggerer, pulled from the XCom ``job`` of the setup task beside this one (``<gr
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -26,16 +27,56 @@ from tfk8s_airflow.contract import CONTAINER_NAME
 from tfk8s_airflow.exceptions import KubernetesApiError, RecordError
 from tfk8s_airflow.job.judge import FAILED, RUNNING, SUCCEEDED, JobPolicy, JobStatus, replica_outcome
 from tfk8s_airflow.job.records import FAILED as OUT_FAILED
-from tfk8s_airflow.job.records import SKIPPED, TIMED_OUT, JobRecord, ReplicaResult, TriggerOutcome
+from tfk8s_airflow.job.records import SKIPPED, TIMED_OUT, JobProgress, JobRecord, ReplicaResult, TriggerOutcome
 from tfk8s_airflow.job.records import SUCCEEDED as OUT_SUCCEEDED
-from tfk8s_airflow.k8s.watch import JobWatch, watch_job
+from tfk8s_airflow.k8s.watch import JobWatch, Snapshot, watch_job
 
-__all__ = ["TFJobTrigger", "TFReplicaTrigger", "DEFAULT_LOG_BYTES", "WAITING_LOG_INTERVAL_S"]
+__all__ = ["TFJobTrigger", "TFReplicaTrigger", "DEFAULT_LOG_BYTES", "WAITING_LOG_INTERVAL_S", "job_progress"]
 
 #: Bytes of a replica's log written into its task log (half from the start, half from the end).
 DEFAULT_LOG_BYTES = 1 << 20
 #: The sensor says what it waits for at least this often, changes or not.
 WAITING_LOG_INTERVAL_S = 60.0
+#: The sensor refreshes its XCom ``progress`` this often while the job runs.
+PROGRESS_PUSH_S = 10.0
+
+
+def _progress_text(snap: Snapshot) -> str:
+    p = snap.progress
+    if p is None or p.step is None:
+        return ""
+    parts = [f"step {p.step}" + (f"/{p.target_step}" if p.target_step else "")]
+    if p.loss is not None:
+        parts.append(f"loss {p.loss:.4g}")
+    if p.examples_per_sec is not None:
+        parts.append(f"{p.examples_per_sec:,.0f} examples/s")
+    eta = eta_s(snap)
+    if eta is not None:
+        parts.append(f"ETA {eta:.0f}s")
+    return "; " + ", ".join(parts)
+
+
+def eta_s(snap: Snapshot) -> float | None:
+    """Seconds to the target step at the rate of the recent history (None when unknown)."""
+    p = snap.progress
+    points = snap.history[-20:]
+    if p is None or p.step is None or not p.target_step or len(points) < 2:
+        return None
+    span, steps = points[-1].at - points[0].at, points[-1].step - points[0].step
+    if span <= 0 or steps <= 0:
+        return None
+    return max(p.target_step - p.step, 0) / (steps / span)
+
+
+def job_progress(record: JobRecord, status: JobStatus, snap: Snapshot, state: str) -> JobProgress:
+    """The job as the TF jobs view and the summary show it."""
+    p = snap.progress
+    replicas = {k: {"pod": st.pod, "phase": st.phase, "restarts": st.restarts, "exit_code": st.exit_code,
+                    "node": st.node, "attempt": st.attempt} for k, st in sorted(status.replicas.items())}
+    return JobProgress(job=record.job, namespace=record.namespace, state=state, updated_at=time.time(),
+                       step=p.step if p else None, target_step=p.target_step if p else None,
+                       loss=p.loss if p else None, examples_per_sec=p.examples_per_sec if p else None,
+                       eta_s=eta_s(snap), history=snap.history, attempts=snap.attempts, replicas=replicas)
 LOG_OMITTED = "[... the middle of this log is omitted: it is longer than {limit} bytes{where} ...]"
 
 
@@ -81,9 +122,7 @@ class _JobTriggerBase(BaseTrigger):
         return JobRecord.from_xcom(value)
 
     def _watch(self, record: JobRecord) -> Any:
-        return watch_job(namespace=record.namespace, selector=record.selector, policy=record.policy,
-                         watch_started=record.created_at, interval=record.poll_interval,
-                         conn_id=record.kubernetes_conn_id, config_file=self.config_file)
+        return watch_job(record, config_file=self.config_file)
 
     def _end(self, outcome: TriggerOutcome, xcoms: dict[str, Any]) -> TriggerEvent:
         if not self.end_in_trigger:
@@ -145,8 +184,9 @@ class TFJobTrigger(_JobTriggerBase):
             return
         policy = JobPolicy.from_dict(record.policy)
         checked: set[str] = set()
+        attempts_said = 0
         async with self._watch(record) as watch:
-            last_line, last_said = "", 0.0
+            last_line, last_said, pushed = "", 0.0, 0.0
             async for snap in watch.snapshots():
                 if snap.error is not None:
                     if snap.permanent:
@@ -160,11 +200,22 @@ class TFJobTrigger(_JobTriggerBase):
                 status = snap.status
                 assert status is not None
                 await self._warn_simulated(watch, status, checked)
-                line = f"TF job {record.job}: {status.progress()}; waiting for {status.waiting_for(policy)}"
+                for attempt in snap.attempts[attempts_said:]:
+                    self.log.warning("TF job %s: attempt %d after %s (%s): %s", record.job, attempt.number,
+                                     attempt.failure_class, attempt.action.replace("_", " "), attempt.reason)
+                attempts_said = len(snap.attempts)
                 now = time.monotonic()
+                if snap.restarting:
+                    self.log.warning("TF job %s: %s", record.job, snap.restarting)
+                    continue
+                line = (f"TF job {record.job}: {status.progress()}{_progress_text(snap)}; "
+                        f"waiting for {status.waiting_for(policy)}")
                 if status.state == RUNNING and (line != last_line or now - last_said >= WAITING_LOG_INTERVAL_S):
                     self.log.info("%s", line)
                     last_line, last_said = line, now
+                if status.state == RUNNING and now - pushed >= PROGRESS_PUSH_S:
+                    pushed = now
+                    await self._push_progress(job_progress(record, status, snap, "running"))
                 if status.state == RUNNING and self.timeout and time.time() - record.created_at > self.timeout:
                     reason = (f"the sensor's timeout of {self.timeout:.0f}s passed while the job still ran; "
                               f"it waited for {status.waiting_for(policy)}")
@@ -173,8 +224,18 @@ class TFJobTrigger(_JobTriggerBase):
                     yield self._end(TriggerOutcome("job", TIMED_OUT, reason, summary), {"summary": summary})
                     return
                 if status.state != RUNNING:
-                    yield await self._finish(record, status, watch)
+                    yield await self._finish(record, status, watch, snap)
                     return
+
+    async def _push_progress(self, progress: JobProgress) -> None:
+        """The sensor's XCom ``progress`` while the job runs (the TF jobs view reads it)."""
+        ti = self.task_instance
+        if ti is None or not hasattr(ti, "xcom_push") or not hasattr(ti, "axcom_pull"):
+            return  # deferred from a worker (dag.test()): the summary carries the progress at the end
+        try:
+            await asyncio.to_thread(ti.xcom_push, key="progress", value=progress.to_xcom())
+        except Exception as exc:  # noqa: BLE001 - progress is informative: never fail the job for it
+            self.log.debug("pushing the progress failed: %s", exc)
 
     async def _warn_simulated(self, watch: JobWatch, status: JobStatus, checked: set[str]) -> None:
         """Say once per replica when a program that should run landed on a simulated (KWOK) node."""
@@ -185,8 +246,14 @@ class TFJobTrigger(_JobTriggerBase):
                     self.log.warning("%s runs on %s, a simulated (KWOK) node: its command does not really run "
                                      "there (fix: a node_selector for real nodes)", st.key, st.node)
 
-    async def _finish(self, record: JobRecord, status: JobStatus, watch: JobWatch) -> TriggerEvent:
+    async def _finish(self, record: JobRecord, status: JobStatus, watch: JobWatch, snap: Snapshot) -> TriggerEvent:
         summary = status.summary(record.job, record.namespace)
+        final = job_progress(record, status, snap, status.state)
+        summary["progress"] = final.to_xcom()
+        summary["attempts"] = final.to_xcom()["attempts"]
+        if watch._recoverer is not None and watch._recoverer.overrides:
+            summary["overrides"] = watch._recoverer.overrides  # e.g. the memory an OOM relaunch chose
+        await self._push_progress(final)
         self.log.info("watch: %s", watch.stats())
         for key, rep in sorted(summary["replicas"].items()):
             duration = rep.get("duration_s")
@@ -239,6 +306,7 @@ class TFReplicaTrigger(_JobTriggerBase):
         self.log.info("replica %s of TF job %s: pod %s/%s (%s)", ref.key, record.job, record.namespace, ref.pod, kind)
         async with self._watch(record) as watch:
             last = ""
+            attempts_said = 0
             async for snap in watch.snapshots():
                 if snap.error is not None:
                     if snap.permanent:
@@ -249,6 +317,14 @@ class TFReplicaTrigger(_JobTriggerBase):
                     continue
                 status = snap.status
                 assert status is not None
+                for attempt in snap.attempts[attempts_said:]:
+                    mine = not attempt.replicas or ref.key in attempt.replicas
+                    self.log.warning("attempt %d of TF job %s (%s): %s%s", attempt.number, record.job,
+                                     attempt.failure_class, attempt.reason,
+                                     f"; {ref.key} was recreated" if mine else f"; {ref.key} kept running")
+                attempts_said = len(snap.attempts)
+                if snap.restarting:
+                    continue
                 st = status.replicas.get(ref.key)
                 now = st.describe() if st is not None else f"{ref.key}: no pod"
                 if now != last:

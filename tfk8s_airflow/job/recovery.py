@@ -1,0 +1,192 @@
+"""Recovery beyond TFJob: what to do about a failure, decided purely from what the judge saw.
+
+Why a planner separate from the judge: the judge says what failed and how it is classified
+(:data:`~tfk8s_airflow.job.judge.FAILURE_CLASSES`); whether that ends the job depends on
+budgets, on history (earlier attempts), on the nodes and on progress, and one place decides
+it so the sensor, the replica tasks and the tests agree. The job's watch carries the
+decision out (:mod:`tfk8s_airflow.k8s.recovery`).
+
+The rules (docs/recovery.md has the table):
+
+* ``config`` (image pull, unschedulable, a bad code URI, a container that cannot start) and
+  ``straggler`` never restart: the same spec would fail the same way.
+* ``infrastructure`` (a disruption: preemption, eviction, node shutdown or loss, a pod deleted
+  by someone else; a process killed by a signal) spends ``infra_restarts``, never the code
+  budget. A lost parameter server restarts the whole group (its variables are gone); any other
+  replica is replaced on its own, with the same name and DNS (a TF1 worker rejoins, a TF2
+  coordinator tolerates a worker coming back, a chief resumes from its checkpoint).
+* ``oom`` with ``oom_memory_factor``: the replica is recreated with that much more memory, up to
+  ``max_memory`` (a parameter server again through a group restart); without it, or beyond the
+  cap, the job fails as ``oom``. Each relaunch also spends ``infra_restarts``.
+* ``code`` (a program's own failure) and ``stalled`` (no progress for ``progress_timeout``)
+  restart the whole group while ``group_restarts`` lasts, then fail.
+
+A group restart or replacement waits ``restart_backoff`` first, and every attempt is recorded
+(:class:`~tfk8s_airflow.job.records.Attempt`); a failure after restarts names every attempt.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tfk8s_airflow.job.judge import CODE, CONFIG, FAILED, INFRASTRUCTURE, OOM, RUNNING, STALLED, JobStatus
+from tfk8s_airflow.job.records import Attempt
+
+NONE, FAIL, RESTART_GROUP, REPLACE = "none", "fail", "restart_group", "replace"
+
+
+@dataclass(frozen=True)
+class RecoveryPolicy:
+    """The spec's recovery fields (plain data: it travels to the triggerer in the job record)."""
+
+    group_restarts: int = 0
+    infra_restarts: int = 3
+    restart_backoff: float = 10.0
+    progress_timeout: float | None = None
+    node_lost_grace: float = 60.0
+    oom_memory_factor: float | None = None
+    max_memory: float | None = None  # bytes
+
+    @classmethod
+    def from_spec(cls, spec: Any) -> RecoveryPolicy:
+        def num(name: str, default: Any) -> Any:
+            value = getattr(spec, name, None)
+            return default if value is None else value
+        def opt(name: str) -> float | None:
+            value = getattr(spec, name, None)
+            return float(value) if value else None
+        return cls(group_restarts=int(num("group_restarts", 0)), infra_restarts=int(num("infra_restarts", 3)),
+                   restart_backoff=float(num("restart_backoff", 10.0)), progress_timeout=opt("progress_timeout"),
+                   node_lost_grace=float(num("node_lost_grace", 60.0)), oom_memory_factor=opt("oom_memory_factor"),
+                   max_memory=opt("max_memory_bytes"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> RecoveryPolicy:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in (d or {}).items() if k in known})
+
+
+@dataclass(frozen=True)
+class Progress:
+    """The lead replica's training progress as last reported, and when its step last grew."""
+
+    step: int | None
+    changed_at: float  # when the step last increased (or, before any step, when training started)
+    loss: float | None = None
+    examples_per_sec: float | None = None
+    target_step: int | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: str  # none | fail | restart_group | replace
+    failure_class: str | None = None
+    reason: str = ""
+    replicas: tuple[str, ...] = ()  # replace: these replicas; restart_group: every replica
+    memory: Mapping[str, float] = field(default_factory=dict)  # replica -> new memory bytes (OOM)
+    avoid_nodes: tuple[str, ...] = ()
+
+
+def used(attempts: Sequence[Attempt], *classes: str) -> int:
+    return sum(1 for a in attempts if a.failure_class in classes)
+
+
+def history(attempts: Sequence[Attempt]) -> str:
+    if not attempts:
+        return ""
+    return "; earlier: " + "; ".join(f"attempt {a.number - 1} ended by {a.failure_class}: {a.reason}"
+                                     for a in attempts)
+
+
+def decide(status: JobStatus, policy: RecoveryPolicy, attempts: Sequence[Attempt], now: float, *,
+           roles: Mapping[str, str], lost_nodes: Mapping[str, float] | None = None,
+           progress: Progress | None = None, memory: Mapping[str, float] | None = None) -> Decision:
+    """What to do now. ``roles`` maps each replica key to its role; ``lost_nodes`` maps a node
+    that is NotReady or unreachable to when it was first seen so; ``memory`` maps a replica to
+    its current memory limit in bytes (for an OOM relaunch)."""
+    if status.state == RUNNING:
+        lost = _lost_replicas(status, policy, now, lost_nodes or {})
+        if lost:
+            nodes = tuple(sorted({st_node for _, st_node in lost}))
+            reason = (f"node {', '.join(nodes)} lost (NotReady or unreachable for more than "
+                      f"{policy.node_lost_grace:.0f}s) with {', '.join(k for k, _ in lost)}")
+            return _infrastructure(reason, [k for k, _ in lost], policy, attempts, roles, avoid=nodes)
+        oomed = sorted(st.key for st in status.replicas.values() if st.oom and st.phase != "Succeeded")
+        if oomed and policy.oom_memory_factor:  # relaunch bigger at the first OOM kill, not after a crash loop
+            return _oom(f"{oomed[0]} was OOMKilled", oomed[0], policy, attempts, roles, memory or {})
+        if policy.progress_timeout and progress is not None and now - progress.changed_at > policy.progress_timeout:
+            where = f"stalled at step {progress.step}" if progress.step is not None else "stalled before step 1"
+            reason = f"{where}: no progress for {now - progress.changed_at:.0f}s (progress_timeout " \
+                     f"{policy.progress_timeout:.0f}s)"
+            return _code_like(STALLED, reason, policy, attempts)
+        return Decision(NONE)
+    if status.state != FAILED:
+        return Decision(NONE)
+    cls, key = status.failure_class, status.failed_key
+    if cls == INFRASTRUCTURE and key:
+        return _infrastructure(status.reason, [key], policy, attempts, roles)
+    if cls == OOM and key:
+        return _oom(status.reason, key, policy, attempts, roles, memory or {})
+    if cls in (CODE, STALLED):
+        return _code_like(cls, status.reason, policy, attempts)
+    return Decision(FAIL, cls, status.reason + history(attempts))
+
+
+def _lost_replicas(status: JobStatus, policy: RecoveryPolicy, now: float,
+                   lost_nodes: Mapping[str, float]) -> list[tuple[str, str]]:
+    return sorted((st.key, st.node) for st in status.replicas.values()
+                  if st.node is not None and st.node in lost_nodes
+                  and now - lost_nodes[st.node] > policy.node_lost_grace and st.phase in ("Running", "Pending"))
+
+
+def _infrastructure(reason: str, keys: Sequence[str], policy: RecoveryPolicy, attempts: Sequence[Attempt],
+                    roles: Mapping[str, str], avoid: tuple[str, ...] = ()) -> Decision:
+    spent = used(attempts, INFRASTRUCTURE, OOM)
+    if spent >= policy.infra_restarts:
+        return Decision(FAIL, INFRASTRUCTURE, f"{reason}; infra_restarts {policy.infra_restarts} spent"
+                        + history(attempts))
+    if any(roles.get(k) == "ps" for k in keys):
+        return Decision(RESTART_GROUP, INFRASTRUCTURE, reason, tuple(sorted(roles)), avoid_nodes=avoid)
+    return Decision(REPLACE, INFRASTRUCTURE, reason, tuple(keys), avoid_nodes=avoid)
+
+
+def _oom(reason: str, key: str, policy: RecoveryPolicy, attempts: Sequence[Attempt], roles: Mapping[str, str],
+         memory: Mapping[str, float]) -> Decision:
+    if not policy.oom_memory_factor:
+        return Decision(FAIL, OOM, reason + " (fix: more memory for the role, or oom_memory_factor)"
+                        + history(attempts))
+    current = memory.get(key)
+    if not current:
+        return Decision(FAIL, OOM, reason + " (no memory limit to grow: set resources.memory for the role)"
+                        + history(attempts))
+    grown = current * policy.oom_memory_factor
+    if policy.max_memory and grown > policy.max_memory:
+        return Decision(FAIL, OOM, f"{reason}; {_gib(grown)} would exceed max_memory {_gib(policy.max_memory)}"
+                        + history(attempts))
+    if used(attempts, INFRASTRUCTURE, OOM) >= policy.infra_restarts:
+        return Decision(FAIL, OOM, f"{reason}; infra_restarts {policy.infra_restarts} spent" + history(attempts))
+    why = f"{reason}; relaunched with {_gib(grown)} (x{policy.oom_memory_factor:g})"
+    if roles.get(key) == "ps":
+        return Decision(RESTART_GROUP, OOM, why, tuple(sorted(roles)), memory={key: grown})
+    return Decision(REPLACE, OOM, why, (key,), memory={key: grown})
+
+
+def _code_like(cls: str, reason: str, policy: RecoveryPolicy, attempts: Sequence[Attempt]) -> Decision:
+    if used(attempts, CODE, STALLED) >= policy.group_restarts:
+        budget = f"; group_restarts {policy.group_restarts} spent" if policy.group_restarts else ""
+        return Decision(FAIL, cls, reason + budget + history(attempts))
+    return Decision(RESTART_GROUP, cls, reason)
+
+
+def _gib(value: float) -> str:
+    return f"{value / 2**30:.2f}Gi"
+
+
+__all__ = ["RecoveryPolicy", "Progress", "Decision", "decide", "NONE", "FAIL", "RESTART_GROUP", "REPLACE",
+           "CONFIG"]

@@ -1,0 +1,231 @@
+"""Carrying out a recovery decision: a group restart or a replica replacement, under a lease.
+
+Why state lives on the cluster: the job's triggers may restart (a triggerer restart, HA
+triggerers, ``dag.test()`` running one trigger after another), so the attempts made and the
+overrides they brought (memory after an OOM, nodes to avoid) are kept as an annotation of the
+job's Service. Patching it with the Service's resourceVersion is the lease: of two watches
+that decide the same restart, one patch succeeds and only that watch acts. The pods are
+recreated from the job's templates ConfigMap (``<job>-pods``, written by setup, gzipped JSON),
+with the same names and DNS, a new ``tfk8s.io/attempt`` label, and again held by the scheduling
+gate until every one exists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+import gzip
+import json
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tfk8s_airflow.contract import CONTAINER_NAME, GANG_GATE, LABEL_ATTEMPT
+from tfk8s_airflow.exceptions import KubernetesApiError
+from tfk8s_airflow.job.fields import quantity_to_float
+from tfk8s_airflow.job.records import Attempt, JobRecord
+from tfk8s_airflow.job.recovery import REPLACE, RESTART_GROUP, Decision
+from tfk8s_airflow.k8s.client import wrap_api_error
+
+ATTEMPTS_ANNOTATION = "tfk8s.io/attempts"
+TEMPLATES_KEY = "pods.json.gz"
+GONE_TIMEOUT_S = 120.0
+
+
+def templates_configmap(record_job: str, namespace: str, name: str, labels: Mapping[str, str],
+                        pods: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The ConfigMap of a job's pod manifests as setup creates them (gzip: 512 pods fit easily)."""
+    blob = gzip.compress(json.dumps(list(pods), separators=(",", ":")).encode(), compresslevel=6)
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+            "binaryData": {TEMPLATES_KEY: base64.b64encode(blob).decode()}}
+
+
+def memory_of(pod: Mapping[str, Any]) -> float | None:
+    for c in pod.get("spec", {}).get("containers", []):
+        if c.get("name") == CONTAINER_NAME:
+            res = c.get("resources") or {}
+            qty = (res.get("limits") or {}).get("memory") or (res.get("requests") or {}).get("memory")
+            return quantity_to_float(qty) if qty else None
+    return None
+
+
+def rebuilt(template: Mapping[str, Any], attempt: int, override: Mapping[str, Any]) -> dict[str, Any]:
+    """A template made into the pod of ``attempt``: gated, labelled, with its overrides."""
+    pod = copy.deepcopy(dict(template))
+    pod["metadata"].setdefault("labels", {})[LABEL_ATTEMPT] = str(attempt)
+    spec = pod["spec"]
+    spec["schedulingGates"] = [{"name": GANG_GATE}]
+    memory = override.get("memory")
+    if memory:
+        for c in spec.get("containers", []):
+            if c.get("name") == CONTAINER_NAME:
+                res = c.setdefault("resources", {})
+                for kind in ("requests", "limits"):
+                    res.setdefault(kind, {})["memory"] = str(int(memory))
+    avoid = override.get("avoid_nodes") or []
+    if avoid:
+        required = spec.setdefault("affinity", {}).setdefault("nodeAffinity", {}).setdefault(
+            "requiredDuringSchedulingIgnoredDuringExecution", {"nodeSelectorTerms": [{}]})
+        terms = required.setdefault("nodeSelectorTerms", [{}]) or [{}]
+        for term in terms:
+            term.setdefault("matchFields", []).append(
+                {"key": "metadata.name", "operator": "NotIn", "values": sorted(avoid)})
+        required["nodeSelectorTerms"] = terms
+    return pod
+
+
+class Recoverer:
+    """The recovery side of one job's watch: its attempts, its templates, and the actions."""
+
+    def __init__(self, record: JobRecord, api: Any) -> None:
+        self.record = record
+        self.api = api
+        self.attempts: list[Attempt] = []
+        self.overrides: dict[str, dict[str, Any]] = {}
+        self._templates: dict[str, dict[str, Any]] | None = None
+        self._version: str | None = None
+
+    def _v1(self) -> Any:
+        from kubernetes_asyncio import client as async_client
+
+        return async_client.CoreV1Api(self.api)
+
+    async def _call(self, action: str, coro: Any) -> Any:
+        from kubernetes_asyncio import client as async_client
+
+        try:
+            return await coro
+        except async_client.ApiException as exc:
+            raise wrap_api_error(action, exc) from exc
+
+    async def load(self) -> None:
+        """Read the attempts and overrides recorded on the job's Service."""
+        rec = self.record
+        svc = await self._call(f"reading Service {rec.namespace}/{rec.service}",
+                               self._v1().read_namespaced_service(rec.service, rec.namespace))
+        self._version = svc.metadata.resource_version
+        raw = (svc.metadata.annotations or {}).get(ATTEMPTS_ANNOTATION)
+        doc = json.loads(raw) if raw else {}
+        self.attempts = [Attempt(**{**a, "replicas": tuple(a.get("replicas") or ())}) for a in doc.get("attempts", [])]
+        self.overrides = {k: dict(v) for k, v in (doc.get("overrides") or {}).items()}
+
+    @property
+    def attempt(self) -> int:
+        return self.attempts[-1].number if self.attempts else 1
+
+    async def templates(self) -> dict[str, dict[str, Any]]:
+        if self._templates is None:
+            rec = self.record
+            name = rec.templates or ""
+            cm = await self._call(f"reading ConfigMap {rec.namespace}/{name}",
+                                  self._v1().read_namespaced_config_map(name, rec.namespace))
+            pods = json.loads(gzip.decompress(base64.b64decode((cm.binary_data or {})[TEMPLATES_KEY])))
+            by_pod = {p["metadata"]["name"]: p for p in pods}
+            self._templates = {r.key: by_pod[r.pod] for r in rec.replicas if r.pod in by_pod}
+        return self._templates
+
+    async def memory(self) -> dict[str, float]:
+        """Each replica's current memory limit (its template's, or an earlier OOM relaunch's)."""
+        out = {k: m for k, t in (await self.templates()).items() if (m := memory_of(t))}
+        out.update({k: float(v["memory"]) for k, v in self.overrides.items() if v.get("memory")})
+        return out
+
+    async def _lease(self, attempt: Attempt, overrides: dict[str, dict[str, Any]]) -> bool:
+        """Record the attempt on the Service; False when another watch recorded one first."""
+        from kubernetes_asyncio import client as async_client
+
+        rec = self.record
+        doc = {"attempts": [dataclass_dict(a) for a in [*self.attempts, attempt]], "overrides": overrides}
+        body = {"metadata": {"resourceVersion": self._version,
+                             "annotations": {ATTEMPTS_ANNOTATION: json.dumps(doc, separators=(",", ":"))}}}
+        try:
+            svc = await self._v1().patch_namespaced_service(rec.service, rec.namespace, body)
+        except async_client.ApiException as exc:
+            if exc.status == 409:  # another watch acted on this failure: take its record
+                await self.load()
+                return False
+            raise wrap_api_error(f"recording attempt {attempt.number} on Service {rec.service}", exc) from exc
+        self._version = svc.metadata.resource_version
+        self.attempts.append(attempt)
+        self.overrides = overrides
+        return True
+
+    async def execute(self, decision: Decision, backoff: float, log: Any) -> Attempt | None:
+        """Restart the group or replace replicas; the Attempt made, or None if another watch made it."""
+        rec = self.record
+        keys = [r.key for r in rec.replicas] if decision.action == RESTART_GROUP else list(decision.replicas)
+        overrides = {k: dict(v) for k, v in self.overrides.items()}
+        for key, mem in decision.memory.items():
+            overrides.setdefault(key, {})["memory"] = mem
+        for key in keys:
+            if decision.avoid_nodes:
+                avoid = set(overrides.setdefault(key, {}).get("avoid_nodes") or []) | set(decision.avoid_nodes)
+                overrides[key]["avoid_nodes"] = sorted(avoid)
+        attempt = Attempt(number=self.attempt + 1, failure_class=decision.failure_class or "", reason=decision.reason,
+                          at=time.time(), action=decision.action, replicas=tuple(keys))
+        if not await self._lease(attempt, overrides):
+            return None
+        what = "restarting the group" if decision.action == RESTART_GROUP else f"replacing {', '.join(keys)}"
+        log.warning("TF job %s: attempt %d: %s (%s: %s)", rec.job, attempt.number, what, attempt.failure_class,
+                    attempt.reason)
+        templates = await self.templates()
+        pods = [r.pod for r in rec.replicas if r.key in keys]
+        await self._delete(pods)
+        await asyncio.sleep(backoff)
+        await self._create([rebuilt(templates[k], attempt.number, overrides.get(k, {})) for k in keys])
+        return attempt
+
+    async def _delete(self, pods: Sequence[str]) -> None:
+        from kubernetes_asyncio import client as async_client
+
+        rec, v1 = self.record, self._v1()
+
+        async def one(name: str) -> None:
+            try:
+                await v1.delete_namespaced_pod(name, rec.namespace, grace_period_seconds=0)
+            except async_client.ApiException as exc:
+                if exc.status != 404:
+                    raise wrap_api_error(f"deleting pod {rec.namespace}/{name}", exc) from exc
+
+        await asyncio.gather(*(one(n) for n in pods))
+        deadline = time.monotonic() + GONE_TIMEOUT_S
+        wanted = set(pods)
+        while time.monotonic() < deadline:
+            listed = await self._call("listing pods",
+                                      v1.list_namespaced_pod(rec.namespace, label_selector=rec.selector))
+            left = wanted & {p.metadata.name for p in listed.items}
+            if not left:
+                return
+            await asyncio.sleep(0.5)
+        raise KubernetesApiError("waiting for replaced pods to go", None, f"still there after {GONE_TIMEOUT_S:.0f}s")
+
+    async def _create(self, pods: Sequence[Mapping[str, Any]]) -> None:
+        rec, v1 = self.record, self._v1()
+        sem = asyncio.Semaphore(16)
+
+        async def create(pod: Mapping[str, Any]) -> None:
+            async with sem:
+                await self._call(f"recreating pod {pod['metadata']['name']}",
+                                 v1.create_namespaced_pod(rec.namespace, pod, _preload_content=False))
+
+        async def release(pod: Mapping[str, Any]) -> None:
+            async with sem:
+                await self._call(f"releasing the gates of {pod['metadata']['name']}", v1.patch_namespaced_pod(
+                    pod["metadata"]["name"], rec.namespace, [{"op": "remove", "path": "/spec/schedulingGates"}],
+                    _preload_content=False, _content_type="application/json-patch+json"))
+
+        await asyncio.gather(*(create(p) for p in pods))
+        await asyncio.gather(*(release(p) for p in pods))
+
+
+def dataclass_dict(attempt: Attempt) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    out = asdict(attempt)
+    out["replicas"] = list(attempt.replicas)
+    return out
+
+
+__all__ = ["ATTEMPTS_ANNOTATION", "Recoverer", "templates_configmap", "rebuilt", "memory_of", "REPLACE"]
