@@ -38,10 +38,12 @@ to stderr and to the pod's termination message (``/dev/termination-log``) so
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import hashlib
 import os
 import posixpath
+import re
 import shutil
 import sys
 import tarfile
@@ -64,17 +66,75 @@ ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".zip")
 _READ = 1 << 20
 
 
+#: Query parameters whose values are credentials: tokens, signatures, delegation tokens, keys.
+_SECRET_PARAM = re.compile(r"token|sig|secret|passw|credential|delegation|auth|key", re.IGNORECASE)
+#: A URL inside free text, ending before trailing punctuation.
+_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]*[^\s'\"<>.,;:)\]]")
+#: A secret value shorter than this is only redacted inside URLs, not wherever it occurs.
+_MIN_SCRUBBED = 6
+
+
+def redact(text: str, *urls: str) -> str:
+    """``text`` with the credentials in it replaced by ``***``.
+
+    In every URL found in ``text``: the userinfo (``user:pass@``) and the values of query
+    parameters named like credentials (``token``, ``delegation``, ``sig``, ``signature``,
+    ``X-Amz-Signature``, ``access_token``...). The secrets of ``urls`` are also hidden
+    wherever else they occur in ``text`` (a server's error page may echo them).
+    """
+    for secret in (s for url in urls for s in _secrets(url) if len(s) >= _MIN_SCRUBBED):
+        text = text.replace(secret, "***")
+    return _URL_IN_TEXT.sub(lambda match: _redact_url(match.group(0)), text)
+
+
+def _split_url(url: str) -> tuple[str, str, str, str, str]:
+    """(scheme://, userinfo, host and the rest of the path, query, #fragment), without parsing errors."""
+    scheme, sep, rest = url.partition("://")
+    rest, hash_, fragment = rest.partition("#")
+    rest, _, query = rest.partition("?")
+    authority, slash, path = rest.partition("/")
+    userinfo, at, host = authority.rpartition("@")
+    return scheme + sep, userinfo + at, host + slash + path, query, hash_ + fragment
+
+
+def _secret_pairs(query: str) -> list[tuple[str, bool]]:
+    """Each ``name=value`` of ``query`` with whether its value is a credential."""
+    return [(pair, _SECRET_PARAM.search(urllib.parse.unquote_plus(pair.partition("=")[0])) is not None)
+            for pair in query.split("&")]
+
+
+def _secrets(url: str) -> list[str]:
+    _, userinfo, _, query, _ = _split_url(url)
+    found = [urllib.parse.unquote(part) for part in userinfo[:-1].split(":") if part]
+    for pair, secret in _secret_pairs(query):
+        if secret and pair.partition("=")[2]:
+            found += [pair.partition("=")[2], urllib.parse.unquote_plus(pair.partition("=")[2])]
+    return found
+
+
+def _redact_url(url: str) -> str:
+    scheme, userinfo, rest, query, fragment = _split_url(url)
+    pairs = [pair.partition("=")[0] + "=***" if secret and "=" in pair else pair
+             for pair, secret in _secret_pairs(query)]
+    return (scheme + ("***@" if userinfo else "") + rest + ("?" + "&".join(pairs) if query else "")
+            + fragment)
+
+
 class FetchError(Exception):
-    """A failure with the exit code it maps to."""
+    """A failure with the exit code it maps to; its message never carries credentials."""
 
     def __init__(self, message: str, code: int = EXIT_PERMANENT) -> None:
-        super().__init__(message)
+        super().__init__(redact(message))
         self.code = code
 
 
 def resolve_url(uri: str, user: str | None = None, webhdfs_port: int | None = None) -> str:
     """The HTTP(S) URL to GET for ``uri`` (WebHDFS OPEN for ``hdfs``/``webhdfs`` URIs)."""
-    parts = urllib.parse.urlsplit(uri)
+    try:
+        parts = urllib.parse.urlsplit(uri)
+        uri_port = parts.port
+    except ValueError as exc:
+        raise FetchError(f"bad code URI {uri!r}: {exc}") from None
     scheme = parts.scheme.lower()
     if scheme in ("http", "https"):
         if not parts.netloc:
@@ -87,7 +147,7 @@ def resolve_url(uri: str, user: str | None = None, webhdfs_port: int | None = No
     if scheme == "hdfs":
         port = webhdfs_port or DEFAULT_WEBHDFS_PORT
     else:
-        port = parts.port or webhdfs_port or DEFAULT_WEBHDFS_PORT
+        port = uri_port or webhdfs_port or DEFAULT_WEBHDFS_PORT
     http = "https" if scheme == "swebhdfs" else "http"
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
     query = {"op": "OPEN"}
@@ -97,11 +157,24 @@ def resolve_url(uri: str, user: str | None = None, webhdfs_port: int | None = No
     return f"{http}://{host}:{port}/webhdfs/v1{path}?{urllib.parse.urlencode(query)}"
 
 
+def _request(url: str) -> urllib.request.Request:
+    """A GET of ``url``; its userinfo, if any, becomes HTTP Basic auth for this host only."""
+    scheme, userinfo, rest, query, _ = _split_url(url)
+    request = urllib.request.Request(scheme + rest + ("?" + query if query else ""),
+                                     headers={"User-Agent": "tfk8s-codefetch"})
+    if userinfo:
+        user, _, password = userinfo[:-1].partition(":")
+        pair = f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}".encode()
+        # unredirected: a redirect to another host (a DataNode, a CDN) does not get the password
+        request.add_unredirected_header("Authorization", "Basic " + base64.b64encode(pair).decode())
+    return request
+
+
 def download(url: str, target: Path, timeout: float) -> tuple[int, str]:
     """Stream ``url`` into ``target``; returns (bytes, sha256 hex)."""
     digest = hashlib.sha256()
     size = 0
-    request = urllib.request.Request(url, headers={"User-Agent": "tfk8s-codefetch"})
+    request = _request(url)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response, \
                 open(target, "wb") as out:
@@ -112,7 +185,7 @@ def download(url: str, target: Path, timeout: float) -> tuple[int, str]:
     except urllib.error.HTTPError as exc:
         detail = ""
         with contextlib.suppress(Exception):  # the body is only a hint
-            detail = exc.read(2000).decode("utf-8", "replace").strip()
+            detail = redact(exc.read(2000).decode("utf-8", "replace").strip(), url, exc.geturl())
         code = EXIT_RETRYABLE if exc.code >= 500 or exc.code in (408, 429) else EXIT_PERMANENT
         raise FetchError(f"HTTP {exc.code} {exc.reason} fetching {url}"
                          + (f": {detail[:500]}" if detail else ""), code) from None
@@ -190,7 +263,7 @@ def fetch(uri: str, dest: str | Path, entrypoint: str, sha256: str | None = None
             except FetchError as exc:
                 if exc.code != EXIT_RETRYABLE or attempt == retries:
                     raise
-                print(f"tfk8s codefetch: {exc}; retrying ({attempt}/{retries})", file=sys.stderr)
+                _say(f"{exc}; retrying ({attempt}/{retries})")
                 time.sleep(min(2 ** attempt, 10))
         if sha256 and digest != sha256.lower():
             raise FetchError(f"sha256 mismatch for {uri}: expected {sha256.lower()}, got {digest} "
@@ -216,20 +289,28 @@ def fetch(uri: str, dest: str | Path, entrypoint: str, sha256: str | None = None
             raise FetchError(f"entrypoint {entrypoint!r} not found in the code from {uri} "
                              f"(top level holds: {', '.join(present) or 'nothing'})")
         entry.chmod(entry.stat().st_mode | 0o755)
-        print(f"tfk8s codefetch: fetched {uri} ({size} bytes, sha256 {digest}) into {dest_dir}; "
-              f"entrypoint {entry}")
+        print(redact(f"tfk8s codefetch: fetched {uri} ({size} bytes, sha256 {digest}) into {dest_dir}; "
+                     f"entrypoint {entry}"), flush=True)
         return entry
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _termination_message(message: str) -> None:
+def _say(message: str) -> str:
+    """Print one redacted line to stderr; returns it."""
+    line = " ".join(redact(message).split())
+    print(f"tfk8s codefetch: {line}", file=sys.stderr, flush=True)
+    return line
+
+
+def _fail(message: str, code: int) -> int:
+    """Report a failure on stderr and in the pod's termination message; returns the exit code."""
+    kind = "retryable" if code == EXIT_RETRYABLE else "permanent"
+    line = _say(f"code fetch failed ({kind}): {message}")
     path = os.environ.get("TFK8S_TERMINATION_LOG", TERMINATION_LOG)
-    try:
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(message[:4000])
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open(path, "w", encoding="utf-8") as fh:
+        fh.write(line[:4000])
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -250,11 +331,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         fetch(args.uri, args.dest, args.entrypoint, args.sha256, user=args.user,
               webhdfs_port=args.webhdfs_port, timeout=args.timeout, retries=max(1, args.retries))
     except FetchError as exc:
-        kind = "retryable" if exc.code == EXIT_RETRYABLE else "permanent"
-        message = f"code fetch failed ({kind}): {exc}"
-        print(f"tfk8s codefetch: {message}", file=sys.stderr)
-        _termination_message(message)
-        return exc.code
+        return _fail(str(exc), exc.code)
+    except Exception as exc:  # a case not foreseen is still one line and an exit code, not a traceback
+        return _fail(f"unexpected {type(exc).__name__}: {exc}", EXIT_PERMANENT)
     return EXIT_OK
 
 

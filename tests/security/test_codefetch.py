@@ -1,0 +1,375 @@
+"""Hostile input for the code fetcher: crafted archives and misbehaving servers.
+
+Every server here is a loopback fake started inside the test: ``http.server`` in a thread
+for well-formed answers (archives, redirects, errors), a raw socket server for answers no
+HTTP library would send (a malformed status line, a short or cut body, a server that never
+answers), and ``http.server`` behind TLS with a self-signed certificate for the https cases.
+They stand in for artifact stores, WebHDFS and CDNs because the point is the bytes a hostile
+or broken server sends, which a real one cannot be made to send on demand.
+
+The fetcher runs as the pod runs it (``python -m tfk8s_airflow.codefetch`` in a subprocess),
+so each test checks the exit code, stderr and the termination message end to end.
+"""
+from __future__ import annotations
+
+import base64
+import contextlib
+import datetime
+import gzip
+import hashlib
+import http.server
+import io
+import ipaddress
+import os
+import resource
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tarfile
+import threading
+import zipfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tfk8s_airflow.codefetch import EXIT_PERMANENT, EXIT_RETRYABLE
+
+REPO = Path(__file__).resolve().parents[2]
+RUN_SH = b"#!/bin/sh\necho ok\n"
+
+
+# ----------------------------------------------------------------------------- archives
+def _file(name: str, data: bytes = b"", mode: int = 0o644) -> tuple[tarfile.TarInfo, bytes]:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode = len(data), mode
+    return info, data
+
+
+def _entry(name: str, kind: bytes, linkname: str = "", mode: int = 0o755) -> tuple[tarfile.TarInfo, bytes]:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname, info.mode = kind, linkname, mode
+    return info, b""
+
+
+def _symlink(name: str, target: str) -> tuple[tarfile.TarInfo, bytes]:
+    return _entry(name, tarfile.SYMTYPE, target)
+
+
+def _hardlink(name: str, target: str) -> tuple[tarfile.TarInfo, bytes]:
+    return _entry(name, tarfile.LNKTYPE, target)
+
+
+def _dir(name: str, mode: int = 0o755) -> tuple[tarfile.TarInfo, bytes]:
+    return _entry(name, tarfile.DIRTYPE, mode=mode)
+
+
+def tarball(*members: tuple[tarfile.TarInfo, bytes], mode: str = "w:gz") -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode=mode, format=tarfile.PAX_FORMAT) as tar:
+        for info, data in members:
+            tar.addfile(info, io.BytesIO(data) if info.isreg() else None)
+    return buf.getvalue()
+
+
+def zipped(*members: tuple[str, bytes, int]) -> bytes:
+    """A zip whose members carry Unix modes (file type included) in their external attributes."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data, mode in members:
+            info = zipfile.ZipInfo(name)
+            info.create_system, info.external_attr = 3, mode << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, data)
+    return buf.getvalue()
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# ----------------------------------------------------------------------------- servers
+@dataclass
+class Reply:
+    body: bytes = b""
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class Web:
+    """``http.server`` on loopback answering each path with a :class:`Reply`; TLS if given a context."""
+
+    def __init__(self, context: ssl.SSLContext | None = None) -> None:
+        self.replies: dict[str, Reply] = {}
+        self.seen: list[tuple[str, dict[str, str]]] = []
+        web = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802
+                web.seen.append((self.path, dict(self.headers.items())))
+                reply = web.replies.get(self.path.split("?", 1)[0])
+                if reply is None:
+                    self.send_error(404, "no such code")
+                    return
+                self.send_response(reply.status)
+                for key, value in reply.headers.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(reply.body)))
+                self.end_headers()
+                self.wfile.write(reply.body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if context is not None:
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        scheme = "https" if context else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def serve(self, path: str, body: bytes = b"", status: int = 200, **headers: str) -> str:
+        self.replies[path] = Reply(body, status, {k.replace("_", "-"): v for k, v in headers.items()})
+        return self.url + path
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="module")
+def web() -> Iterator[Web]:
+    server = Web()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def tls_cert(tmp_path_factory) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 (cert, key), made with ``cryptography``."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "tfk8s-test")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    folder = tmp_path_factory.mktemp("tls")
+    cert_file, key_file = folder / "cert.pem", folder / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_file, key_file
+
+
+@pytest.fixture(scope="module")
+def tls_web(tls_cert) -> Iterator[Web]:
+    """An HTTPS fake; the fetcher trusts it through ``SSL_CERT_FILE`` (see :func:`run_fetch`'s ``env``)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(*tls_cert)
+    server = Web(context)
+    yield server
+    server.close()
+
+
+@contextlib.contextmanager
+def raw_server(answer: Callable[[socket.socket, threading.Event], None]) -> Iterator[str]:
+    """A loopback TCP server that reads each request's head, then lets ``answer`` write raw bytes."""
+    stop = threading.Event()
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+
+    def one(conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(30)
+            head = b""
+            with contextlib.suppress(OSError):
+                while b"\r\n\r\n" not in head and (chunk := conn.recv(4096)):
+                    head += chunk
+                answer(conn, stop)
+
+    def loop() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=one, args=(conn,), daemon=True).start()
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join(5)
+        listener.close()
+
+
+def _send(data: bytes) -> Callable[[socket.socket, threading.Event], None]:
+    return lambda conn, stop: conn.sendall(data)
+
+
+def _reset_after(data: bytes) -> Callable[[socket.socket, threading.Event], None]:
+    def answer(conn: socket.socket, stop: threading.Event) -> None:
+        conn.sendall(data)
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+    return answer
+
+
+def _never_answer(conn: socket.socket, stop: threading.Event) -> None:
+    stop.wait(60)
+
+
+def _drip(conn: socket.socket, stop: threading.Event) -> None:
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+    while not stop.wait(0.1):
+        conn.sendall(b"x")
+
+
+# ----------------------------------------------------------------------------- running the fetcher
+def run_fetch(uri: str, tmp_path: Path, *args: str, sha256: str | None = None, entrypoint: str = "run.sh",
+              env: dict[str, str] | None = None, preexec_fn=None) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "tfk8s_airflow.codefetch", "--uri", uri, "--dest", str(tmp_path / "code"),
+           "--entrypoint", entrypoint, "--retries", "1", "--timeout", "10", *args]
+    if sha256:
+        cmd += ["--sha256", sha256]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO, preexec_fn=preexec_fn,
+                          env={**os.environ, "TFK8S_TERMINATION_LOG": str(tmp_path / "termination-log"),
+                               **(env or {})})
+
+
+def fetch_served(web: Web, name: str, data: bytes, tmp_path: Path, *args: str,
+                 **kwargs) -> subprocess.CompletedProcess:
+    """Serve ``data`` at ``name`` and fetch it with its sha256 (plain http needs one)."""
+    return run_fetch(web.serve(name, data), tmp_path, *args, sha256=sha(data), **kwargs)
+
+
+def assert_fails(res: subprocess.CompletedProcess, tmp_path: Path, code: int, *fragments: str) -> str:
+    """The failure contract: the exit code, no traceback, one line on stderr and in the termination message."""
+    assert res.returncode == code, res.stderr
+    assert "Traceback" not in res.stderr, res.stderr
+    message = (tmp_path / "termination-log").read_text()
+    assert "\n" not in message.strip()
+    assert res.stderr.strip().splitlines()[-1] == f"tfk8s codefetch: {message}"
+    for fragment in fragments:
+        assert fragment in message, message
+    return message
+
+
+def assert_nothing_placed(tmp_path: Path) -> None:
+    assert list((tmp_path / "code").iterdir()) == []
+
+
+# ----------------------------------------------------------------------------- 1. extraction
+
+
+# ----------------------------------------------------------------------------- 2. the entrypoint
+
+
+# ----------------------------------------------------------------------------- 3. size caps
+ZEROS = b"\0" * (3 << 20)
+
+
+# ----------------------------------------------------------------------------- 4. Content-Length
+
+
+# ----------------------------------------------------------------------------- 5. the deadline
+
+
+# ----------------------------------------------------------------------------- 6. redirects
+
+
+# ----------------------------------------------------------------------------- 7. plain http needs a checksum
+
+
+# ----------------------------------------------------------------------------- 8. every failure is one line
+def _cut_gzip() -> bytes:
+    whole = tarball(_file("run.sh", RUN_SH), _file("data", os.urandom(4096)))
+    return whole[: len(whole) // 2]
+
+
+def _corrupt_gzip() -> bytes:
+    return gzip.compress(b"\0" * 512)[:10] + b"\xff" * 200
+
+
+def _cut_tar() -> bytes:
+    whole = tarball(_file("run.sh", RUN_SH), _file("data", b"d" * 4096), mode="w")
+    return whole[:1536]
+
+
+def _small_file_limit() -> None:
+    """A file-size limit stands in for a full emptyDir: writes past 64 KiB fail (EFBIG) as on a full disk."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, 64 << 10))
+
+
+def test_a_bad_uri_is_one_line(tmp_path):
+    res = run_fetch("http://[::1/train.sh", tmp_path, sha256="0" * 64)
+    assert_fails(res, tmp_path, EXIT_PERMANENT, "bad code URI")
+
+
+# ----------------------------------------------------------------------------- 9. redaction
+SECRET_QUERY = ("op=OPEN&user.name=bob&token=T0KEN111&delegation=DELEG222&signature=SIGN3333&X-Amz-Signature=AMZ44444"
+                "&X-Amz-Credential=CRED5555&access_token=ACCESS66&sig=SIG77777&X-Goog-Signature=GOOG8888")
+SECRETS = ("s3cret", "T0KEN111", "DELEG222", "SIGN3333", "AMZ44444", "CRED5555", "ACCESS66", "SIG77777", "GOOG8888")
+
+
+def assert_no_secrets(*texts: str) -> None:
+    for text in texts:
+        for secret in SECRETS:
+            assert secret not in text, text
+
+
+def test_redact_hides_userinfo_and_secret_parameters():
+    from tfk8s_airflow.codefetch import redact
+
+    text = f"fetching https://alice:s3cret@host:8443/a/b.tgz?{SECRET_QUERY}#frag: HTTP 403"
+    out = redact(text)
+    assert_no_secrets(out)
+    assert out.startswith("fetching https://***@host:8443/a/b.tgz?op=OPEN&user.name=bob&token=***&")
+    assert out.endswith("#frag: HTTP 403")
+    assert redact("webhdfs://nn:9870/code/a.tgz and 'hdfs://u:p@nn/x'") == "webhdfs://nn:9870/code/a.tgz and " \
+        "'hdfs://***@nn/x'"
+    body = "the S3 body says <SignatureProvided>AMZ44444</SignatureProvided>"
+    assert redact(body, "https://s3/b?X-Amz-Signature=AMZ44444") == body.replace("AMZ44444", "***")
+
+
+def test_secrets_never_reach_messages_or_logs(web, tmp_path):
+    web.serve("/denied.tgz", b"request for token T0KEN111 with signature AMZ44444 denied", status=403)
+    url = web.url.replace("://", "://alice:s3cret@") + "/denied.tgz?" + SECRET_QUERY
+    res = run_fetch(url, tmp_path, sha256="0" * 64)
+    message = assert_fails(res, tmp_path, EXIT_PERMANENT, "HTTP 403", "token=***", "denied")
+    assert_no_secrets(res.stdout, res.stderr, message)
+
+
+def test_retry_lines_are_redacted(web, tmp_path):
+    url = web.serve("/busy.sh", b"busy", status=503) + "?" + SECRET_QUERY
+    res = run_fetch(url, tmp_path, "--retries", "2", sha256="0" * 64)
+    assert_fails(res, tmp_path, EXIT_RETRYABLE, "HTTP 503")
+    assert "retrying" in res.stderr
+    assert_no_secrets(res.stdout, res.stderr)
+
+
+def test_userinfo_is_sent_as_basic_auth_and_never_logged(web, tmp_path):
+    data = tarball(_file("run.sh", RUN_SH))
+    web.serve("/private.tgz", data)
+    url = web.url.replace("://", "://alice:s3cret@") + "/private.tgz?" + SECRET_QUERY
+    res = run_fetch(url, tmp_path, sha256=sha(data))
+    assert res.returncode == 0, res.stderr
+    assert_no_secrets(res.stdout, res.stderr)
+    headers = next(h for path, h in reversed(web.seen) if path.startswith("/private.tgz"))
+    assert headers["Authorization"] == "Basic " + base64.b64encode(b"alice:s3cret").decode()
