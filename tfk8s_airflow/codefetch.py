@@ -13,7 +13,9 @@ imports nothing, so ``python3 -m`` works with just this package directory on the
 
 Sources:
 
-* ``http://`` and ``https://`` URLs (redirects followed);
+* ``http://`` and ``https://`` URLs. Plain ``http://`` needs ``--sha256`` (nothing else
+  protects the code on the wire). Redirects are followed to http(s) only, never from https
+  down to http; a ``user:password@`` in the URL is sent as Basic auth to that host only;
 * ``webhdfs://host[:port]/path`` (``swebhdfs://`` for HTTPS): WebHDFS ``op=OPEN`` at that
   address (port default 9870), following the NameNode's redirect to a DataNode;
 * ``hdfs://host[:port]/path``: the same file through WebHDFS on ``host``. The port in an
@@ -28,11 +30,18 @@ destination (members with absolute names, ``..`` segments, links leaving the des
 or device files are refused before anything is extracted); anything else is a single script
 saved as the entrypoint. The entrypoint must exist afterwards and is made executable.
 
+The whole fetch, retries included, ends by a deadline (``--deadline`` or
+``$TFK8S_CODE_DEADLINE``, default 300 s); a body shorter than its Content-Length is a failed
+download, not code.
+
 Exit codes, as the ExitCode restart policy and the job sensor read them: 0 success; 1
-permanent (bad URI, HTTP 4xx such as 404, sha256 mismatch, bad or unsafe archive, missing
-entrypoint); 138 retryable (connection refused or reset, timeout, HTTP 5xx). The reason goes
-to stderr and to the pod's termination message (``/dev/termination-log``) so
-``kubectl describe`` and the job sensor show it.
+permanent (bad URI or flag, plain http without a sha256, a refused redirect, HTTP 4xx such
+as 404, a response that is not HTTP, an untrusted TLS certificate, sha256 mismatch, bad or
+unsafe archive, missing entrypoint); 138 retryable (DNS failure, connection refused or
+reset, timeout, a cut body, HTTP 5xx/408/429, the deadline, a full disk). The reason, one
+line with credentials redacted (:func:`redact`), goes to stderr and to the pod's
+termination message (``/dev/termination-log``) so ``kubectl describe`` and the job sensor
+show it; a failure is never a traceback.
 """
 
 from __future__ import annotations
@@ -40,11 +49,16 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import dataclasses
+import errno
 import hashlib
+import http.client
 import os
 import posixpath
 import re
 import shutil
+import socket
+import ssl
 import sys
 import tarfile
 import tempfile
@@ -56,6 +70,7 @@ import zipfile
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
+from typing import IO, Any, NamedTuple, NoReturn
 
 from tfk8s_airflow.contract import EXIT_PERMANENT, EXIT_RETRYABLE, TERMINATION_LOG
 from tfk8s_airflow.contract import EXIT_SUCCESS as EXIT_OK
@@ -128,6 +143,78 @@ class FetchError(Exception):
         self.code = code
 
 
+class DeadlinePassed(FetchError):
+    """The fetch ran out of time (retryable: the next attempt may find the server well)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, EXIT_RETRYABLE)
+
+
+_NUMBER = re.compile(r"(\d+(?:\.\d*)?)\s*([KMGT]?)(?:I?B)?", re.IGNORECASE)
+_FACTORS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+class Setting(NamedTuple):
+    """A limit of every fetch: its default, and the flag and environment variable that change it."""
+
+    default: float
+    flag: str
+    env: str
+    unit: str  # "bytes" (which may be written 512M, 1G...), "members" or "seconds"
+
+    def how(self) -> str:
+        return f"{self.flag} or ${self.env}"
+
+    def show(self, value: float) -> str:
+        return f"{value:g}s" if self.unit == "seconds" else f"{value:,.0f} {self.unit}"
+
+    def parse(self, text: str) -> float:
+        """``text`` as a positive value; bytes may end in K, M, G or T (powers of 1024)."""
+        match = _NUMBER.fullmatch(text.strip())
+        value = 0.0
+        if match and (self.unit == "bytes" or not match.group(2)):
+            value = float(match.group(1)) * _FACTORS[match.group(2).upper()]
+        if value <= 0 or (self.unit == "members" and value != int(value)):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of {self.unit} (set by "
+                                             f"{self.how()})")
+        return value if self.unit == "seconds" else int(value)
+
+
+DEADLINE = Setting(300, "--deadline", "TFK8S_CODE_DEADLINE", "seconds")
+#: Each field of :class:`Limits` and the setting that gives it.
+SETTINGS = {"deadline": DEADLINE}
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """What one fetch may take (see :data:`SETTINGS`)."""
+
+    deadline: float = DEADLINE.default
+
+
+class Deadline:
+    """The end of the whole fetch, retries included."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.end = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return self.end - time.monotonic()
+
+    def __str__(self) -> str:
+        return f"the deadline of {DEADLINE.show(self.seconds)} ({DEADLINE.how()})"
+
+    def check(self, when: str) -> None:
+        if self.left() <= 0:
+            raise DeadlinePassed(f"{self} passed {when}")
+
+    def timeout(self, timeout: float, when: str) -> float:
+        """A socket timeout that does not outlast the deadline."""
+        self.check(when)
+        return min(timeout, self.left())
+
+
 def resolve_url(uri: str, user: str | None = None, webhdfs_port: int | None = None) -> str:
     """The HTTP(S) URL to GET for ``uri`` (WebHDFS OPEN for ``hdfs``/``webhdfs`` URIs)."""
     try:
@@ -170,29 +257,128 @@ def _request(url: str) -> urllib.request.Request:
     return request
 
 
-def download(url: str, target: Path, timeout: float) -> tuple[int, str]:
-    """Stream ``url`` into ``target``; returns (bytes, sha256 hex)."""
+class _Redirects(urllib.request.HTTPRedirectHandler):
+    """Follow redirects to http(s) only, and never from https down to http."""
+
+    def http_error_302(self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
+                       headers: http.client.HTTPMessage) -> Any:
+        target = urllib.parse.urljoin(req.full_url, headers.get("Location") or headers.get("URI") or "")
+        scheme = target.partition(":")[0].lower()
+        why = ("only http(s) redirects are followed" if scheme not in ("http", "https")
+               else "https must not be downgraded to http" if req.type == "https" and scheme == "http"
+               else "")
+        if why:
+            fp.close()
+            raise FetchError(f"refused the redirect from {req.full_url} to {target}: {why}")
+        return super().http_error_302(req, fp, code, msg, headers)
+
+    http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
+
+
+def _opener() -> urllib.request.OpenerDirector:
+    """An opener for http(s) alone: no ftp:, file: or data: handler that a redirect could reach."""
+    opener = urllib.request.OpenerDirector()
+    for handler in (urllib.request.ProxyHandler(), urllib.request.HTTPHandler(), urllib.request.HTTPSHandler(),
+                    urllib.request.HTTPDefaultErrorHandler(), _Redirects(), urllib.request.HTTPErrorProcessor()):
+        opener.add_handler(handler)
+    return opener
+
+
+#: What talking to a server can raise (OSError: refused, reset, timed out, TLS; ValueError: a bad URL).
+_NETWORK_ERRORS = (OSError, http.client.HTTPException, ValueError)
+
+
+def _network_error(exc: BaseException, url: str, what: str) -> FetchError:
+    """The failure ``exc`` means for ``url``; ``what`` says how far the download got."""
+    if isinstance(exc, urllib.error.HTTPError):
+        return _http_error(exc, url)
+    reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+    if isinstance(reason, socket.gaierror):
+        return FetchError(f"cannot resolve the host of {url}: {reason.strerror or reason}", EXIT_RETRYABLE)
+    if isinstance(reason, ssl.SSLCertVerificationError):
+        return FetchError(f"{what}: its TLS certificate is not trusted ({reason.verify_message}); fix the "
+                          "server's certificate or add its CA to the image (SSL_CERT_FILE)")
+    if isinstance(reason, http.client.IncompleteRead):
+        return FetchError(f"{what}: the response ended early", EXIT_RETRYABLE)
+    if isinstance(reason, http.client.HTTPException) and not isinstance(reason, ConnectionError):
+        return FetchError(f"not a valid HTTP response from {url} ({type(reason).__name__}: "
+                          f"{str(reason).strip()!r}); is that "
+                          "port an HTTP server (for HDFS the WebHDFS port, not the RPC port)?")
+    if isinstance(reason, ValueError):
+        return FetchError(f"bad code URL {url}: {reason}")
+    if isinstance(reason, OSError):
+        return FetchError(f"{what}: {reason}", EXIT_RETRYABLE)
+    return FetchError(f"{what}: {reason}")
+
+
+def _http_error(exc: urllib.error.HTTPError, url: str) -> FetchError:
+    """HTTP 5xx, 408 and 429 are retryable, any other error status permanent."""
+    detail = ""
+    with contextlib.suppress(Exception):  # the body is only a hint, and never waited for
+        detail = exc.read1(2000).decode("utf-8", "replace").strip()
+        exc.close()
+    code = EXIT_RETRYABLE if exc.code >= 500 or exc.code in (408, 429) else EXIT_PERMANENT
+    return FetchError(f"HTTP {exc.code} {exc.reason} fetching {url}"
+                      + (f": {redact(detail[:500], url, exc.geturl())}" if detail else ""), code)
+
+
+def _content_length(response: http.client.HTTPResponse) -> int | None:
+    """The body length the server announced (None: not given, or chunked)."""
+    if "chunked" in (response.getheader("Transfer-Encoding") or "").lower():
+        return None
+    value = (response.getheader("Content-Length") or "").strip()
+    return int(value) if value.isdigit() else None
+
+
+def download(url: str, target: Path, timeout: float, clock: Deadline) -> tuple[int, str]:
+    """Stream ``url`` into ``target``; returns (bytes, sha256 hex).
+
+    Each read waits at most ``timeout`` and never past ``clock``; a body shorter than its
+    Content-Length is a retryable failure. Errors writing ``target`` are left to the caller.
+    """
     digest = hashlib.sha256()
     size = 0
-    request = _request(url)
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response, \
-                open(target, "wb") as out:
-            while chunk := response.read(_READ):
-                out.write(chunk)
-                digest.update(chunk)
-                size += len(chunk)
-    except urllib.error.HTTPError as exc:
-        detail = ""
-        with contextlib.suppress(Exception):  # the body is only a hint
-            detail = redact(exc.read(2000).decode("utf-8", "replace").strip(), url, exc.geturl())
-        code = EXIT_RETRYABLE if exc.code >= 500 or exc.code in (408, 429) else EXIT_PERMANENT
-        raise FetchError(f"HTTP {exc.code} {exc.reason} fetching {url}"
-                         + (f": {detail[:500]}" if detail else ""), code) from None
-    except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise FetchError(f"cannot reach {url}: {reason}", EXIT_RETRYABLE) from None
+        response = _opener().open(_request(url), timeout=clock.timeout(timeout, f"before connecting to {url}"))
+    except _NETWORK_ERRORS as exc:
+        raise _network_error(exc, url, f"cannot reach {url}") from None
+    with response, open(target, "wb") as out:
+        expected = _content_length(response)
+        while True:
+            try:
+                chunk = response.read1(_READ)
+            except _NETWORK_ERRORS as exc:
+                raise _network_error(exc, url, f"the download of {url} broke off after {size} bytes") from None
+            if not chunk:
+                break
+            out.write(chunk)
+            digest.update(chunk)
+            size += len(chunk)
+            clock.check(f"while downloading {url} ({size} bytes so far)")
+    if expected is not None and size < expected:
+        raise FetchError(f"the download of {url} broke off after {size} of {expected} bytes (its Content-Length)",
+                         EXIT_RETRYABLE)
     return size, digest.hexdigest()
+
+
+def _download_with_retries(url: str, target: Path, timeout: float, retries: int,
+                           clock: Deadline) -> tuple[int, str]:
+    """:func:`download`, again after a retryable failure while ``retries`` and the deadline allow."""
+    for attempt in range(1, retries + 1):
+        try:
+            return download(url, target, timeout, clock)
+        except DeadlinePassed:
+            raise
+        except FetchError as exc:
+            pause = min(2 ** attempt, 10)
+            if exc.code != EXIT_RETRYABLE or attempt == retries:
+                raise
+            if clock.left() < pause:
+                raise DeadlinePassed(f"gave up after {attempt} attempt(s), as another would start past {clock}; "
+                                     f"the last: {exc}") from None
+            _say(f"{exc}; retrying in {pause}s ({attempt}/{retries})")
+            time.sleep(pause)
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def _safe_member(name: str, dest: Path) -> Path:
@@ -244,27 +430,34 @@ def unpack(archive: Path, dest: Path, name: str) -> None:
 
 def fetch(uri: str, dest: str | Path, entrypoint: str, sha256: str | None = None, *,
           user: str | None = None, webhdfs_port: int | None = None, timeout: float = 60.0,
-          retries: int = 3) -> Path:
+          retries: int = 3, limits: Limits = Limits()) -> Path:
     """Fetch, verify and place the code; returns the entrypoint's path."""
+    clock = Deadline(limits.deadline)
     if not is_safe_relative(entrypoint):
         raise FetchError(f"entrypoint {entrypoint!r} must be a relative path inside the code")
-    dest_dir = Path(dest)
-    dest_dir.mkdir(parents=True, exist_ok=True)
-    dest_dir = dest_dir.resolve()
+    if sha256 is not None and not re.fullmatch(r"[0-9a-fA-F]{64}", sha256):
+        raise FetchError(f"--sha256 must be 64 hex characters (the output of sha256sum), got {sha256!r}")
     url = resolve_url(uri, user, webhdfs_port)
+    if uri.partition(":")[0].lower() == "http" and not sha256:
+        raise FetchError(f"refusing {uri}: code over plain http:// must be checked against a checksum; add "
+                         "code.sha256 (the sha256sum of the file) to the job spec, or serve it over https://")
+    dest_dir = Path(dest)
+    try:
+        dest_dir.mkdir(parents=True, exist_ok=True)
+        dest_dir = dest_dir.resolve()
+        return _fetch_into(uri, url, dest_dir, entrypoint, sha256, timeout, retries, clock)
+    except OSError as exc:  # the network's are FetchErrors by now: this is the disk
+        code = EXIT_PERMANENT if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS) else EXIT_RETRYABLE
+        raise FetchError(f"cannot write the code into {dest_dir}: {exc.strerror or exc}", code) from None
+
+
+def _fetch_into(uri: str, url: str, dest_dir: Path, entrypoint: str, sha256: str | None, timeout: float,
+                retries: int, clock: Deadline) -> Path:
     name = urllib.parse.urlsplit(uri).path.lower()
     work = Path(tempfile.mkdtemp(prefix=".tfk8s-fetch-", dir=dest_dir))
     try:
         download_to = work / "download"
-        for attempt in range(1, retries + 1):
-            try:
-                size, digest = download(url, download_to, timeout)
-                break
-            except FetchError as exc:
-                if exc.code != EXIT_RETRYABLE or attempt == retries:
-                    raise
-                _say(f"{exc}; retrying ({attempt}/{retries})")
-                time.sleep(min(2 ** attempt, 10))
+        size, digest = _download_with_retries(url, download_to, timeout, retries, clock)
         if sha256 and digest != sha256.lower():
             raise FetchError(f"sha256 mismatch for {uri}: expected {sha256.lower()}, got {digest} "
                              f"({size} bytes); the code changed or the URI is wrong")
@@ -313,9 +506,13 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m tfk8s_airflow.codefetch",
-                                     description="Fetch training code into a directory.")
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # a bad flag is a permanent failure like any other
+        raise FetchError(f"bad arguments: {message}")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python3 -m tfk8s_airflow.codefetch", description="Fetch training code into a directory.")
     parser.add_argument("--uri", required=True)
     parser.add_argument("--dest", required=True)
     parser.add_argument("--entrypoint", default="run.sh")
@@ -323,13 +520,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--user", default=os.environ.get("TFK8S_HDFS_USER")
                         or os.environ.get("HADOOP_USER_NAME"))
     parser.add_argument("--webhdfs-port", type=int,
-                        default=int(os.environ.get("TFK8S_WEBHDFS_PORT", DEFAULT_WEBHDFS_PORT)))
-    parser.add_argument("--timeout", type=float, default=60.0)
-    parser.add_argument("--retries", type=int, default=3)
-    args = parser.parse_args(argv)
+                        default=os.environ.get("TFK8S_WEBHDFS_PORT", str(DEFAULT_WEBHDFS_PORT)))
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds one read may wait (default 60)")
+    parser.add_argument("--retries", type=int, default=3, help="attempts at a retryable download (default 3)")
+    for name, setting in SETTINGS.items():
+        parser.add_argument(setting.flag, dest=name, type=setting.parse,
+                            default=os.environ.get(setting.env, str(setting.default)),
+                            help=f"{setting.unit} (default {setting.show(setting.default)}, or ${setting.env})")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     try:
-        fetch(args.uri, args.dest, args.entrypoint, args.sha256, user=args.user,
-              webhdfs_port=args.webhdfs_port, timeout=args.timeout, retries=max(1, args.retries))
+        args = _parser().parse_args(argv)
+        limits = Limits(**{name: getattr(args, name) for name in SETTINGS})
+        fetch(args.uri, args.dest, args.entrypoint, args.sha256, user=args.user, webhdfs_port=args.webhdfs_port,
+              timeout=args.timeout, retries=max(1, args.retries), limits=limits)
     except FetchError as exc:
         return _fail(str(exc), exc.code)
     except Exception as exc:  # a case not foreseen is still one line and an exit code, not a traceback

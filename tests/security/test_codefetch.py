@@ -271,7 +271,8 @@ def assert_fails(res: subprocess.CompletedProcess, tmp_path: Path, code: int, *f
 
 
 def assert_nothing_placed(tmp_path: Path) -> None:
-    assert list((tmp_path / "code").iterdir()) == []
+    code = tmp_path / "code"
+    assert not code.exists() or list(code.iterdir()) == []
 
 
 # ----------------------------------------------------------------------------- 1. extraction
@@ -285,15 +286,75 @@ ZEROS = b"\0" * (3 << 20)
 
 
 # ----------------------------------------------------------------------------- 4. Content-Length
+@pytest.mark.parametrize("answer,why", [
+    (_send(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + b"x" * 10), "10 of 1000 bytes"),
+    (_send(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n100\r\nshort"), "ended early"),
+], ids=["content-length", "chunked"])
+def test_a_cut_body_is_retryable(tmp_path, answer, why):
+    full = b"x" * 1000
+    with raw_server(answer) as url:
+        res = run_fetch(url + "/train.sh", tmp_path, sha256=sha(full))
+    assert_fails(res, tmp_path, EXIT_RETRYABLE, why)
+    assert_nothing_placed(tmp_path)
 
 
 # ----------------------------------------------------------------------------- 5. the deadline
+@pytest.mark.parametrize("answer,args,env", [
+    (_never_answer, ["--deadline", "2", "--timeout", "60", "--retries", "10"], {}),
+    (_drip, ["--timeout", "60"], {"TFK8S_CODE_DEADLINE": "2"}),
+], ids=["silent-server", "dripping-body"])
+def test_the_deadline_bounds_the_whole_fetch(tmp_path, answer, args, env):
+    with raw_server(answer) as url:
+        res = run_fetch(url + "/train.sh", tmp_path, *args, sha256="0" * 64, env=env)
+    assert_fails(res, tmp_path, EXIT_RETRYABLE, "deadline of 2s", "--deadline", "TFK8S_CODE_DEADLINE")
 
 
 # ----------------------------------------------------------------------------- 6. redirects
+@pytest.mark.parametrize("location,why", [
+    ("ftp://127.0.0.1:1/algo.sh", "only http(s) redirects are followed"),
+    ("file:///etc/passwd", "only http(s) redirects are followed"),
+])
+def test_redirects_leave_http_only(web, tmp_path, location, why):
+    url = web.serve("/moved.sh", status=302, Location=location)
+    res = run_fetch(url, tmp_path, sha256="0" * 64)
+    assert_fails(res, tmp_path, EXIT_PERMANENT, why, url, location)
+
+
+def test_https_is_never_downgraded_to_http(web, tls_web, tls_cert, tmp_path):
+    data = tarball(_file("run.sh", RUN_SH))
+    plain = web.serve("/algo.tgz", data)
+    url = tls_web.serve("/algo.tgz", status=302, Location=plain)
+    res = run_fetch(url, tmp_path, sha256=sha(data), env={"SSL_CERT_FILE": str(tls_cert[0])})
+    assert_fails(res, tmp_path, EXIT_PERMANENT, "https must not be downgraded to http", url, plain)
+    assert_nothing_placed(tmp_path)
+
+
+def test_https_redirects_within_https_and_needs_no_checksum(tls_web, tls_cert, tmp_path):
+    tls_web.serve("/v1/algo.tgz", tarball(_file("run.sh", RUN_SH)))
+    url = tls_web.serve("/latest.tgz", status=302, Location="/v1/algo.tgz")
+    res = run_fetch(url, tmp_path, env={"SSL_CERT_FILE": str(tls_cert[0])})
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "code" / "run.sh").read_bytes() == RUN_SH
+
+
+def test_an_untrusted_certificate_is_permanent(tls_web, tmp_path):
+    url = tls_web.serve("/algo.tgz", tarball(_file("run.sh", RUN_SH)))
+    res = run_fetch(url, tmp_path)
+    assert_fails(res, tmp_path, EXIT_PERMANENT, "certificate", url)
 
 
 # ----------------------------------------------------------------------------- 7. plain http needs a checksum
+def test_plain_http_without_sha256_is_refused(web, tmp_path):
+    url = web.serve("/plain.sh", RUN_SH)
+    res = run_fetch(url, tmp_path)
+    assert_fails(res, tmp_path, EXIT_PERMANENT, "code.sha256", "https://", url)
+    assert_nothing_placed(tmp_path)
+    assert not any(path == "/plain.sh" for path, _ in web.seen)  # refused before any request
+
+
+def test_a_malformed_sha256_is_refused(web, tmp_path):
+    res = run_fetch(web.serve("/train.sh", RUN_SH), tmp_path, sha256="abc")
+    assert_fails(res, tmp_path, EXIT_PERMANENT, "--sha256", "64 hex")
 
 
 # ----------------------------------------------------------------------------- 8. every failure is one line
@@ -311,10 +372,50 @@ def _cut_tar() -> bytes:
     return whole[:1536]
 
 
+@pytest.mark.parametrize("name,data,why", [
+    ("/cut.tgz", _cut_gzip(), "not a valid tgz archive"),
+    ("/corrupt.tar.gz", _corrupt_gzip(), "not a valid gz archive"),
+    ("/cut.tar", _cut_tar(), "not a valid tar archive"),
+    ("/bad.zip", b"PK\x03\x04 not really a zip", "not a valid zip archive"),
+], ids=["cut-gzip", "corrupt-gzip", "cut-tar", "bad-zip"])
+def test_broken_archives_are_one_permanent_line(web, tmp_path, name, data, why):
+    res = fetch_served(web, name, data, tmp_path)
+    assert_fails(res, tmp_path, EXIT_PERMANENT, why)
+    assert_nothing_placed(tmp_path)
+
+
+@pytest.mark.parametrize("answer,code,why", [
+    (_send(b"HTTP/1.1 two-hundred OK\r\n\r\n"), EXIT_PERMANENT, "not a valid HTTP response"),
+    (_send(b"SSH-2.0-OpenSSH_9.6\r\n"), EXIT_PERMANENT, "not a valid HTTP response"),
+    (_send(b""), EXIT_RETRYABLE, "cannot reach"),
+    (_reset_after(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n" + b"x" * 5000), EXIT_RETRYABLE,
+     "broke off"),
+], ids=["bad-status", "not-http", "empty", "reset-mid-body"])
+def test_misbehaving_servers_are_one_line(tmp_path, answer, code, why):
+    with raw_server(answer) as url:
+        res = run_fetch(url + "/train.sh", tmp_path, sha256="0" * 64)
+    assert_fails(res, tmp_path, code, why)
+
+
+def test_unknown_host_is_retryable(tmp_path):
+    """``.invalid`` never resolves (RFC 6761), so this needs no network."""
+    res = run_fetch("http://tfk8s-no-such-host.invalid/train.sh", tmp_path, sha256="0" * 64)
+    assert_fails(res, tmp_path, EXIT_RETRYABLE, "cannot resolve", "tfk8s-no-such-host.invalid")
+
+
 def _small_file_limit() -> None:
     """A file-size limit stands in for a full emptyDir: writes past 64 KiB fail (EFBIG) as on a full disk."""
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, 64 << 10))
+
+
+@pytest.mark.parametrize("name,data", [
+    ("/big.sh", b"x" * (256 << 10)),
+    ("/big.tgz", tarball(_file("run.sh", RUN_SH), _file("data", b"\0" * (256 << 10)))),
+], ids=["download", "unpack"])
+def test_a_full_disk_is_retryable(web, tmp_path, name, data):
+    res = fetch_served(web, name, data, tmp_path, preexec_fn=_small_file_limit)
+    assert_fails(res, tmp_path, EXIT_RETRYABLE, "cannot write the code into", str((tmp_path / "code").resolve()))
 
 
 def test_a_bad_uri_is_one_line(tmp_path):
@@ -362,6 +463,13 @@ def test_retry_lines_are_redacted(web, tmp_path):
     assert_fails(res, tmp_path, EXIT_RETRYABLE, "HTTP 503")
     assert "retrying" in res.stderr
     assert_no_secrets(res.stdout, res.stderr)
+
+
+def test_refused_redirect_is_redacted(web, tmp_path):
+    url = web.serve("/moved.sh", status=302, Location=f"ftp://carol:s3cret@127.0.0.1:1/x?{SECRET_QUERY}")
+    res = run_fetch(url + "?" + SECRET_QUERY, tmp_path, sha256="0" * 64)
+    message = assert_fails(res, tmp_path, EXIT_PERMANENT, "ftp://***@127.0.0.1:1/x?op=OPEN")
+    assert_no_secrets(res.stderr, message)
 
 
 def test_userinfo_is_sent_as_basic_auth_and_never_logged(web, tmp_path):
