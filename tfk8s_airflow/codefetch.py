@@ -25,10 +25,14 @@ Sources:
 The HDFS user is ``--user``, ``$TFK8S_HDFS_USER`` or ``$HADOOP_USER_NAME`` (none: HDFS's
 anonymous user, enough for world-readable code).
 
-What it places: ``.tar.gz``/``.tgz``/``.tar``/``.zip`` archives are unpacked into the
-destination (members with absolute names, ``..`` segments, links leaving the destination,
-or device files are refused before anything is extracted); anything else is a single script
-saved as the entrypoint. The entrypoint must exist afterwards and is made executable.
+What it places: ``.tar.gz``/``.tgz``/``.tar``/``.zip`` archives are unpacked member by member
+into a fresh directory by the rules of tarfile's ``data`` filter, on every interpreter and
+for zip too (:class:`_Tree`: no absolute names or ``..``, no link leaving the destination,
+judged against the links already placed, no member through a symlink, no device or FIFO,
+no setuid/setgid or world-writable bit); anything else is a single script saved as the
+entrypoint. The entrypoint must be a regular file inside the code (not a symlink, not a
+directory, not under a symlink) and is made executable. Only then does the code replace
+what the destination held.
 
 The whole fetch, retries included, ends by a deadline (``--deadline`` or
 ``$TFK8S_CODE_DEADLINE``, default 300 s); a body shorter than its Content-Length is a failed
@@ -59,6 +63,7 @@ import re
 import shutil
 import socket
 import ssl
+import stat
 import sys
 import tarfile
 import tempfile
@@ -381,51 +386,213 @@ def _download_with_retries(url: str, target: Path, timeout: float, retries: int,
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
-def _safe_member(name: str, dest: Path) -> Path:
-    if not is_safe_relative(name):
-        raise FetchError(f"unsafe archive member {name!r}: it would leave {dest}")
-    target = (dest / name).resolve()
-    if target != dest and dest not in target.parents:
-        raise FetchError(f"unsafe archive member {name!r}: it would leave {dest}")
-    return target
-
-
-def _check_tar(tar: tarfile.TarFile, dest: Path) -> None:
-    for member in tar.getmembers():
-        _safe_member(member.name, dest)
-        if member.isdev() or member.isfifo():
-            raise FetchError(f"archive member {member.name!r} is a device or FIFO: refused")
-        if member.issym() or member.islnk():
-            link = member.linkname
-            base = dest / (posixpath.dirname(member.name) if member.issym() else "")
-            resolved = (base / link).resolve()
-            if link.startswith("/") or (resolved != dest and dest not in resolved.parents):
-                raise FetchError(f"archive link {member.name!r} -> {link!r} leaves {dest}: refused")
-
-
-def unpack(archive: Path, dest: Path, name: str) -> None:
-    """Unpack into ``dest`` after checking every member."""
-    dest = dest.resolve()
+def _lmode(path: Path) -> int | None:
+    """The ``lstat`` mode of ``path`` (None: nothing there)."""
     try:
-        if name.endswith(".zip"):
-            with zipfile.ZipFile(archive) as zf:
-                for info in zf.infolist():
-                    _safe_member(info.filename, dest)
-                bad = zf.testzip()
-                if bad is not None:
-                    raise FetchError(f"corrupt zip archive: member {bad!r} fails its CRC")
-                zf.extractall(dest)
-        else:
-            with tarfile.open(archive, "r:*") as tar:
-                _check_tar(tar, dest)
-                if hasattr(tarfile, "tar_filter"):  # Python >= 3.11.4 and 3.12
-                    tar.extractall(dest, filter="tar")
-                else:  # pragma: no cover - older interpreters in training images
-                    tar.extractall(dest)  # noqa: S202 - members checked above
-    except (tarfile.TarError, zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
+        return os.lstat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def _first_symlink(root: Path, rel: str) -> tuple[str, int | None]:
+    """The first prefix of ``rel`` under ``root`` that is missing or a symlink, else ``rel``; with its mode."""
+    prefix, mode = "", None
+    for part in rel.split("/"):
+        prefix = f"{prefix}/{part}" if prefix else part
+        mode = _lmode(root / prefix)
+        if mode is None or stat.S_ISLNK(mode):
+            break
+    return prefix, mode
+
+
+def _file_mode(mode: int) -> int:
+    """tarfile's ``data`` filter: no setuid/setgid/sticky bit, no group/other write, owner rw, x only if owner x."""
+    mode = (mode & 0o755) | 0o600
+    return mode if mode & stat.S_IXUSR else mode & ~0o111
+
+
+class _Tree:
+    """Archive members placed one at a time under a fresh directory, by the rules of tarfile's
+    ``data`` filter, judged when each member is placed (so against the links placed before it).
+
+    Refused: absolute names, ``..`` and backslashes; a member whose path goes through a
+    symlink placed before it; a symlink whose target resolves outside the root, then or once
+    the archive is unpacked; a hardlink to anything but a regular file placed before it;
+    devices and FIFOs. Files keep no setuid/setgid or group/other write bit; directories are
+    0755; nothing is chowned.
+    """
+
+    def __init__(self, root: Path, clock: Deadline) -> None:
+        self.root = root.resolve()
+        self.clock = clock
+        self.links: list[tuple[str, Path]] = []
+
+    def directory(self, name: str) -> None:
+        path = self._target(name)
+        if path is not None and not self._free(path, name, for_directory=True):
+            os.mkdir(path, 0o755)
+
+    def file(self, name: str, mode: int, source: IO[bytes]) -> None:
+        path = self._named_target(name)
+        self._free(path, name)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        with os.fdopen(fd, "wb") as out:
+            while chunk := source.read(_READ):
+                out.write(chunk)
+            os.fchmod(out.fileno(), _file_mode(mode))
+
+    def symlink(self, name: str, target: str) -> None:
+        path = self._named_target(name)
+        if not target or target.startswith("/") or not self._inside(path.parent / target):
+            raise FetchError(f"archive link {name!r} -> {target!r} leaves the destination: refused")
+        self._free(path, name)
+        os.symlink(target, path)
+        self.links.append((name, path))
+
+    def hardlink(self, name: str, target: str) -> None:
+        path = self._named_target(name)
+        if not is_safe_relative(target):
+            raise FetchError(f"unsafe archive member {name!r}: a hardlink to {target!r}")
+        source = posixpath.normpath(target)
+        where, mode = _first_symlink(self.root, source)
+        if mode is not None and stat.S_ISLNK(mode) and where != source:
+            raise FetchError(f"archive member {name!r} goes through the symlink {where!r} extracted before it: "
+                             "refused")
+        if mode is None or not stat.S_ISREG(mode) or self.root / source == path:
+            raise FetchError(f"archive hardlink {name!r} -> {target!r}: not a regular file extracted before it")
+        self._free(path, name)
+        os.link(self.root / source, path, follow_symlinks=False)
+
+    def finish(self) -> None:
+        """Refuse the archive if a link it made now resolves outside (later links can re-aim earlier ones)."""
+        for name, path in self.links:
+            if not self._inside(path):
+                raise FetchError(f"archive link {name!r} leaves the destination once the archive is unpacked: "
+                                 "refused")
+
+    def _inside(self, path: Path) -> bool:
+        real = os.path.realpath(path)
+        return os.path.commonpath([real, str(self.root)]) == str(self.root)
+
+    def _target(self, name: str) -> Path | None:
+        """Where member ``name`` goes, its directories made (none of them a symlink); None: the root."""
+        self.clock.check(f"while unpacking (at member {name!r})")
+        if not is_safe_relative(name):
+            raise FetchError(f"unsafe archive member {name!r}: absolute, with a '..' or with a backslash")
+        clean = posixpath.normpath(name)
+        if clean == ".":
+            return None
+        path = self.root
+        for part in clean.split("/")[:-1]:
+            path = path / part
+            mode = _lmode(path)
+            if mode is None:
+                os.mkdir(path, 0o755)
+            elif stat.S_ISLNK(mode):
+                raise FetchError(f"archive member {name!r} goes through the symlink "
+                                 f"{str(path.relative_to(self.root))!r} extracted before it: refused")
+            elif not stat.S_ISDIR(mode):
+                raise FetchError(f"archive member {name!r} is below {str(path.relative_to(self.root))!r}, "
+                                 "which is not a directory")
+        return path / clean.rpartition("/")[2]
+
+    def _named_target(self, name: str) -> Path:
+        path = self._target(name)
+        if path is None:
+            raise FetchError(f"archive member {name!r} names the top directory, but is not a directory")
+        return path
+
+    def _free(self, path: Path, name: str, for_directory: bool = False) -> bool:
+        """Clear ``path`` for member ``name``, as tar replaces an earlier member of the same name;
+        True if a directory is there and may stay."""
+        mode = _lmode(path)
+        if mode is None:
+            return False
+        if stat.S_ISDIR(mode):
+            if for_directory:
+                return True
+            raise FetchError(f"archive member {name!r} would replace a directory extracted before it: refused")
+        os.unlink(path)
+        return False
+
+
+def _unpack_tar(archive: Path, tree: _Tree) -> None:
+    with tarfile.open(archive, "r:*") as tar:
+        for member in tar:
+            if member.isdir():
+                tree.directory(member.name)
+            elif member.isreg():
+                source = tar.extractfile(member)
+                assert source is not None  # a regular member always has data
+                tree.file(member.name, member.mode, source)
+            elif member.issym():
+                tree.symlink(member.name, member.linkname)
+            elif member.islnk():
+                tree.hardlink(member.name, member.linkname)
+            elif member.isdev() or member.isfifo():
+                raise FetchError(f"archive member {member.name!r} is a device or FIFO: refused")
+            else:
+                raise FetchError(f"archive member {member.name!r} has an unknown type {member.type!r}: refused")
+
+
+#: The longest symlink target a zip member may hold.
+_MAX_LINK = 4096
+
+
+def _unpack_zip(archive: Path, tree: _Tree) -> None:
+    with zipfile.ZipFile(archive) as zf:
+        for info in zf.infolist():
+            mode = info.external_attr >> 16 if info.create_system == 3 else 0  # 3: Unix, whose modes zip keeps
+            kind = stat.S_IFMT(mode)
+            if info.is_dir() or kind == stat.S_IFDIR:
+                tree.directory(info.filename)
+            elif kind == stat.S_IFLNK:
+                with zf.open(info) as fh:
+                    target = fh.read(_MAX_LINK + 1)
+                if len(target) > _MAX_LINK:
+                    raise FetchError(f"archive link {info.filename!r} has a target longer than {_MAX_LINK} bytes")
+                tree.symlink(info.filename, os.fsdecode(target))
+            elif kind in (0, stat.S_IFREG):
+                with zf.open(info) as fh:
+                    tree.file(info.filename, mode or 0o644, fh)
+            elif kind in (stat.S_IFCHR, stat.S_IFBLK, stat.S_IFIFO, stat.S_IFSOCK):
+                raise FetchError(f"archive member {info.filename!r} is a device or FIFO: refused")
+            else:
+                raise FetchError(f"archive member {info.filename!r} has an unknown type {kind:o}: refused")
+
+
+#: What reading a broken archive raises (besides OSErrors without an errno, such as gzip's).
+_ARCHIVE_ERRORS = (tarfile.TarError, zipfile.BadZipFile, zlib.error, EOFError, RuntimeError, NotImplementedError)
+
+
+def unpack(archive: Path, dest: Path, name: str, clock: Deadline) -> None:
+    """Unpack ``archive`` (``name`` says which kind) into the empty directory ``dest``, member by
+    member by the rules of :class:`_Tree`. Errors writing ``dest`` are left to the caller."""
+    tree = _Tree(dest, clock)
+    try:
+        (_unpack_zip if name.endswith(".zip") else _unpack_tar)(archive, tree)
+        tree.finish()
+    except _ARCHIVE_ERRORS + (OSError,) as exc:  # RuntimeError: an encrypted zip member
         if isinstance(exc, OSError) and exc.errno:
-            raise FetchError(f"cannot write the code into {dest}: {exc}", EXIT_RETRYABLE) from None
+            raise
         raise FetchError(f"not a valid {name.rsplit('.', 1)[-1]} archive: {exc}") from None
+
+
+def _entrypoint(root: Path, entrypoint: str, uri: str) -> Path:
+    """``root/entrypoint``, which must be a regular file reached through no symlink."""
+    rel = posixpath.normpath(entrypoint)
+    where, mode = _first_symlink(root, rel)
+    if mode is None:
+        present = sorted(p.name for p in root.iterdir())
+        raise FetchError(f"entrypoint {entrypoint!r} not found in the code from {uri} "
+                         f"(top level holds: {', '.join(present) or 'nothing'})")
+    if stat.S_ISLNK(mode):
+        raise FetchError(f"entrypoint {entrypoint!r}: {where!r} is a symlink in the code from {uri}; the "
+                         "entrypoint must be a regular file inside the code")
+    if not stat.S_ISREG(mode):
+        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+        raise FetchError(f"entrypoint {entrypoint!r} is {kind} in the code from {uri}")
+    return root / rel
 
 
 def fetch(uri: str, dest: str | Path, entrypoint: str, sha256: str | None = None, *,
@@ -433,7 +600,7 @@ def fetch(uri: str, dest: str | Path, entrypoint: str, sha256: str | None = None
           retries: int = 3, limits: Limits = Limits()) -> Path:
     """Fetch, verify and place the code; returns the entrypoint's path."""
     clock = Deadline(limits.deadline)
-    if not is_safe_relative(entrypoint):
+    if not is_safe_relative(entrypoint) or posixpath.normpath(entrypoint) == ".":
         raise FetchError(f"entrypoint {entrypoint!r} must be a relative path inside the code")
     if sha256 is not None and not re.fullmatch(r"[0-9a-fA-F]{64}", sha256):
         raise FetchError(f"--sha256 must be 64 hex characters (the output of sha256sum), got {sha256!r}")
@@ -461,27 +628,24 @@ def _fetch_into(uri: str, url: str, dest_dir: Path, entrypoint: str, sha256: str
         if sha256 and digest != sha256.lower():
             raise FetchError(f"sha256 mismatch for {uri}: expected {sha256.lower()}, got {digest} "
                              f"({size} bytes); the code changed or the URI is wrong")
+        staged = work / "code"  # placed and checked here, then moved into dest_dir
+        staged.mkdir()
         if name.endswith(ARCHIVE_SUFFIXES):
-            unpacked = work / "unpacked"
-            unpacked.mkdir()
-            unpack(download_to, unpacked, name)
-            for item in unpacked.iterdir():  # move into place, replacing an earlier fetch
-                target = dest_dir / item.name
-                if target.is_dir() and not target.is_symlink():
-                    shutil.rmtree(target)
-                elif target.exists() or target.is_symlink():
-                    target.unlink()
-                os.replace(item, target)
+            unpack(download_to, staged, name, clock)
         else:
-            target = dest_dir / entrypoint
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(download_to, target)
-        entry = dest_dir / entrypoint
-        if not entry.is_file():
-            present = sorted(p.name for p in dest_dir.iterdir() if not p.name.startswith(".tfk8s-"))
-            raise FetchError(f"entrypoint {entrypoint!r} not found in the code from {uri} "
-                             f"(top level holds: {', '.join(present) or 'nothing'})")
-        entry.chmod(entry.stat().st_mode | 0o755)
+            script = staged / posixpath.normpath(entrypoint)
+            script.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(download_to, script)
+        entry = _entrypoint(staged, entrypoint, uri)
+        entry.chmod(stat.S_IMODE(entry.stat().st_mode) | 0o755)
+        for item in staged.iterdir():  # move into place, replacing an earlier fetch
+            target = dest_dir / item.name
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)
+            elif target.exists() or target.is_symlink():
+                target.unlink()
+            os.replace(item, target)
+        entry = dest_dir / entry.relative_to(staged)
         print(redact(f"tfk8s codefetch: fetched {uri} ({size} bytes, sha256 {digest}) into {dest_dir}; "
                      f"entrypoint {entry}"), flush=True)
         return entry

@@ -25,6 +25,7 @@ import resource
 import signal
 import socket
 import ssl
+import stat
 import subprocess
 import sys
 import tarfile
@@ -276,9 +277,102 @@ def assert_nothing_placed(tmp_path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------- 1. extraction
+def test_symlink_chain_then_hardlink_cannot_write_outside(web, tmp_path):
+    """The review's escape: a link chain that only leaves the destination once extracted, then a
+    hardlink through it, then a file written through the hardlink."""
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"untouched")
+    up = "../../.."  # from a/b/c back to the unpack root
+    data = tarball(_file("run.sh", RUN_SH, 0o755), _symlink("a/b/c/l", up),
+               _symlink("p", "a/b/c/l/../../.."),  # reads as "a", resolves to tmp_path
+               _hardlink("h", "p/victim.txt"), _file("h", b"pwned"))
+    res = fetch_served(web, "/chain.tgz", data, tmp_path)
+    assert_fails(res, tmp_path, EXIT_PERMANENT, "'p'", "leaves the destination")
+    assert victim.read_bytes() == b"untouched" and victim.stat().st_nlink == 1
+    assert_nothing_placed(tmp_path)
+
+
+@pytest.mark.parametrize("members,why", [
+    ([_dir("sub"), _symlink("d", "sub"), _file("d/x", b"x")], "goes through the symlink 'd'"),
+    ([_file("sub/f", b"x"), _symlink("s", "sub"), _hardlink("h", "s/f")], "goes through the symlink 's'"),
+    ([_symlink("lib", "/etc")], "leaves the destination"),
+    ([_symlink("lib", "../..")], "leaves the destination"),
+    ([_hardlink("passwd", "/etc/passwd")], "unsafe archive member"),
+    ([_hardlink("h", "missing")], "not a regular file extracted before it"),
+    ([_entry("null", tarfile.CHRTYPE)], "device or FIFO"),
+    ([_entry("disk", tarfile.BLKTYPE)], "device or FIFO"),
+    ([_entry("pipe", tarfile.FIFOTYPE)], "device or FIFO"),
+    ([_file("a/../../x", b"x")], "unsafe archive member"),
+    # each link stays inside when it is made; together they point out of the destination
+    ([_symlink("b", "c/d/../.."), _dir("sub"), _symlink("c", "sub"), _symlink("sub/d", "..")],
+     "leaves the destination"),
+], ids=["through-symlink", "hardlink-through-symlink", "absolute-symlink", "symlink-up", "hardlink-absolute",
+        "hardlink-dangling", "chardev", "blockdev", "fifo", "dotdot", "late-chain"])
+def test_unsafe_tar_members_are_refused(web, tmp_path, members, why):
+    data = tarball(_file("run.sh", RUN_SH, 0o755), *members)
+    res = fetch_served(web, "/unsafe.tgz", data, tmp_path)
+    assert_fails(res, tmp_path, EXIT_PERMANENT, why)
+    assert_nothing_placed(tmp_path)
+
+
+def test_modes_are_data_filtered_and_links_inside_kept(web, tmp_path):
+    data = tarball(_dir("bin", 0o777), _file("run.sh", RUN_SH, 0o6777), _file("bin/tool", b"t", 0o4755),
+               _file("conf.txt", b"c", 0o666), _file("plain", b"p", 0o646), _dir("v1"),
+               _file("v1/params.txt", b"lr=0.1\n"), _symlink("current", "v1"), _hardlink("again.txt", "conf.txt"),
+               _file("./dotted", b"d"))
+    res = fetch_served(web, "/modes.tgz", data, tmp_path)
+    assert res.returncode == 0, res.stderr
+    code = tmp_path / "code"
+    modes = {name: stat.S_IMODE((code / name).lstat().st_mode)
+             for name in ("run.sh", "bin/tool", "conf.txt", "plain")}
+    assert modes == {"run.sh": 0o755, "bin/tool": 0o755, "conf.txt": 0o644, "plain": 0o644}
+    assert not (code / "bin").stat().st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    assert os.readlink(code / "current") == "v1" and (code / "current" / "params.txt").read_bytes() == b"lr=0.1\n"
+    assert (code / "again.txt").read_bytes() == b"c" and (code / "dotted").read_bytes() == b"d"
+
+
+@pytest.mark.parametrize("members,why", [
+    ([("lib", b"../../../etc", 0o120777)], "leaves the destination"),
+    ([("lib", b"/etc", 0o120777)], "leaves the destination"),
+    ([("sub/", b"", 0o40755), ("d", b"sub", 0o120777), ("d/x", b"x", 0o100644)], "goes through the symlink 'd'"),
+    ([("pipe", b"", 0o10644)], "device or FIFO"),
+    ([("../x", b"x", 0o100644)], "unsafe archive member"),
+    ([("a\\..\\x", b"x", 0o100644)], "unsafe archive member"),
+], ids=["symlink-up", "symlink-absolute", "through-symlink", "fifo", "dotdot", "backslash"])
+def test_unsafe_zip_members_are_refused(web, tmp_path, members, why):
+    data = zipped(("run.sh", RUN_SH, 0o100755), *members)
+    res = fetch_served(web, "/unsafe.zip", data, tmp_path)
+    assert_fails(res, tmp_path, EXIT_PERMANENT, why)
+    assert_nothing_placed(tmp_path)
+
+
+def test_zip_modes_and_symlinks_inside(web, tmp_path):
+    data = zipped(("run.sh", RUN_SH, 0o104777), ("lib/params.txt", b"lr", 0o100666), ("current", b"lib", 0o120777),
+                  ("old.txt", b"o", 0))  # no Unix mode: an ordinary file
+    res = fetch_served(web, "/modes.zip", data, tmp_path)
+    assert res.returncode == 0, res.stderr
+    code = tmp_path / "code"
+    assert stat.S_IMODE((code / "run.sh").stat().st_mode) == 0o755
+    assert stat.S_IMODE((code / "lib/params.txt").stat().st_mode) == 0o644
+    assert os.readlink(code / "current") == "lib" and (code / "old.txt").read_bytes() == b"o"
 
 
 # ----------------------------------------------------------------------------- 2. the entrypoint
+@pytest.mark.parametrize("members,entrypoint,why", [
+    ([_file("real.sh", RUN_SH), _symlink("run.sh", "real.sh")], "run.sh", "'run.sh' is a symlink"),
+    ([_file("sub/run.sh", RUN_SH), _symlink("lib", "sub")], "lib/run.sh", "'lib' is a symlink"),
+    ([_dir("run.sh"), _file("run.sh/x", b"x")], "run.sh", "is a directory"),
+], ids=["symlink", "under-symlink", "directory"])
+def test_entrypoint_must_be_a_regular_file(web, tmp_path, members, entrypoint, why):
+    res = fetch_served(web, "/entry.tgz", tarball(*members), tmp_path, entrypoint=entrypoint)
+    assert_fails(res, tmp_path, EXIT_PERMANENT, why)
+    assert_nothing_placed(tmp_path)
+
+
+def test_single_script_entrypoint_in_a_subdirectory(web, tmp_path):
+    res = fetch_served(web, "/train.py", RUN_SH, tmp_path, entrypoint="bin/train.py")
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "code" / "bin" / "train.py").read_bytes() == RUN_SH
 
 
 # ----------------------------------------------------------------------------- 3. size caps
