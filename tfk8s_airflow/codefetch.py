@@ -34,9 +34,11 @@ entrypoint. The entrypoint must be a regular file inside the code (not a symlink
 directory, not under a symlink) and is made executable. Only then does the code replace
 what the destination held.
 
-The whole fetch, retries included, ends by a deadline (``--deadline`` or
-``$TFK8S_CODE_DEADLINE``, default 300 s); a body shorter than its Content-Length is a failed
-download, not code.
+Limits (:data:`SETTINGS`, each a flag and an environment variable): the bytes downloaded
+(default 256 MiB), the bytes an archive unpacks to (1 GiB) and its members (10,000), each a
+permanent failure that says how to raise it; and a deadline for the whole fetch, retries
+included (300 s, retryable). A body shorter than its Content-Length is a failed download,
+not code.
 
 Exit codes, as the ExitCode restart policy and the job sensor read them: 0 success; 1
 permanent (bad URI or flag, plain http without a sha256, a refused redirect, HTTP 4xx such
@@ -166,12 +168,23 @@ class Setting(NamedTuple):
     flag: str
     env: str
     unit: str  # "bytes" (which may be written 512M, 1G...), "members" or "seconds"
+    about: str
 
     def how(self) -> str:
         return f"{self.flag} or ${self.env}"
 
     def show(self, value: float) -> str:
-        return f"{value:g}s" if self.unit == "seconds" else f"{value:,.0f} {self.unit}"
+        if self.unit == "seconds":
+            return f"{value:g}s"
+        for suffix, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+            if self.unit == "bytes" and value >= factor and value % factor == 0:
+                return f"{value / factor:g} {suffix}"
+        return f"{value:,.0f} {self.unit}"
+
+    def exceeded(self, what: str, limit: float) -> FetchError:
+        """The permanent failure of ``what`` going over ``limit``."""
+        return FetchError(f"{what} exceeds the cap of {self.show(limit)}; if the code really is this large, "
+                          f"raise the cap with {self.how()}")
 
     def parse(self, text: str) -> float:
         """``text`` as a positive value; bytes may end in K, M, G or T (powers of 1024)."""
@@ -185,15 +198,26 @@ class Setting(NamedTuple):
         return value if self.unit == "seconds" else int(value)
 
 
-DEADLINE = Setting(300, "--deadline", "TFK8S_CODE_DEADLINE", "seconds")
+DOWNLOAD_BYTES = Setting(256 << 20, "--max-download-bytes", "TFK8S_CODE_MAX_DOWNLOAD_BYTES", "bytes",
+                         "the most bytes to download")
+UNPACKED_BYTES = Setting(1 << 30, "--max-unpacked-bytes", "TFK8S_CODE_MAX_UNPACKED_BYTES", "bytes",
+                         "the most bytes an archive may unpack to")
+MEMBERS = Setting(10_000, "--max-members", "TFK8S_CODE_MAX_MEMBERS", "members",
+                  "the most members (files, directories, links) an archive may have")
+DEADLINE = Setting(300, "--deadline", "TFK8S_CODE_DEADLINE", "seconds",
+                   "the most seconds the whole fetch may take, retries included")
 #: Each field of :class:`Limits` and the setting that gives it.
-SETTINGS = {"deadline": DEADLINE}
+SETTINGS = {"download_bytes": DOWNLOAD_BYTES, "unpacked_bytes": UNPACKED_BYTES, "members": MEMBERS,
+            "deadline": DEADLINE}
 
 
 @dataclasses.dataclass(frozen=True)
 class Limits:
     """What one fetch may take (see :data:`SETTINGS`)."""
 
+    download_bytes: float = DOWNLOAD_BYTES.default
+    unpacked_bytes: float = UNPACKED_BYTES.default
+    members: float = MEMBERS.default
     deadline: float = DEADLINE.default
 
 
@@ -335,11 +359,12 @@ def _content_length(response: http.client.HTTPResponse) -> int | None:
     return int(value) if value.isdigit() else None
 
 
-def download(url: str, target: Path, timeout: float, clock: Deadline) -> tuple[int, str]:
+def download(url: str, target: Path, timeout: float, clock: Deadline, max_bytes: float) -> tuple[int, str]:
     """Stream ``url`` into ``target``; returns (bytes, sha256 hex).
 
     Each read waits at most ``timeout`` and never past ``clock``; a body shorter than its
-    Content-Length is a retryable failure. Errors writing ``target`` are left to the caller.
+    Content-Length is a retryable failure, one longer than ``max_bytes`` a permanent one.
+    Errors writing ``target`` are left to the caller.
     """
     digest = hashlib.sha256()
     size = 0
@@ -349,6 +374,9 @@ def download(url: str, target: Path, timeout: float, clock: Deadline) -> tuple[i
         raise _network_error(exc, url, f"cannot reach {url}") from None
     with response, open(target, "wb") as out:
         expected = _content_length(response)
+        if expected is not None and expected > max_bytes:
+            raise DOWNLOAD_BYTES.exceeded(f"the download of {url} ({expected:,} bytes, its Content-Length)",
+                                          max_bytes)
         while True:
             try:
                 chunk = response.read1(_READ)
@@ -356,9 +384,11 @@ def download(url: str, target: Path, timeout: float, clock: Deadline) -> tuple[i
                 raise _network_error(exc, url, f"the download of {url} broke off after {size} bytes") from None
             if not chunk:
                 break
+            size += len(chunk)
+            if size > max_bytes:
+                raise DOWNLOAD_BYTES.exceeded(f"the download of {url}", max_bytes)
             out.write(chunk)
             digest.update(chunk)
-            size += len(chunk)
             clock.check(f"while downloading {url} ({size} bytes so far)")
     if expected is not None and size < expected:
         raise FetchError(f"the download of {url} broke off after {size} of {expected} bytes (its Content-Length)",
@@ -366,12 +396,12 @@ def download(url: str, target: Path, timeout: float, clock: Deadline) -> tuple[i
     return size, digest.hexdigest()
 
 
-def _download_with_retries(url: str, target: Path, timeout: float, retries: int,
-                           clock: Deadline) -> tuple[int, str]:
+def _download_with_retries(url: str, target: Path, timeout: float, retries: int, clock: Deadline,
+                           max_bytes: float) -> tuple[int, str]:
     """:func:`download`, again after a retryable failure while ``retries`` and the deadline allow."""
     for attempt in range(1, retries + 1):
         try:
-            return download(url, target, timeout, clock)
+            return download(url, target, timeout, clock, max_bytes)
         except DeadlinePassed:
             raise
         except FetchError as exc:
@@ -419,13 +449,16 @@ class _Tree:
     symlink placed before it; a symlink whose target resolves outside the root, then or once
     the archive is unpacked; a hardlink to anything but a regular file placed before it;
     devices and FIFOs. Files keep no setuid/setgid or group/other write bit; directories are
-    0755; nothing is chowned.
+    0755; nothing is chowned. The member count and the bytes written are capped by ``limits``.
     """
 
-    def __init__(self, root: Path, clock: Deadline) -> None:
+    def __init__(self, root: Path, clock: Deadline, limits: Limits) -> None:
         self.root = root.resolve()
         self.clock = clock
+        self.limits = limits
         self.links: list[tuple[str, Path]] = []
+        self.members = 0
+        self.written = 0
 
     def directory(self, name: str) -> None:
         path = self._target(name)
@@ -438,6 +471,9 @@ class _Tree:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
         with os.fdopen(fd, "wb") as out:
             while chunk := source.read(_READ):
+                self.written += len(chunk)
+                if self.written > self.limits.unpacked_bytes:
+                    raise UNPACKED_BYTES.exceeded("the unpacked archive", self.limits.unpacked_bytes)
                 out.write(chunk)
             os.fchmod(out.fileno(), _file_mode(mode))
 
@@ -477,6 +513,9 @@ class _Tree:
     def _target(self, name: str) -> Path | None:
         """Where member ``name`` goes, its directories made (none of them a symlink); None: the root."""
         self.clock.check(f"while unpacking (at member {name!r})")
+        self.members += 1
+        if self.members > self.limits.members:
+            raise MEMBERS.exceeded("the number of archive members", self.limits.members)
         if not is_safe_relative(name):
             raise FetchError(f"unsafe archive member {name!r}: absolute, with a '..' or with a backslash")
         clean = posixpath.normpath(name)
@@ -565,10 +604,10 @@ def _unpack_zip(archive: Path, tree: _Tree) -> None:
 _ARCHIVE_ERRORS = (tarfile.TarError, zipfile.BadZipFile, zlib.error, EOFError, RuntimeError, NotImplementedError)
 
 
-def unpack(archive: Path, dest: Path, name: str, clock: Deadline) -> None:
+def unpack(archive: Path, dest: Path, name: str, clock: Deadline, limits: Limits) -> None:
     """Unpack ``archive`` (``name`` says which kind) into the empty directory ``dest``, member by
     member by the rules of :class:`_Tree`. Errors writing ``dest`` are left to the caller."""
-    tree = _Tree(dest, clock)
+    tree = _Tree(dest, clock, limits)
     try:
         (_unpack_zip if name.endswith(".zip") else _unpack_tar)(archive, tree)
         tree.finish()
@@ -612,26 +651,26 @@ def fetch(uri: str, dest: str | Path, entrypoint: str, sha256: str | None = None
     try:
         dest_dir.mkdir(parents=True, exist_ok=True)
         dest_dir = dest_dir.resolve()
-        return _fetch_into(uri, url, dest_dir, entrypoint, sha256, timeout, retries, clock)
+        return _fetch_into(uri, url, dest_dir, entrypoint, sha256, timeout, retries, clock, limits)
     except OSError as exc:  # the network's are FetchErrors by now: this is the disk
         code = EXIT_PERMANENT if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS) else EXIT_RETRYABLE
         raise FetchError(f"cannot write the code into {dest_dir}: {exc.strerror or exc}", code) from None
 
 
 def _fetch_into(uri: str, url: str, dest_dir: Path, entrypoint: str, sha256: str | None, timeout: float,
-                retries: int, clock: Deadline) -> Path:
+                retries: int, clock: Deadline, limits: Limits) -> Path:
     name = urllib.parse.urlsplit(uri).path.lower()
     work = Path(tempfile.mkdtemp(prefix=".tfk8s-fetch-", dir=dest_dir))
     try:
         download_to = work / "download"
-        size, digest = _download_with_retries(url, download_to, timeout, retries, clock)
+        size, digest = _download_with_retries(url, download_to, timeout, retries, clock, limits.download_bytes)
         if sha256 and digest != sha256.lower():
             raise FetchError(f"sha256 mismatch for {uri}: expected {sha256.lower()}, got {digest} "
                              f"({size} bytes); the code changed or the URI is wrong")
         staged = work / "code"  # placed and checked here, then moved into dest_dir
         staged.mkdir()
         if name.endswith(ARCHIVE_SUFFIXES):
-            unpack(download_to, staged, name, clock)
+            unpack(download_to, staged, name, clock, limits)
         else:
             script = staged / posixpath.normpath(entrypoint)
             script.parent.mkdir(parents=True, exist_ok=True)
@@ -676,7 +715,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python3 -m tfk8s_airflow.codefetch", description="Fetch training code into a directory.")
+    parser = _Parser(prog="python3 -m tfk8s_airflow.codefetch", description="Fetch training code into a directory.",
+                     epilog="BYTES may end in K, M, G or T (powers of 1024): 512M, 1G. See docs/code-staging.md.")
     parser.add_argument("--uri", required=True)
     parser.add_argument("--dest", required=True)
     parser.add_argument("--entrypoint", default="run.sh")
@@ -688,9 +728,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds one read may wait (default 60)")
     parser.add_argument("--retries", type=int, default=3, help="attempts at a retryable download (default 3)")
     for name, setting in SETTINGS.items():
-        parser.add_argument(setting.flag, dest=name, type=setting.parse,
+        parser.add_argument(setting.flag, dest=name, type=setting.parse, metavar=setting.unit.upper(),
                             default=os.environ.get(setting.env, str(setting.default)),
-                            help=f"{setting.unit} (default {setting.show(setting.default)}, or ${setting.env})")
+                            help=f"{setting.about} (default {setting.show(setting.default)}; ${setting.env})")
     return parser
 
 

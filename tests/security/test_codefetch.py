@@ -379,6 +379,37 @@ def test_single_script_entrypoint_in_a_subdirectory(web, tmp_path):
 ZEROS = b"\0" * (3 << 20)
 
 
+@pytest.mark.parametrize("name,data,args,env,cap", [
+    ("/big.sh", b"x" * 5000, ["--max-download-bytes", "1000"], {}, "--max-download-bytes"),
+    ("/bomb.tgz", tarball(_file("run.sh", RUN_SH), _file("zeros", ZEROS)), ["--max-unpacked-bytes", "1M"], {},
+     "--max-unpacked-bytes"),
+    ("/bomb.zip", zipped(("run.sh", RUN_SH, 0o100755), ("zeros", ZEROS, 0o100644)), [],
+     {"TFK8S_CODE_MAX_UNPACKED_BYTES": "1M"}, "--max-unpacked-bytes"),
+    ("/many.tgz", tarball(*(_file(f"f{i}") for i in range(30))), ["--max-members", "10"], {}, "--max-members"),
+    ("/many.zip", zipped(*((f"f{i}", b"", 0o100644) for i in range(30))), [], {"TFK8S_CODE_MAX_MEMBERS": "10"},
+     "--max-members"),
+], ids=["download", "unpacked-tar", "unpacked-zip", "members-tar", "members-zip"])
+def test_caps_are_permanent_and_say_how_to_raise_them(web, tmp_path, name, data, args, env, cap):
+    res = fetch_served(web, name, data, tmp_path, *args, env=env)
+    variable = {"--max-download-bytes": "TFK8S_CODE_MAX_DOWNLOAD_BYTES", "--max-members": "TFK8S_CODE_MAX_MEMBERS",
+                "--max-unpacked-bytes": "TFK8S_CODE_MAX_UNPACKED_BYTES"}[cap]
+    assert_fails(res, tmp_path, EXIT_PERMANENT, cap, variable)
+    assert_nothing_placed(tmp_path)
+
+
+def test_download_cap_holds_without_content_length(tmp_path):
+    """No Content-Length (the body ends when the connection closes): the cap is counted as bytes arrive."""
+    body = b"x" * 5000
+    with raw_server(_send(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + body)) as url:
+        res = run_fetch(url + "/big.sh", tmp_path, sha256=sha(body), env={"TFK8S_CODE_MAX_DOWNLOAD_BYTES": "1K"})
+    assert_fails(res, tmp_path, EXIT_PERMANENT, "TFK8S_CODE_MAX_DOWNLOAD_BYTES")
+
+
+def test_a_bad_cap_value_is_a_clear_permanent_failure(web, tmp_path):
+    res = run_fetch(web.url + "/x.sh", tmp_path, sha256="0" * 64, env={"TFK8S_CODE_MAX_MEMBERS": "lots"})
+    assert_fails(res, tmp_path, EXIT_PERMANENT, "--max-members", "lots")
+
+
 # ----------------------------------------------------------------------------- 4. Content-Length
 @pytest.mark.parametrize("answer,why", [
     (_send(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + b"x" * 10), "10 of 1000 bytes"),
