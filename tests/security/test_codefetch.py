@@ -40,6 +40,8 @@ import pytest
 from tfk8s_airflow.codefetch import EXIT_PERMANENT, EXIT_RETRYABLE
 
 REPO = Path(__file__).resolve().parents[2]
+#: The interpreter the fetcher runs under: a training image's python3 may be older than ours.
+FETCH_PYTHON = os.environ.get("TFK8S_FETCH_PYTHON", sys.executable)
 RUN_SH = b"#!/bin/sh\necho ok\n"
 
 
@@ -244,7 +246,7 @@ def _drip(conn: socket.socket, stop: threading.Event) -> None:
 # ----------------------------------------------------------------------------- running the fetcher
 def run_fetch(uri: str, tmp_path: Path, *args: str, sha256: str | None = None, entrypoint: str = "run.sh",
               env: dict[str, str] | None = None, preexec_fn=None) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "tfk8s_airflow.codefetch", "--uri", uri, "--dest", str(tmp_path / "code"),
+    cmd = [FETCH_PYTHON, "-m", "tfk8s_airflow.codefetch", "--uri", uri, "--dest", str(tmp_path / "code"),
            "--entrypoint", entrypoint, "--retries", "1", "--timeout", "10", *args]
     if sha256:
         cmd += ["--sha256", sha256]
