@@ -418,6 +418,8 @@ def test_a_bad_cap_value_is_a_clear_permanent_failure(web, tmp_path):
     (_send(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n100\r\nshort"), "ended early"),
 ], ids=["content-length", "chunked"])
 def test_a_cut_body_is_retryable(tmp_path, answer, why):
+    """A raw socket fake: no HTTP server sends less than it announces on purpose, but a dropped
+    connection or a broken proxy does."""
     full = b"x" * 1000
     with raw_server(answer) as url:
         res = run_fetch(url + "/train.sh", tmp_path, sha256=sha(full))
@@ -431,6 +433,8 @@ def test_a_cut_body_is_retryable(tmp_path, answer, why):
     (_drip, ["--timeout", "60"], {"TFK8S_CODE_DEADLINE": "2"}),
 ], ids=["silent-server", "dripping-body"])
 def test_the_deadline_bounds_the_whole_fetch(tmp_path, answer, args, env):
+    """Raw socket fakes: one accepts and never answers; one sends a byte every 0.1 s, so no read
+    ever times out and only the deadline ends the fetch."""
     with raw_server(answer) as url:
         res = run_fetch(url + "/train.sh", tmp_path, *args, sha256="0" * 64, env=env)
     assert_fails(res, tmp_path, EXIT_RETRYABLE, "deadline of 2s", "--deadline", "TFK8S_CODE_DEADLINE")
@@ -440,7 +444,7 @@ def test_the_deadline_bounds_the_whole_fetch(tmp_path, answer, args, env):
 @pytest.mark.parametrize("location,why", [
     ("ftp://127.0.0.1:1/algo.sh", "only http(s) redirects are followed"),
     ("file:///etc/passwd", "only http(s) redirects are followed"),
-])
+], ids=["ftp", "file"])
 def test_redirects_leave_http_only(web, tmp_path, location, why):
     url = web.serve("/moved.sh", status=302, Location=location)
     res = run_fetch(url, tmp_path, sha256="0" * 64)
@@ -448,6 +452,8 @@ def test_redirects_leave_http_only(web, tmp_path, location, why):
 
 
 def test_https_is_never_downgraded_to_http(web, tls_web, tls_cert, tmp_path):
+    """The HTTPS fake (self-signed, trusted through SSL_CERT_FILE) stands in for an artifact store
+    whose redirect to plain http would hand the code to anyone on the path."""
     data = tarball(_file("run.sh", RUN_SH))
     plain = web.serve("/algo.tgz", data)
     url = tls_web.serve("/algo.tgz", status=302, Location=plain)
@@ -519,6 +525,8 @@ def test_broken_archives_are_one_permanent_line(web, tmp_path, name, data, why):
      "broke off"),
 ], ids=["bad-status", "not-http", "empty", "reset-mid-body"])
 def test_misbehaving_servers_are_one_line(tmp_path, answer, code, why):
+    """Raw socket fakes for what no HTTP server sends: a malformed status line, another protocol
+    (an SSH banner, as on a wrong port), no answer at all, a reset in the middle of the body."""
     with raw_server(answer) as url:
         res = run_fetch(url + "/train.sh", tmp_path, sha256="0" * 64)
     assert_fails(res, tmp_path, code, why)
