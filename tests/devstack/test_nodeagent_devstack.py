@@ -1,6 +1,6 @@
 """The devstack node agent as a kubelet: pods on ``tfk8s-local-0`` run as local processes.
 
-Small shell/Python pods (no TensorFlow) check what the agent promises in docs/nodeagent.md:
+Small shell/Python pods (no TensorFlow) check what the agent promises in devstack/components/nodeagent/README.md:
 restart policies and exit codes, deletion with grace periods, activeDeadlineSeconds, init
 containers, volumes, DNS names of a Service's pods, logs through the API server, and that
 ``devstack/down nodeagent`` leaves nothing behind.
@@ -173,3 +173,63 @@ def test_down_stops_pods_and_leaves_nothing(nodeagent, k8s_namespace):
     finally:
         up = subprocess.run([str(DEVSTACK / "up"), "nodeagent"], capture_output=True, text=True, timeout=180)
         assert up.returncode == 0, up.stderr
+
+
+def test_termination_messages_from_the_file_and_from_the_log(nodeagent, k8s_namespace):
+    """Every container run gets its own termination file, named by TFK8S_TERMINATION_LOG and
+    bind-mounted at its terminationMessagePath (default /dev/termination-log) in the
+    container's mount namespace; the agent puts its last 4096 bytes into
+    state.terminated.message, as the kubelet does. FallbackToLogsOnError: a failed container
+    with an empty file gets the last 80 lines of its log instead."""
+    core, ns = nodeagent.cluster.core_v1, k8s_namespace
+    custom = f"/var/tmp/tfk8s-termination-test-{ns}"
+    fallback = {"terminationMessagePolicy": "FallbackToLogsOnError"}
+    core.create_namespaced_pod(ns, _pod(
+        "file", 'echo "$TFK8S_TERMINATION_LOG"; printf "bye from /dev/termination-log" > /dev/termination-log; exit 3',
+        initContainers=[{"name": "init", "image": "x", "command": [
+            "sh", "-c", 'echo "$TFK8S_TERMINATION_LOG"; printf "init says hi" > "$TFK8S_TERMINATION_LOG"']}]))
+    core.create_namespaced_pod(ns, _pod(
+        "custom-path", f'printf "at a custom path" > {custom}', container={"terminationMessagePath": custom}))
+    core.create_namespaced_pod(ns, _pod(
+        "big", "head -c 904 /dev/zero | tr '\\0' a > \"$TFK8S_TERMINATION_LOG\"; "
+               "head -c 4096 /dev/zero | tr '\\0' b >> \"$TFK8S_TERMINATION_LOG\""))
+    core.create_namespaced_pod(ns, _pod("fallback", "seq 1 100; exit 1", container=fallback))
+    core.create_namespaced_pod(ns, _pod(
+        "fallback-file-wins", 'seq 1 100; printf "the file wins" > "$TFK8S_TERMINATION_LOG"; exit 1',
+        container=fallback))
+    core.create_namespaced_pod(ns, _pod("fallback-success", "seq 1 100", container=fallback))
+    # A restarted container starts with an empty file: the message belongs to its run.
+    core.create_namespaced_pod(ns, _pod(
+        "rerun", 'if [ ! -e /scratch/ran ]; then touch /scratch/ran; printf "first run" > /dev/termination-log; '
+                 "exit 1; fi", restart="OnFailure", volumes=[{"name": "scratch", "emptyDir": {}}],
+        container={"volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}]}))
+
+    ended = {}
+    for name in ("file", "custom-path", "big", "fallback", "fallback-file-wins", "fallback-success", "rerun"):
+        ended[name] = wait_for(_phase(core, ns, name, "Failed", "Succeeded"), 60, f"{name} ends")
+
+    def term(name):
+        return ended[name].status.container_statuses[0].state.terminated
+
+    init = ended["file"].status.init_container_statuses[0].state.terminated
+    assert (init.exit_code, init.message) == (0, "init says hi")
+    assert (term("file").exit_code, term("file").message) == (3, "bye from /dev/termination-log")
+    files = _log(core, ns, "file", container="init").strip(), _log(core, ns, "file").strip()
+    assert files[0] != files[1] and all(f.startswith(str(nodeagent.pods_dir)) for f in files), files
+    assert term("custom-path").message == "at a custom path"
+    assert term("big").message == "b" * 4096  # the last 4096 bytes, as the kubelet reads them
+    assert term("fallback").message == "".join(f"{i}\n" for i in range(21, 101))
+    assert term("fallback-file-wins").message == "the file wins"
+    assert term("fallback-success").exit_code == 0 and term("fallback-success").message is None
+    rerun = ended["rerun"].status.container_statuses[0]
+    assert rerun.restart_count == 1 and rerun.last_state.terminated.message == "first run"
+    assert rerun.state.terminated.exit_code == 0 and rerun.state.terminated.message is None
+    # Messages went to the pods' own files, not to the host's paths (mount points only).
+    for name in list(ended):
+        core.delete_namespaced_pod(name, ns)
+    wait_for(lambda: not core.list_namespaced_pod(ns).items, 30, "the pods deleted")
+    wait_for(lambda: not nodeagent.leftovers(ns), 15, "sandboxes removed")
+    assert not Path(custom).exists()
+    host_default = Path("/dev/termination-log")
+    assert not host_default.exists() or host_default.stat().st_size == 0
+
