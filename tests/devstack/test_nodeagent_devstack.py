@@ -233,3 +233,48 @@ def test_termination_messages_from_the_file_and_from_the_log(nodeagent, k8s_name
     host_default = Path("/dev/termination-log")
     assert not host_default.exists() or host_default.stat().st_size == 0
 
+
+def test_pods_reach_the_host_address_and_name_but_not_its_loopback(nodeagent, k8s_namespace):
+    """A server on the host address (the bridge's, exported as TFK8S_NODEAGENT_HOST_ADDR)
+    answers pods, also by this machine's host name (every pod's hosts file maps it); a
+    server on the host's 127.0.0.1 does not: a pod's 127.0.0.1 is its own loopback."""
+    import http.server
+    import threading
+
+    core, ns = nodeagent.cluster.core_v1, k8s_namespace
+
+    class Hello(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            body = f"hello {self.client_address[0]}".encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    servers = [http.server.ThreadingHTTPServer((addr, 0), Hello) for addr in (nodeagent.host_addr, "127.0.0.1")]
+    for srv in servers:
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+    on_host_addr, on_loopback = (srv.server_address[1] for srv in servers)
+    probe = ("import socket, urllib.request as u\n"
+             f"print(socket.gethostbyname({nodeagent.host_name!r}))\n"
+             f"for url in ('http://{nodeagent.host_addr}:{on_host_addr}/', 'http://{nodeagent.host_name}:{on_host_addr}/',"
+             f" 'http://127.0.0.1:{on_loopback}/'):\n"
+             "    try:\n"
+             "        print(u.urlopen(url, timeout=5).read().decode())\n"
+             "    except OSError as exc:\n"
+             "        print('error', getattr(exc, 'reason', exc))\n")
+    try:
+        core.create_namespaced_pod(ns, _pod("probe", "", container={"command": ["python3", "-c", probe]}))
+        p = wait_for(_phase(core, ns, "probe", "Failed", "Succeeded"), 60, "probe ends")
+        out = _log(core, ns, "probe").splitlines()
+    finally:
+        for srv in servers:
+            srv.shutdown()
+            srv.server_close()
+    assert p.status.phase == "Succeeded", out
+    assert out[0] == nodeagent.host_addr
+    assert out[1] == out[2] == f"hello {p.status.pod_ip}", out
+    assert out[3] == "error [Errno 111] Connection refused", out

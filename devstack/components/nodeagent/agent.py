@@ -28,6 +28,7 @@ import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -649,6 +650,10 @@ class Agent:
         self.core = client.CoreV1Api(self.api_client)
         self.coord = client.CoordinationV1Api(self.api_client)
         self.network = Network(args.subnet, args.bridge)
+        # Pods reach the host at the bridge's address; its host name resolves to it in every pod
+        # (HDFS redirects name the DataNode by this machine's host name).
+        self.host_addr = self.network.gateway
+        self.host_name = args.host_name if args.host_name not in ("", "localhost") else ""
         self.mountpoints = MountPoints(self.state_dir / "mountpoints")
         self.workers: dict[str, PodWorker] = {}
         self.finished_uids: set[str] = set()
@@ -881,6 +886,8 @@ class Agent:
         lines = ["# tfk8s node agent: hosts of pod " + me.key,
                  "127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback",
                  f"{me.ip}\t" + " ".join(own + [me.hostname])]
+        if self.host_name and self.host_name != me.hostname:
+            lines.append(f"{self.host_addr}\t{self.host_name}")
         if me.subdomain:
             svc = self.services.get((me.namespace, me.subdomain))
             if svc is not None:
@@ -902,7 +909,8 @@ class Agent:
                 text = self.hosts_for(w)
                 if text != w.hosts_text:
                     if sandbox.write_in_place(sandbox.NETNS_ETC / w.netns / "hosts", text):
-                        log.info("%s: hosts file now has %d peers", w.key, text.count("\n") - 4)
+                        log.info("%s: hosts file now has %d peers", w.key,
+                                 max(text.count(".svc.cluster.local") - 1, 0))
                     w.hosts_text = text
 
     # -------------------------------------------------------------------- logs
@@ -933,7 +941,8 @@ class Agent:
         for target in (self.heartbeat_loop, self.watch_loop):
             threading.Thread(target=target, name=target.__name__, daemon=True).start()
         (self.state_dir / "ready").write_text(f"{os.getpid()}\n")
-        log.info("node %s ready (bridge %s, %s, python %s)", self.node_name, a.bridge, a.subnet, self.python)
+        log.info("node %s ready (bridge %s, %s, host %s = %s, python %s)", self.node_name, a.bridge, a.subnet,
+                 self.host_name or "-", self.host_addr, self.python)
         while not self.stopping.is_set():
             try:
                 self.reconcile()
@@ -980,6 +989,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--memory", default="16Gi")
     r.add_argument("--pods", type=int, default=110)
     r.add_argument("--no-taint", dest="taint", action="store_false")
+    r.add_argument("--host-name", default=socket.gethostname(),
+                   help="this machine's host name, resolved to the host address in every pod")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     logging.getLogger("urllib3").setLevel(logging.ERROR)  # retries while the API server restarts
