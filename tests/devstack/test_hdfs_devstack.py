@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
 import time
 from urllib.parse import urlparse
 
@@ -66,13 +68,25 @@ def test_checksum_matches_local_computation(hdfs_server, hdfs_dir, size, block_s
     assert reported["bytes"].startswith(expected["bytes"])
 
 
-def test_datanode_redirect_points_at_loopback(hdfs_server, hdfs_dir):
+def test_datanode_redirect_names_this_machine_and_http_listens_for_pods(hdfs_server, hdfs_dir):
+    """WebHDFS reads redirect to the DataNode by this machine's host name, which resolves
+    here and (through the node agent's hosts files) to the host address in every pod; the
+    NameNode's and the DataNode's HTTP listen on all addresses, so the node agent's bridge
+    reaches them too (pods fetching from HDFS: tests/realpods/test_code_fetch.py)."""
     hdfs_server.client().write(f"{hdfs_dir}/f", data=b"x")
     resp = requests.get(f"{hdfs_server.url}/webhdfs/v1{hdfs_dir}/f",
                         params={"op": "OPEN", "user.name": hdfs_server.user},
                         allow_redirects=False, timeout=10)
     assert resp.status_code == 307
-    assert urlparse(resp.headers["Location"]).hostname == "127.0.0.1"
+    location = urlparse(resp.headers["Location"])
+    assert location.hostname == socket.gethostname()
+    assert hdfs_server.env["TFK8S_HDFS_DATANODE_URL"] == f"http://{location.hostname}:{location.port}"
+    assert requests.get(resp.headers["Location"], timeout=10).content == b"x"
+    assert hdfs_server.env["TFK8S_HDFS_BIND_HOST"] == "0.0.0.0"
+    for port in (urlparse(hdfs_server.url).port, location.port):
+        listening = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True,
+                                   timeout=10).stdout.split()
+        assert f"0.0.0.0:{port}" in listening, listening
 
 
 def test_real_permission_denied_for_an_ordinary_user(hdfs_server, hdfs_dir):
@@ -124,7 +138,6 @@ def test_namenode_can_be_stopped_and_restarted(hdfs_server, hdfs_dir):
 
 def test_env_exports_and_fast_idempotent_up(hdfs_server):
     import json
-    import subprocess
 
     from tests.fixtures.data import DEVSTACK
 

@@ -1,6 +1,6 @@
 """The devstack node agent as a kubelet: pods on ``tfk8s-local-0`` run as local processes.
 
-Small shell/Python pods (no TensorFlow) check what the agent promises in docs/nodeagent.md:
+Small shell/Python pods (no TensorFlow) check what the agent promises in devstack/components/nodeagent/README.md:
 restart policies and exit codes, deletion with grace periods, activeDeadlineSeconds, init
 containers, volumes, DNS names of a Service's pods, logs through the API server, and that
 ``devstack/down nodeagent`` leaves nothing behind.
@@ -173,3 +173,110 @@ def test_down_stops_pods_and_leaves_nothing(nodeagent, k8s_namespace):
     finally:
         up = subprocess.run([str(DEVSTACK / "up"), "nodeagent"], capture_output=True, text=True, timeout=180)
         assert up.returncode == 0, up.stderr
+
+
+def test_termination_messages_from_the_file_and_from_the_log(nodeagent, k8s_namespace):
+    """Every container run gets its own termination file, named by TFK8S_TERMINATION_LOG and
+    bind-mounted at its terminationMessagePath (default /dev/termination-log) in the
+    container's mount namespace; the agent puts its last 4096 bytes into
+    state.terminated.message, as the kubelet does. FallbackToLogsOnError: a failed container
+    with an empty file gets the last 80 lines of its log instead."""
+    core, ns = nodeagent.cluster.core_v1, k8s_namespace
+    custom = f"/var/tmp/tfk8s-termination-test-{ns}"
+    fallback = {"terminationMessagePolicy": "FallbackToLogsOnError"}
+    core.create_namespaced_pod(ns, _pod(
+        "file", 'echo "$TFK8S_TERMINATION_LOG"; printf "bye from /dev/termination-log" > /dev/termination-log; exit 3',
+        initContainers=[{"name": "init", "image": "x", "command": [
+            "sh", "-c", 'echo "$TFK8S_TERMINATION_LOG"; printf "init says hi" > "$TFK8S_TERMINATION_LOG"']}]))
+    core.create_namespaced_pod(ns, _pod(
+        "custom-path", f'printf "at a custom path" > {custom}', container={"terminationMessagePath": custom}))
+    core.create_namespaced_pod(ns, _pod(
+        "big", "head -c 904 /dev/zero | tr '\\0' a > \"$TFK8S_TERMINATION_LOG\"; "
+               "head -c 4096 /dev/zero | tr '\\0' b >> \"$TFK8S_TERMINATION_LOG\""))
+    core.create_namespaced_pod(ns, _pod("fallback", "seq 1 100; exit 1", container=fallback))
+    core.create_namespaced_pod(ns, _pod(
+        "fallback-file-wins", 'seq 1 100; printf "the file wins" > "$TFK8S_TERMINATION_LOG"; exit 1',
+        container=fallback))
+    core.create_namespaced_pod(ns, _pod("fallback-success", "seq 1 100", container=fallback))
+    # A restarted container starts with an empty file: the message belongs to its run.
+    core.create_namespaced_pod(ns, _pod(
+        "rerun", 'if [ ! -e /scratch/ran ]; then touch /scratch/ran; printf "first run" > /dev/termination-log; '
+                 "exit 1; fi", restart="OnFailure", volumes=[{"name": "scratch", "emptyDir": {}}],
+        container={"volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}]}))
+
+    ended = {}
+    for name in ("file", "custom-path", "big", "fallback", "fallback-file-wins", "fallback-success", "rerun"):
+        ended[name] = wait_for(_phase(core, ns, name, "Failed", "Succeeded"), 60, f"{name} ends")
+
+    def term(name):
+        return ended[name].status.container_statuses[0].state.terminated
+
+    init = ended["file"].status.init_container_statuses[0].state.terminated
+    assert (init.exit_code, init.message) == (0, "init says hi")
+    assert (term("file").exit_code, term("file").message) == (3, "bye from /dev/termination-log")
+    files = _log(core, ns, "file", container="init").strip(), _log(core, ns, "file").strip()
+    assert files[0] != files[1] and all(f.startswith(str(nodeagent.pods_dir)) for f in files), files
+    assert term("custom-path").message == "at a custom path"
+    assert term("big").message == "b" * 4096  # the last 4096 bytes, as the kubelet reads them
+    assert term("fallback").message == "".join(f"{i}\n" for i in range(21, 101))
+    assert term("fallback-file-wins").message == "the file wins"
+    assert term("fallback-success").exit_code == 0 and term("fallback-success").message is None
+    rerun = ended["rerun"].status.container_statuses[0]
+    assert rerun.restart_count == 1 and rerun.last_state.terminated.message == "first run"
+    assert rerun.state.terminated.exit_code == 0 and rerun.state.terminated.message is None
+    # Messages went to the pods' own files, not to the host's paths (mount points only; the
+    # host's /dev/termination-log may exist, written by a process outside any pod).
+    for name in list(ended):
+        core.delete_namespaced_pod(name, ns)
+    wait_for(lambda: not core.list_namespaced_pod(ns).items, 30, "the pods deleted")
+    wait_for(lambda: not nodeagent.leftovers(ns), 15, "sandboxes removed")
+    assert not Path(custom).exists()
+    host_default = Path("/dev/termination-log")
+    host_text = host_default.read_text(errors="replace") if host_default.is_file() else ""
+    assert "bye from /dev/termination-log" not in host_text and "first run" not in host_text, host_text
+
+
+def test_pods_reach_the_host_address_and_name_but_not_its_loopback(nodeagent, k8s_namespace):
+    """A server on the host address (the bridge's, exported as TFK8S_NODEAGENT_HOST_ADDR)
+    answers pods, also by this machine's host name (every pod's hosts file maps it); a
+    server on the host's 127.0.0.1 does not: a pod's 127.0.0.1 is its own loopback."""
+    import http.server
+    import threading
+
+    core, ns = nodeagent.cluster.core_v1, k8s_namespace
+
+    class Hello(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            body = f"hello {self.client_address[0]}".encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    servers = [http.server.ThreadingHTTPServer((addr, 0), Hello) for addr in (nodeagent.host_addr, "127.0.0.1")]
+    for srv in servers:
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+    on_host_addr, on_loopback = (srv.server_address[1] for srv in servers)
+    probe = ("import socket, urllib.request as u\n"
+             f"print(socket.gethostbyname({nodeagent.host_name!r}))\n"
+             f"for url in ('http://{nodeagent.host_addr}:{on_host_addr}/', 'http://{nodeagent.host_name}:{on_host_addr}/',"
+             f" 'http://127.0.0.1:{on_loopback}/'):\n"
+             "    try:\n"
+             "        print(u.urlopen(url, timeout=5).read().decode())\n"
+             "    except OSError as exc:\n"
+             "        print('error', getattr(exc, 'reason', exc))\n")
+    try:
+        core.create_namespaced_pod(ns, _pod("probe", "", container={"command": ["python3", "-c", probe]}))
+        p = wait_for(_phase(core, ns, "probe", "Failed", "Succeeded"), 60, "probe ends")
+        out = _log(core, ns, "probe").splitlines()
+    finally:
+        for srv in servers:
+            srv.shutdown()
+            srv.server_close()
+    assert p.status.phase == "Succeeded", out
+    assert out[0] == nodeagent.host_addr
+    assert out[1] == out[2] == f"hello {p.status.pod_ip}", out
+    assert out[3] == "error [Errno 111] Connection refused", out

@@ -9,7 +9,7 @@ kubelet would (phases, restart counts, real exit codes), honours restart policie
 with grace periods and activeDeadlineSeconds, and serves container logs to the API server.
 
 It ignores the image: every container runs on this machine, ``python``/``python3`` in the
-command mapped to a configured interpreter. See docs/nodeagent.md.
+command mapped to a configured interpreter. See README.md next to this file.
 
 Usage (devstack/components/nodeagent/up runs it):
     agent.py run --kubeconfig K --state-dir D [--node-name tfk8s-local-0] ...
@@ -28,6 +28,7 @@ import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -50,6 +51,11 @@ TERMINAL = ("Succeeded", "Failed")
 BACKOFF_START_S, BACKOFF_MAX_S, BACKOFF_RESET_S = 1.0, 10.0, 120.0
 SHUTDOWN_GRACE_S = 3.0
 PYTHON_RE = re.compile(r"^python(\d+(\.\d+)?)?$")
+# Termination messages, as the kubelet bounds them: the last 4096 bytes of the file; with
+# FallbackToLogsOnError and an empty file, the last 80 lines (at most 2048 bytes) of the log.
+TERMINATION_MESSAGE_MAX = 4096
+FALLBACK_LOG_LINES, FALLBACK_LOG_BYTES = 80, 2048
+TERMINATION_LOG_ENV = "TFK8S_TERMINATION_LOG"
 VAR_RE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 SA_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 
@@ -108,6 +114,7 @@ class Container:
         self.backoff = BACKOFF_START_S
         self.next_start = 0.0
         self.done = False  # terminated and will not run again
+        self.termination_file: Path | None = None  # of the current run (TFK8S_TERMINATION_LOG)
 
     @property
     def running(self) -> bool:
@@ -402,20 +409,60 @@ class PodWorker(threading.Thread):
             lines.append(f"mount --bind {shlex.quote(src)} {shlex.quote(dst)}")
             if m.get("readOnly"):
                 lines.append(f"mount -o remount,bind,ro {shlex.quote(dst)}")
+        lines += self._termination_mount(c, [m["mountPath"] for m in mounts])
         lines += [f"cd {shlex.quote(workdir)}", 'exec "$@"', ""]
         path = self.dir / f"run-{c.name}.sh"
         path.write_text("\n".join(lines))
         return path
 
+    def _termination_mount(self, c: Container, mount_paths: list[str]) -> list[str]:
+        """Wrapper lines that bind-mount the run's termination file at terminationMessagePath
+        (the API's default: /dev/termination-log) inside the container's mount namespace, so a
+        program written for Kubernetes writes its message where the agent reads it. Not done
+        for a path inside one of the container's volumes (the file would land in the volume)."""
+        path = c.spec.get("terminationMessagePath") or ""
+        if not path.startswith("/") or c.termination_file is None:
+            return []
+        path = os.path.normpath(path)
+        if any(path == mp or path.startswith(mp.rstrip("/") + "/") for mp in mount_paths):
+            return []
+        self.agent.mountpoints.ensure(path, self.uid, is_file=True)
+        return [f"mount --bind {shlex.quote(str(c.termination_file))} {shlex.quote(path)}"]
+
+    def _termination_message(self, c: Container, code: int) -> str | None:
+        """What the kubelet puts into state.terminated.message: the run's termination file
+        (its last 4096 bytes), else with FallbackToLogsOnError and a failed run the log's tail."""
+        data = b""
+        if c.termination_file is not None:
+            try:
+                with open(c.termination_file, "rb") as fh:
+                    size = fh.seek(0, os.SEEK_END)
+                    fh.seek(max(0, size - TERMINATION_MESSAGE_MAX))
+                    data = fh.read()
+            except OSError:
+                pass
+        if not data and code != 0 and c.spec.get("terminationMessagePolicy") == "FallbackToLogsOnError":
+            try:
+                lines = c.log_path().read_bytes().splitlines(keepends=True)
+                data = b"".join(lines[-FALLBACK_LOG_LINES:])[-FALLBACK_LOG_BYTES:]
+            except OSError:
+                pass
+        return data.decode("utf-8", "replace") if data else None
+
     def _start(self, c: Container) -> None:
         env = self._env(c)
         argv = self._argv(c, env)
         workdir = c.spec.get("workingDir") or str(self.dir / "work")
+        # A fresh termination file per run, as the kubelet gives each container instance its own.
+        c.termination_file = self.dir / "termination" / c.name
+        c.termination_file.parent.mkdir(parents=True, exist_ok=True)
+        c.termination_file.write_bytes(b"")
         wrapper = self._wrapper(c, workdir)
         base = {"PATH": f"{os.path.dirname(self.agent.python)}:/usr/local/sbin:/usr/local/bin:"
                         "/usr/sbin:/usr/bin:/sbin:/bin",
                 "HOME": str(self.dir / "work"), "HOSTNAME": self.hostname}
-        full_env = {**base, **env}
+        # The agent owns where the message goes, as the kubelet owns terminationMessagePath's file.
+        full_env = {**base, **env, TERMINATION_LOG_ENV: str(c.termination_file)}
         c.runs += 1
         logf = open(c.log_path(), "wb")  # noqa: SIM115 - handed to the child
         try:
@@ -439,12 +486,9 @@ class PodWorker(threading.Thread):
         term: dict[str, Any] = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
                                 "startedAt": iso(c.started_at), "finishedAt": iso(finished),
                                 "containerID": f"tfk8s://{self.logs_dir.name}-{c.name}-{c.runs - 1}"}
-        if code != 0 and c.spec.get("terminationMessagePolicy") == "FallbackToLogsOnError":
-            try:
-                data = c.log_path().read_bytes()
-                term["message"] = b"".join(data.splitlines(keepends=True)[-80:])[-2048:].decode("utf-8", "replace")
-            except OSError:
-                pass
+        message = self._termination_message(c, code)
+        if message:
+            term["message"] = message
         if code == 0 and c.started_at and finished - c.started_at > BACKOFF_RESET_S:
             c.backoff = BACKOFF_START_S
         c.exit_code = code
@@ -606,6 +650,10 @@ class Agent:
         self.core = client.CoreV1Api(self.api_client)
         self.coord = client.CoordinationV1Api(self.api_client)
         self.network = Network(args.subnet, args.bridge)
+        # Pods reach the host at the bridge's address; its host name resolves to it in every pod
+        # (HDFS redirects name the DataNode by this machine's host name).
+        self.host_addr = self.network.gateway
+        self.host_name = args.host_name if args.host_name not in ("", "localhost") else ""
         self.mountpoints = MountPoints(self.state_dir / "mountpoints")
         self.workers: dict[str, PodWorker] = {}
         self.finished_uids: set[str] = set()
@@ -838,6 +886,8 @@ class Agent:
         lines = ["# tfk8s node agent: hosts of pod " + me.key,
                  "127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback",
                  f"{me.ip}\t" + " ".join(own + [me.hostname])]
+        if self.host_name and self.host_name != me.hostname:
+            lines.append(f"{self.host_addr}\t{self.host_name}")
         if me.subdomain:
             svc = self.services.get((me.namespace, me.subdomain))
             if svc is not None:
@@ -859,7 +909,8 @@ class Agent:
                 text = self.hosts_for(w)
                 if text != w.hosts_text:
                     if sandbox.write_in_place(sandbox.NETNS_ETC / w.netns / "hosts", text):
-                        log.info("%s: hosts file now has %d peers", w.key, text.count("\n") - 4)
+                        log.info("%s: hosts file now has %d peers", w.key,
+                                 max(text.count(".svc.cluster.local") - 1, 0))
                     w.hosts_text = text
 
     # -------------------------------------------------------------------- logs
@@ -890,7 +941,8 @@ class Agent:
         for target in (self.heartbeat_loop, self.watch_loop):
             threading.Thread(target=target, name=target.__name__, daemon=True).start()
         (self.state_dir / "ready").write_text(f"{os.getpid()}\n")
-        log.info("node %s ready (bridge %s, %s, python %s)", self.node_name, a.bridge, a.subnet, self.python)
+        log.info("node %s ready (bridge %s, %s, host %s = %s, python %s)", self.node_name, a.bridge, a.subnet,
+                 self.host_name or "-", self.host_addr, self.python)
         while not self.stopping.is_set():
             try:
                 self.reconcile()
@@ -937,6 +989,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--memory", default="16Gi")
     r.add_argument("--pods", type=int, default=110)
     r.add_argument("--no-taint", dest="taint", action="store_false")
+    r.add_argument("--host-name", default=socket.gethostname(),
+                   help="this machine's host name, resolved to the host address in every pod")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     logging.getLogger("urllib3").setLevel(logging.ERROR)  # retries while the API server restarts

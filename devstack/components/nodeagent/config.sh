@@ -4,6 +4,13 @@ NA_NODE="${TFK8S_NODEAGENT_NODE:-tfk8s-local-0}"
 NA_PORT="${TFK8S_NODEAGENT_PORT:-16260}"            # kubelet API (logs); KWOK has 16250
 NA_SUBNET="${TFK8S_NODEAGENT_SUBNET:-10.213.0.0/24}" # pod addresses; .1 is the bridge
 NA_BRIDGE="${TFK8S_NODEAGENT_BRIDGE:-tfk8s-br0}"
+# The host as pods see it: the bridge's address (the subnet's first address). A server for
+# pods (training code, data) listens on it or on 0.0.0.0; 127.0.0.1 in a pod is the pod's own.
+NA_SUBNET_BASE="${NA_SUBNET%/*}"
+NA_HOST_ADDR="${NA_SUBNET_BASE%.*}.$(( ${NA_SUBNET_BASE##*.} + 1 ))"
+# This machine's host name resolves to NA_HOST_ADDR in every pod's hosts file (HDFS names its
+# DataNode by it in WebHDFS redirects).
+NA_HOST_NAME="${TFK8S_NODEAGENT_HOST_NAME:-$(hostname)}"
 # The interpreter `python`/`python3` in a pod's command maps to (needs TensorFlow for TF pods).
 NA_POD_PYTHON="${TFK8S_NODEAGENT_PYTHON:-$REPO_DIR/.venv/bin/python}"
 # The interpreter that runs the agent itself (needs the kubernetes client).
