@@ -703,9 +703,12 @@ def _fail(message: str, code: int) -> int:
     """Report a failure on stderr and in the pod's termination message; returns the exit code."""
     kind = "retryable" if code == EXIT_RETRYABLE else "permanent"
     line = _say(f"code fetch failed ({kind}): {message}")
-    path = os.environ.get("TFK8S_TERMINATION_LOG", TERMINATION_LOG)
-    with contextlib.suppress(OSError), open(path, "w", encoding="utf-8") as fh:
-        fh.write(line[:4000])
+    path = os.environ.get("TFK8S_TERMINATION_LOG") or TERMINATION_LOG
+    # The kubelet creates /dev/termination-log before the container starts; run outside a pod
+    # (by hand, in a test) the fetcher never creates one on the host.
+    if path != TERMINATION_LOG or os.path.exists(path):
+        with contextlib.suppress(OSError), open(path, "w", encoding="utf-8") as fh:
+            fh.write(line[:4000])
     return code
 
 
