@@ -1,0 +1,87 @@
+"""The recovery planner: which failures restart the group, replace a replica, or end the job."""
+import dataclasses
+
+from tfk8s_airflow.job.judge import FAILED, RUNNING, JobStatus, ReplicaState
+from tfk8s_airflow.job.records import Attempt
+from tfk8s_airflow.job.recovery import FAIL, NONE, REPLACE, RESTART_GROUP, Progress, RecoveryPolicy, decide
+
+ROLES = {"ps-0": "ps", "worker-0": "worker", "worker-1": "worker"}
+T = 1_000.0
+
+
+def replicas(**over):
+    base = {k: ReplicaState(role=r, index=int(k[-1]), pod=f"j-{k}", phase="Running", node="n1")
+            for k, r in ROLES.items()}
+    for key, fields in over.items():
+        base[key.replace("_", "-")] = dataclasses.replace(base[key.replace("_", "-")], **fields)
+    return base
+
+
+def failed(key, cls, **over):
+    return JobStatus(FAILED, f"{key} failed", replicas(**over), f"j-{key}", {}, "tensorflow", cls, key)
+
+
+def running(**over):
+    return JobStatus(RUNNING, "", replicas(**over))
+
+
+def attempt(n, cls):
+    return Attempt(number=n, failure_class=cls, reason=f"earlier {cls}", at=T)
+
+
+def test_infrastructure_replaces_a_worker_and_restarts_the_group_for_a_ps_within_its_budget():
+    d = decide(failed("worker-1", "infrastructure"), RecoveryPolicy(), [], T, roles=ROLES)
+    assert (d.action, d.replicas, d.failure_class) == (REPLACE, ("worker-1",), "infrastructure")
+    d = decide(failed("ps-0", "infrastructure"), RecoveryPolicy(), [], T, roles=ROLES)
+    assert d.action == RESTART_GROUP and set(d.replicas) == set(ROLES)
+    spent = [attempt(2, "infrastructure"), attempt(3, "infrastructure"), attempt(4, "infrastructure")]
+    d = decide(failed("ps-0", "infrastructure"), RecoveryPolicy(infra_restarts=3), spent, T, roles=ROLES)
+    assert d.action == FAIL and "infra_restarts 3 spent" in d.reason and "attempt 1 ended by infrastructure" in d.reason
+
+
+def test_infrastructure_never_spends_the_code_budget_and_code_restarts_only_with_a_budget():
+    assert decide(failed("worker-0", "code"), RecoveryPolicy(), [], T, roles=ROLES).action == FAIL
+    d = decide(failed("worker-0", "code"), RecoveryPolicy(group_restarts=1), [attempt(2, "infrastructure")], T,
+               roles=ROLES)
+    assert d.action == RESTART_GROUP  # the infrastructure attempt did not use the code budget
+    d = decide(failed("worker-0", "code"), RecoveryPolicy(group_restarts=1), [attempt(2, "code")], T, roles=ROLES)
+    assert d.action == FAIL and "group_restarts 1 spent" in d.reason
+
+
+def test_config_and_straggler_never_restart():
+    for cls in ("config", "straggler"):
+        d = decide(failed("worker-0", cls), RecoveryPolicy(group_restarts=5, infra_restarts=5), [], T, roles=ROLES)
+        assert d.action == FAIL and d.failure_class == cls
+
+
+def test_oom_relaunches_with_more_memory_up_to_the_cap():
+    policy = RecoveryPolicy(oom_memory_factor=1.5, max_memory=4 * 2**30)
+    mem = {"worker-1": 2 * 2**30, "ps-0": 2 * 2**30}
+    d = decide(running(worker_1={"oom": True}), policy, [], T, roles=ROLES, memory=mem)
+    assert d.action == REPLACE and d.replicas == ("worker-1",) and d.memory == {"worker-1": 3 * 2**30}
+    d = decide(failed("ps-0", "oom", ps_0={"oom": True}), policy, [], T, roles=ROLES, memory=mem)
+    assert d.action == RESTART_GROUP and d.memory == {"ps-0": 3 * 2**30}
+    d = decide(running(worker_1={"oom": True}), policy, [], T, roles=ROLES, memory={"worker-1": 3 * 2**30})
+    assert d.action == FAIL and d.failure_class == "oom" and "would exceed max_memory 4.00Gi" in d.reason
+    d = decide(failed("worker-1", "oom"), RecoveryPolicy(), [], T, roles=ROLES, memory=mem)
+    assert d.action == FAIL and "oom_memory_factor" in d.reason
+
+
+def test_a_lost_node_replaces_its_replicas_after_the_grace_avoiding_it():
+    policy = RecoveryPolicy(node_lost_grace=60)
+    status = running(worker_1={"node": "n2"})
+    assert decide(status, policy, [], T, roles=ROLES, lost_nodes={"n2": T - 30}).action == NONE
+    d = decide(status, policy, [], T, roles=ROLES, lost_nodes={"n2": T - 61})
+    assert (d.action, d.replicas, d.avoid_nodes) == (REPLACE, ("worker-1",), ("n2",))
+    d = decide(running(ps_0={"node": "n2"}), policy, [], T, roles=ROLES, lost_nodes={"n2": T - 61})
+    assert d.action == RESTART_GROUP and d.avoid_nodes == ("n2",)
+
+
+def test_no_progress_for_the_timeout_is_a_stall():
+    policy = RecoveryPolicy(progress_timeout=120)
+    assert decide(running(), policy, [], T, roles=ROLES, progress=Progress(300, T - 100)).action == NONE
+    d = decide(running(), policy, [], T, roles=ROLES, progress=Progress(300, T - 121))
+    assert d.action == FAIL and d.failure_class == "stalled" and "stalled at step 300" in d.reason
+    d = decide(running(), dataclasses.replace(policy, group_restarts=1), [], T, roles=ROLES,
+               progress=Progress(300, T - 121))
+    assert d.action == RESTART_GROUP and d.failure_class == "stalled"
