@@ -27,7 +27,7 @@ import pendulum
 # Named here so Airflow's DAG processor imports the provider once, in its parent, before it
 # forks each parse (parsing_pre_import_modules): TFReplicaPodOperator subclasses it.
 from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator  # noqa: F401
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG, Asset, Param
 
 from tfk8s_airflow.operators.evaluation import TFEvaluateOperator
 from tfk8s_airflow.operators.promotion import ModelPromoteOperator
@@ -39,6 +39,10 @@ VOLUME = os.environ.get("TFK8S_GLUSTER_MOUNT", "/mnt/tfk8s-gluster")
 # Everything of these DAGs (cache, models, serving, logs) lives under ROOT, on the volume.
 ROOT = os.environ.get("TFK8S_ROOT") or f"{VOLUME}/tfk8s"
 PYTHON = os.environ.get("TFK8S_EVAL_PYTHON")  # an interpreter with TensorFlow (default: Airflow's)
+#: An event per staged partition (extra: partition, manifest, files, bytes) and per promoted
+#: model (extra: version, metric, value, path); dags/tfk8s_deploy.py is scheduled on the model.
+STAGED = Asset("tfk8s-clicks-staged")
+MODEL = Asset("tfk8s-ctr-model")
 
 COMMON_PARAMS = {
     "namespace": Param("default", type="string", pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
@@ -90,7 +94,7 @@ def pipeline(data_path: str, key: str, promote: bool) -> None:
                                poke_interval=10, timeout=6 * 3600, deferrable=True)
     stage = HdfsStageOperator(task_id="stage", input_path=data_path, pattern="train-*.csv",
                               num_workers="{{ params.workers }}", cache_dir=cache, volume_path=VOLUME,
-                              allowed_roots=[f"{ROOT}/cache"])
+                              allowed_roots=[f"{ROOT}/cache"], outlets=[STAGED] if promote else [])
     heldout = HdfsStageOperator(task_id="stage_heldout", input_path=f"{data_path}/heldout.csv",
                                 num_workers=1, cache_dir=cache, volume_path=VOLUME,
                                 allowed_roots=[f"{ROOT}/cache"],
@@ -105,7 +109,7 @@ def pipeline(data_path: str, key: str, promote: bool) -> None:
     if promote:
         evaluate >> ModelPromoteOperator(task_id="promote", model_dir=model_dir,
                                          serving_root=f"{ROOT}/serving", metrics=evaluate.output,
-                                         version="{{ ds }}")
+                                         version="{{ ds }}", model_asset=MODEL)
 
 
 with DAG(

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.airflow
 
 REPO_DIR = Path(__file__).resolve().parents[2]
 DAGS_DIR = REPO_DIR / "dags"
-EXPECTED = {"tfk8s_example_job", "tfk8s_retrain_daily", "tfk8s_train_manual"}
+EXPECTED = {"tfk8s_example_job", "tfk8s_retrain_daily", "tfk8s_train_manual", "tfk8s_deploy_model"}
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
 
 

@@ -10,6 +10,7 @@ the best one; nothing of the jobs is left in the cluster.
 from __future__ import annotations
 
 import json
+import signal
 import time
 from collections import defaultdict
 from datetime import datetime
@@ -77,7 +78,9 @@ def test_backfill_three_dates_two_at_a_time(airflow_stack, k8s_cluster, k8s_name
         per_job_pods[p.labels["tfk8s.io/job"]].append(p.name)
     assert all(len(names) == 3 for names in per_job_pods.values()), dict(per_job_pods)  # ps-0, worker-0/1
     assert len({p.name for p in pods}) == len(pods) == 9
-    assert len(services) == 3 and len(cms) == 3
+    # per job: the shard ConfigMap and the pod templates (recovery recreates replicas from them)
+    assert len(services) == 3 and len(cms) == 6
+    assert sorted(c.name.rsplit("-", 1)[1] for c in cms) == ["pods"] * 3 + ["shards"] * 3
 
     # Two runs' jobs existed at the same time.
     n, jobs = rec.max_concurrent_jobs()
@@ -139,5 +142,33 @@ def test_backfill_three_dates_two_at_a_time(airflow_stack, k8s_cluster, k8s_name
         record = json.loads((root / "serving" / "versions" / v / "promotion.json").read_text())
         assert record["metrics"]["accuracy"] == pytest.approx(evals[v]["accuracy"]), record
 
+    # Asset events: one per staged partition (its manifest), one per promoted model; the deployment DAG
+    # scheduled on the model asset ran for the promoted models.
+    staged = _asset_events(stack, "tfk8s-clicks-staged")
+    assert sorted(e["extra"]["partition"] for e in staged) == [f"dt={d}" for d in DATES], staged
+    assert all(e["extra"]["manifest"].endswith("_tfk8s_manifest.json") and e["extra"]["files"] >= 1
+               for e in staged), staged
+    models = _asset_events(stack, "tfk8s-ctr-model")
+    assert sorted(e["extra"]["version"] for e in models) == sorted(promoted), models
+    assert all(e["extra"]["metric"] == "accuracy" and e["extra"]["path"].endswith(e["extra"]["version"])
+               for e in models), models
+    # The stack's scheduler runs without job schedules (no automatic "yesterday" run of the daily DAG),
+    # which also holds asset-triggered runs back: pause the daily DAG and turn schedules on, so the
+    # model events queued above trigger the deployment DAG.
+    resp = stack.api.patch(stack.url(f"api/v2/dags/{DAG_ID}"), json={"is_paused": True}, timeout=30)
+    assert resp.status_code == 200, resp.text
+    stack.env["AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE"] = "True"
+    stack.restart("scheduler", signal.SIGTERM)
+    deploys = stack.wait_for_runs("tfk8s_deploy_model", count=1, timeout=300)
+    assert all(r["state"] == "success" and r["run_type"] == "asset_triggered" for r in deploys), deploys
+    deployed = json.loads((root / "serving" / "deployed.json").read_text())
+    assert deployed["version"] in promoted, deployed
+
     # Nothing of the jobs remains.
     assert wait_gone(core, k8s_namespace) == [], leftovers(core, k8s_namespace)
+
+
+def _asset_events(stack, name: str) -> list[dict]:
+    assets = stack.get("assets", params={"name_pattern": name})["assets"]
+    (asset,) = [a for a in assets if a["name"] == name]
+    return stack.get("assets/events", params={"asset_id": asset["id"], "limit": 100})["asset_events"]

@@ -6,8 +6,10 @@ once, without retries; anything else is left to Airflow's retries" is written he
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
 
@@ -26,3 +28,27 @@ def fail_permanently() -> Iterator[None]:
         yield
     except PermanentError as exc:
         raise AirflowFailException(describe(exc)) from exc
+
+
+def partition_key(path: str) -> str:
+    """``/data/clicks/dt=2026-01-01`` -> ``dt=2026-01-01``: the last ``key=value`` segments of a path,
+    else the path itself (the partition an Asset event is about)."""
+    parts = [p for p in str(path).rstrip("/").split("/") if p]
+    tail = [p for p in parts if re.fullmatch(r"[\w.-]+=[^/]+", p)]
+    return "/".join(tail[-3:]) if tail else str(path)
+
+
+def describe_outlets(context: Mapping[str, Any], outlets: Iterable[Any], extra: Mapping[str, Any],
+                     partition: str | None = None) -> None:
+    """Attach ``extra`` (and the partition key) to the events Airflow emits for the task's Asset outlets."""
+    from airflow.sdk import Asset
+
+    events = context.get("outlet_events")
+    if events is None:
+        return
+    for outlet in outlets:
+        if isinstance(outlet, Asset):
+            accessor = events[outlet]
+            accessor.extra.update(dict(extra))
+            if partition:
+                accessor.add_partitions(partition[:250])

@@ -19,13 +19,23 @@ class ModelPromoteOperator(BaseOperator):
 
     :param metrics: the evaluation result (XComArg) holding ``metric``.
     :param version: the version name, e.g. ``"{{ ds }}"`` (idempotent per logical date).
+    :param model_asset: an Asset that gets an event (extra: version, metric, value, path,
+        previous) each time a model is promoted, and none when it is not: a deployment DAG
+        scheduled on it runs for new models only. It is emitted through the task's alias
+        ``<asset name>/promotions``.
     """
 
     template_fields: Sequence[str] = ("model_dir", "serving_root", "version", "metrics")
 
     def __init__(self, *, model_dir: str, serving_root: str, metrics: Any, version: str = "{{ ds }}",
-                 metric: str = "accuracy", higher_is_better: bool = True, **kwargs: Any) -> None:
+                 metric: str = "accuracy", higher_is_better: bool = True, model_asset: Any = None,
+                 **kwargs: Any) -> None:
+        if model_asset is not None:
+            from airflow.sdk import AssetAlias
+
+            kwargs["outlets"] = [*(kwargs.get("outlets") or []), AssetAlias(f"{model_asset.name}/promotions")]
         super().__init__(**kwargs)
+        self.model_asset = model_asset
         self.model_dir = model_dir
         self.serving_root = serving_root
         self.metrics = metrics
@@ -38,4 +48,9 @@ class ModelPromoteOperator(BaseOperator):
             result = promotion.promote(self.model_dir, self.serving_root, self.version, dict(self.metrics),
                                        self.metric, self.higher_is_better)
         self.log.info("%s: %s", "promoted" if result["promoted"] else "not promoted", result["reason"])
+        if self.model_asset is not None and result["promoted"] and not result.get("already"):
+            alias = next(o for o in self.outlets if getattr(o, "name", "") == f"{self.model_asset.name}/promotions")
+            context["outlet_events"][alias].add(self.model_asset, extra={
+                "version": result["version"], "metric": self.metric, "value": result["value"],
+                "path": result["path"], "previous": result.get("previous")})
         return result

@@ -22,11 +22,20 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from tfk8s_airflow.connections import webhdfs
-from tfk8s_airflow.operators.base import fail_permanently
+from tfk8s_airflow.operators.base import describe_outlets, fail_permanently, partition_key
 from tfk8s_airflow.staging.glusterfs import GlusterVolume
 from tfk8s_airflow.staging.stage import DEFAULT_VERIFY, parse_verify, stage_hdfs, stage_volume
 
 __all__ = ["HdfsStageOperator", "GlusterFSStageOperator"]
+
+
+def _announce(context: Any, outlets: Any, input_path: str, result: dict[str, Any]) -> dict[str, Any]:
+    """The staged partition as the extra of the task's Asset events (``outlets=[Asset(...)]``)."""
+    describe_outlets(context, outlets or (), {
+        "partition": partition_key(input_path), "input": input_path, "manifest": result.get("manifest"),
+        "files": result.get("files"), "bytes": result.get("bytes"), "source": result.get("source"),
+        "data_root": result.get("data_root")}, partition_key(input_path))
+    return result
 
 
 def _opt(value: Any) -> Any:
@@ -96,13 +105,13 @@ class HdfsStageOperator(BaseOperator):
             volume = (GlusterVolume(self.volume_path, self.allowed_roots, self.pod_mount_path)
                       if cache_dir else None)
             hdfs = webhdfs(self.webhdfs_conn_id)
-            return stage_hdfs(hdfs, self.input_path, self.num_workers,
+            return _announce(context, self.outlets, self.input_path, stage_hdfs(hdfs, self.input_path, self.num_workers,
                               pattern=_opt(self.pattern), include_hidden=self.include_hidden,
                               volume=volume, cache_dir=cache_dir,
                               manifest_path=_opt(self.manifest_path),
                               parallelism=self.parallelism, path_prefix=self.path_prefix or "",
                               chunk_size=self.chunk_size, verify=self.verify,
-                              logger=self.log)
+                              logger=self.log))
 
 
 class GlusterFSStageOperator(BaseOperator):
@@ -143,7 +152,7 @@ class GlusterFSStageOperator(BaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         with fail_permanently():
             volume = GlusterVolume(self.volume_path, self.allowed_roots, self.pod_mount_path)
-            return stage_volume(volume, self.input_path, self.num_workers,
-                                pattern=_opt(self.pattern), include_hidden=self.include_hidden,
-                                manifest_path=_opt(self.manifest_path), checksum=self.checksum,
-                                parallelism=self.parallelism, logger=self.log)
+            return _announce(context, self.outlets, self.input_path, stage_volume(
+                volume, self.input_path, self.num_workers, pattern=_opt(self.pattern),
+                include_hidden=self.include_hidden, manifest_path=_opt(self.manifest_path), checksum=self.checksum,
+                parallelism=self.parallelism, logger=self.log))
