@@ -40,11 +40,11 @@ def test_job_without_a_deadline_ends_at_the_deployment_default(k8s_cluster, k8s_
 
 
 def _job(core, namespace, command):
+    from tests.fixtures.k8s import wait_for
     from tfk8s_airflow.job.judge import JobPolicy
     from tfk8s_airflow.job.objects import JobNames, job_manifests, plan_replicas
     from tfk8s_airflow.job.resolve import job_record
     from tfk8s_airflow.job.spec import TFJobSpec
-    from tests.fixtures.k8s import wait_for
 
     raw = {"name": "talk", "namespace": namespace, "image": "tfk8s/trainer:0.1", "node_selector": {"type": "kwok"},
            "ps": 1, "worker": 1}

@@ -17,8 +17,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md", REPO / "CHANGELOG.md", *sorted((REPO / "docs").glob("*.md"))]
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
-FENCE = re.compile(r"^(?:<!-- runnable: (?P<kind>[a-z0-9 ]+) -->\n)?(?P<indent> *)```(?P<lang>\w*)\n(?P<body>.*?)\n(?P=indent)```",
-                   re.S | re.M)
+FENCE = re.compile(r"^(?:<!-- runnable: (?P<kind>[a-z0-9 ]+) -->\n)?"
+                   r"(?P<indent> *)```(?P<lang>\w*)\n(?P<body>.*?)\n(?P=indent)```", re.S | re.M)
 DOTTED = re.compile(r"`(tfk8s_airflow(?:\.[A-Za-z_][A-Za-z0-9_]*)+)`")
 FROM_IMPORT = re.compile(r"^\s*from (tfk8s_airflow[\w.]*) import ([\w, ]+)$", re.M)
 
