@@ -12,7 +12,8 @@ serving that team's triggers (``--team-name training``), and three users:
 * ``reader`` (viewer, team ``training``): may read the DAGs;
 * ``outsider`` (viewer, team ``research``): may read no DAG of this stack.
 
-The shared ``airflow_stack`` stays single-team: nothing else changes for the other tests.
+The shared ``airflow_stack`` stays single-team: nothing else changes for the other tests; this
+stack lives for the module only, so the whole suite does not keep two stacks up to its end.
 
 **The browser** is Debian's ``/usr/bin/chromium`` driven by the Playwright driver, both
 installed by ``scripts/browser`` (apt; a pinned PyPI wheel in ``~/.cache/tfk8s-airflow``),
@@ -52,7 +53,7 @@ def team_env() -> dict[str, str]:
             "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(bundles)}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ui_stack(request: pytest.FixtureRequest, nodeagent, hdfs_server, gluster_volume):
     """The four services with the DAGs owned by team ``training`` (see the module docstring)."""
     with running_stack(request, gluster_volume, extra_env=team_env(),

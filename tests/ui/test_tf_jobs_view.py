@@ -32,7 +32,7 @@ from tests.e2e._support import E2E_MARKS, leftovers, publish, task_states, wait_
 from tests.fixtures.k8s import wait_for
 from tests.ui.conftest import password, screenshot, token
 
-pytestmark = [*E2E_MARKS, pytest.mark.timeout(1500)]
+pytestmark = [*E2E_MARKS, pytest.mark.ui, pytest.mark.timeout(1500)]
 
 DAG_ID = "tfk8s_train_manual"
 PARTITION = "2026-03-01"
