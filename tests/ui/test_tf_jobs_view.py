@@ -28,9 +28,10 @@ from urllib.parse import unquote
 import pytest
 import requests
 
-from tests.e2e._support import E2E_MARKS, leftovers, publish, task_states, wait_gone
+from tests.e2e._support import E2E_MARKS, env_root, leftovers, publish, task_states, wait_gone
 from tests.fixtures.k8s import wait_for
 from tests.ui.conftest import password, screenshot, token
+from tfk8s_airflow.volume.archive import archive_path
 
 pytestmark = [*E2E_MARKS, pytest.mark.ui, pytest.mark.timeout(1500)]
 
@@ -165,6 +166,13 @@ def test_trigger_from_the_form_and_follow_the_job_in_the_tf_jobs_view(ui_stack, 
     archived.wait_for_load_state()
     text = archived.inner_text("body")
     assert "worker-1 done at global step" in text and "worker-0 done at global step" not in text, text[-2000:]
+    # Pods share the volume: a symlink planted in place of an archived file is refused, never followed.
+    (ended,) = page.request.get(stack.url(f"tfk8s/api/runs/{DAG_ID}/{run_id}/jobs")).json()["jobs"]
+    planted = archive_path(env_root(stack) / "logs", job, f"{job}-worker-0")
+    planted.unlink()
+    planted.symlink_to("/etc/hostname")
+    refused = page.request.get(stack.url(ended["replicas"][1]["archive_url"]))
+    assert refused.status == 403 and "symlink" in refused.text(), refused.text()
 
     # The replica task's log in the Airflow UI: that replica's own lines.
     page.goto(stack.url("plugin/tf-jobs"))
