@@ -65,14 +65,18 @@ def find_jobs(session: Session, dag_ids: Collection[str], *, run: tuple[str, str
     if not jobs:
         return []
     run_pks = sorted({pk for pk, _ in jobs})
-    names = {p + name for _, p in jobs for name in (REPLICA, WAIT, TEARDOWN)}
+    # (run, task id) -> (which task of its group, the job): every row below finds its job at once.
+    owner = {(pk, prefix + name): (name, job) for (pk, prefix), job in jobs.items()
+             for name in (REPLICA, WAIT, TEARDOWN)}
+    names = {task_id for _, task_id in owner}
 
     xcoms = session.execute(
         select(XComModel.dag_run_id, XComModel.task_id, XComModel.map_index, XComModel.key, XComModel.value)
         .where(XComModel.dag_run_id.in_(run_pks), XComModel.task_id.in_(sorted(names)),
                XComModel.key.in_(("replica", "summary", "progress", "return_value")))).all()
     for x in xcoms:
-        _take_xcom(jobs, x)
+        if (hit := owner.get((x.dag_run_id, x.task_id))) is not None:
+            _take_xcom(hit[1], hit[0], x)
 
     tis = session.execute(
         select(DagRun.id, TaskInstance.task_id, TaskInstance.map_index, TaskInstance.state, TaskInstance.try_number)
@@ -80,9 +84,8 @@ def find_jobs(session: Session, dag_ids: Collection[str], *, run: tuple[str, str
         .where(DagRun.id.in_(run_pks), TaskInstance.task_id.in_(sorted(n for n in names if n.endswith(REPLICA))))
     ).all()
     for t in tis:
-        for (pk, prefix), job in jobs.items():
-            if pk == t[0] and t.task_id == prefix + REPLICA:
-                job["tasks"][t.map_index] = ReplicaTask(t.map_index, t.state, int(t.try_number or 0))
+        if (hit := owner.get((t.id, t.task_id))) is not None and hit[0] == REPLICA:
+            hit[1]["tasks"][t.map_index] = ReplicaTask(t.map_index, t.state, int(t.try_number or 0))
 
     out = []
     for job in jobs.values():
@@ -93,25 +96,21 @@ def find_jobs(session: Session, dag_ids: Collection[str], *, run: tuple[str, str
     return out
 
 
-def _take_xcom(jobs: dict[tuple[int, str], dict[str, Any]], x: Any) -> None:
-    for (pk, prefix), job in jobs.items():
-        if pk != x.dag_run_id or not x.task_id.startswith(prefix):
-            continue
-        task, key = x.task_id[len(prefix):], x.key
-        try:
-            if task == REPLICA and key == "replica":
-                job["results"][x.map_index] = ReplicaResult.from_xcom(_value(x))
-            elif task == WAIT and key == "summary":
-                value = _value(x)
-                job["summary"] = value if isinstance(value, dict) else None
-            elif task == WAIT and key == "progress":
-                job["progress"] = JobProgress.from_xcom(_value(x))
-            elif task == TEARDOWN and key == "return_value":
-                value = _value(x)
-                job["archived"] = [str(p) for p in (value or {}).get("archived") or ()] \
-                    if isinstance(value, dict) else []
-        except (RecordError, TypeError):
-            continue  # a record this release cannot read: the row shows what the others give
+def _take_xcom(job: dict[str, Any], task: str, x: Any) -> None:
+    """One XCom row into its job's sources (``task``: which task of the group pushed it)."""
+    try:
+        if task == REPLICA and x.key == "replica":
+            job["results"][x.map_index] = ReplicaResult.from_xcom(_value(x))
+        elif task == WAIT and x.key == "summary":
+            value = _value(x)
+            job["summary"] = value if isinstance(value, dict) else None
+        elif task == WAIT and x.key == "progress":
+            job["progress"] = JobProgress.from_xcom(_value(x))
+        elif task == TEARDOWN and x.key == "return_value":
+            value = _value(x)
+            job["archived"] = [str(p) for p in value.get("archived") or ()] if isinstance(value, dict) else []
+    except (RecordError, TypeError):
+        pass  # a record this release cannot read: the row shows what the others give
 
 
 _cache: dict[tuple[str | None, str, str], tuple[float, dict[str, dict[str, Any]]]] = {}
