@@ -38,7 +38,8 @@ pytestmark = [*E2E_MARKS, pytest.mark.ui, pytest.mark.timeout(1500)]
 DAG_ID = "tfk8s_train_manual"
 PARTITION = "2026-03-01"
 STEPS = 300
-#: Switch on once the sensor's trigger pushes XCom ``progress`` while the job runs.
+#: Switch on once the sensor's trigger pushes XCom ``progress`` while the job runs. Without it the
+#: progress part runs only if a first ``progress`` is already there when the job is seen running.
 EXPECT_PROGRESS = False
 #: Switch on once JobProgress carries ``tensorboard_url``.
 EXPECT_TENSORBOARD = False
@@ -113,28 +114,37 @@ def test_trigger_from_the_form_and_follow_the_job_in_the_tf_jobs_view(ui_stack, 
     assert [column(c, "pod") for c in rows.values()] == [f"{job}-ps-0", f"{job}-worker-0", f"{job}-worker-1"]
 
     # While it trains: the replicas' phases and nodes, from the progress record or from one LIST of the pods.
-    def training():
-        cells = replica_cells(section)
-        return state_of(section) == "running" and column(cells["worker-0"], "phase") == "Running" and cells
+    progress_box = section.locator("[data-field=progress]")
 
-    cells = wait_for(training, 600, "the view to show the job running with worker-0 Running", interval=1)
-    assert column(cells["ps-0"], "phase") == "Running" and column(cells["ps-0"], "node") not in ("", "–")
+    def training():
+        cells, said = replica_cells(section), progress_box.inner_text()
+        return state_of(section) == "running" and column(cells["ps-0"], "phase") == "Running" and (cells, said)
+
+    cells, said = wait_for(training, 600, "the view to show the job running with ps-0 Running", interval=1)
+    assert column(cells["ps-0"], "node") not in ("", "–"), cells
+    assert {column(cells[k], "phase") for k in ("worker-0", "worker-1")} <= {"Pending", "Running", "Succeeded"}, cells
     screenshot(page, "tf-jobs-running")
     screenshot(section, "tf-jobs-view-running", docs=True)
 
     progress_pushed = EXPECT_PROGRESS or stack.xcom(DAG_ID, run_id, "train.wait", "progress") is not None
-    progress_box = section.locator("[data-field=progress]")
     if progress_pushed:
         # Depends on JobProgress (XCom 'progress' of train.wait): a step count that grows between two reads.
         step = section.locator("[data-field=step]")
         first = int(wait_for(lambda: step.count() and step.get_attribute("data-step"), 120, "a step count",
                              interval=1))
-        second = int(wait_for(lambda: (s := int(step.get_attribute("data-step") or 0)) > first and s, 300,
-                              f"the step count to grow past {first}", interval=1))
+
+        def grown():
+            now = int(step.get_attribute("data-step") or 0)
+            if now <= first and state_of(section) != "running":
+                pytest.fail(f"the job ended at step {now} before the view showed a step past {first}: "
+                            f"raise STEPS ({STEPS}) or push progress more often")
+            return now > first and now
+
+        second = int(wait_for(grown, 300, f"the step count to grow past {first}", interval=1))
         assert first < second <= STEPS and f"/ {STEPS}" in progress_box.inner_text()
     else:
         # Until the sensor pushes progress: the view says so and names where the phases come from.
-        assert "no progress reported yet" in progress_box.inner_text() and "LIST" in progress_box.inner_text()
+        assert "no progress reported yet" in said and "LIST of the job's pods" in said, said
 
     rows_json = page.request.get(stack.url(f"tfk8s/api/runs/{DAG_ID}/{run_id}/jobs")).json()["jobs"]
     tensorboard = section.locator("[data-field=tensorboard]")
