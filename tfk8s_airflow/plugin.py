@@ -13,8 +13,7 @@ from typing import Any
 from airflow.plugins_manager import AirflowPlugin
 
 from tfk8s_airflow.job import naming
-
-UI_PREFIX = "/tfk8s"
+from tfk8s_airflow.ui import PREFIX as UI_PREFIX
 
 
 def tfk8s_job_name(base: str, run_id: str, group: str = "") -> str:

@@ -19,7 +19,7 @@ def test_the_plugin_mounts_the_view_and_adds_it_to_the_navigation():
 
 def test_loading_the_plugin_imports_no_api_server_module():
     code = ("import sys, tfk8s_airflow.plugin; "
-            "print(sorted(m for m in sys.modules if m.startswith(('airflow.api_fastapi', 'tfk8s_airflow.ui'))))")
+            "print(sorted(m for m in sys.modules if m.startswith(('airflow.api_fastapi', 'tfk8s_airflow.ui.'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO_DIR)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[]", out.stdout

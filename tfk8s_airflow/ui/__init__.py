@@ -5,3 +5,6 @@ metadata database (and, while nothing newer says how the replicas are, one LIST 
 pods); ``app`` is the FastAPI app the plugin mounts, with Airflow's auth manager deciding who
 sees what; ``static/`` holds the page.
 """
+
+#: Where the api-server mounts the view's app (the plugin's ``fastapi_apps``).
+PREFIX = "/tfk8s"

@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 from tfk8s_airflow.job.records import JobProgress, JobRecord, ReplicaResult
+from tfk8s_airflow.ui import PREFIX
 from tfk8s_airflow.volume.archive import archive_path, archive_root_of
 
 #: The task ids of a group, after its prefix (``train.``): what the view reads from each.
@@ -75,7 +76,7 @@ class Links:
     """Where the page's links point: the Airflow UI (``ui``, its base path) and this app (``app``)."""
 
     ui: str = "/"
-    app: str = "/tfk8s"
+    app: str = PREFIX
 
     def run(self, dag_id: str, run_id: str) -> str:
         return f"{self.ui.rstrip('/')}/dags/{quote(dag_id, safe='')}/runs/{quote(run_id, safe='')}"
