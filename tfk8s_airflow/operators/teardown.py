@@ -24,6 +24,7 @@ from airflow.sdk.exceptions import AirflowException
 from tfk8s_airflow.job.records import JobRecord
 from tfk8s_airflow.k8s.client import JobClient
 from tfk8s_airflow.operators.base import fail_permanently
+from tfk8s_airflow.volume.archive import archive_path
 
 
 class TFJobTeardownOperator(BaseOperator):
@@ -84,7 +85,7 @@ class TFJobTeardownOperator(BaseOperator):
             self.log.info("=== %s (phase %s): last %d log lines ===\n%s", name, pod.status.phase,
                           self.log_tail_lines, text.rstrip())
             if root is not None:
-                target = root / job / f"{name}.log"
+                target = archive_path(root, job, name)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_text(text, encoding="utf-8")
                 archived.append(str(target))

@@ -1,0 +1,63 @@
+"""Reading an archived replica log from the shared volume: regular files under the root only, bounded."""
+import os
+
+import pytest
+
+from tfk8s_airflow.exceptions import DataError
+from tfk8s_airflow.volume.archive import archive_path, archive_root_of, read_archived_log
+
+
+def write(root, job, pod, text):
+    path = archive_path(root, job, pod)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_the_archive_rule_round_trips(tmp_path):
+    path = archive_path(tmp_path, "job-1", "job-1-ps-0")
+    assert path == tmp_path / "job-1" / "job-1-ps-0.log"
+    assert archive_root_of(str(path), "job-1", "job-1-ps-0") == str(tmp_path)
+    assert archive_root_of(str(path), "job-2", "job-1-ps-0") is None
+    assert archive_root_of("job-1/job-1-ps-0.log", "job-1", "job-1-ps-0") is None
+
+
+def test_a_log_reads_whole_and_a_large_one_as_head_and_tail(tmp_path):
+    write(tmp_path, "j", "p", "line 1\nline 2\n")
+    log = read_archived_log(str(tmp_path), "j", "p")
+    assert (log.text, log.size, log.truncated) == ("line 1\nline 2\n", 14, False)
+    write(tmp_path, "j", "big", "a" * 1000 + "b" * 1000)
+    log = read_archived_log(str(tmp_path), "j", "big", limit=100)
+    assert log.truncated and log.size == 2000
+    assert log.text.startswith("a" * 50) and log.text.endswith("b" * 50) and "1900 bytes omitted" in log.text
+
+
+def test_symlinks_are_never_followed_neither_for_the_file_nor_the_job_directory(tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("do not serve")
+    root = tmp_path / "logs"
+    (root / "j").mkdir(parents=True)
+    os.symlink(secret, root / "j" / "p.log")
+    with pytest.raises(DataError, match="symlink"):
+        read_archived_log(str(root), "j", "p")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "p.log").write_text("do not serve")
+    os.symlink(outside, root / "j2")
+    with pytest.raises(DataError, match="not a directory"):
+        read_archived_log(str(root), "j2", "p")
+
+
+def test_only_regular_files_and_single_segment_names(tmp_path):
+    (tmp_path / "j").mkdir()
+    os.mkfifo(tmp_path / "j" / "fifo.log")  # would block a reader that opened it without checking
+    with pytest.raises(DataError, match="not a regular file"):
+        read_archived_log(str(tmp_path), "j", "fifo")
+    (tmp_path / "j" / "dir.log").mkdir()
+    with pytest.raises((DataError, IsADirectoryError)):
+        read_archived_log(str(tmp_path), "j", "dir")
+    for job, pod in (("..", "p"), ("j", "../p"), ("a/b", "p"), ("", "p"), ("j", "")):
+        with pytest.raises(DataError, match="not an archived log name"):
+            read_archived_log(str(tmp_path), job, pod)
+    with pytest.raises(FileNotFoundError):
+        read_archived_log(str(tmp_path), "j", "missing")

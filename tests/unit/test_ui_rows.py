@@ -1,0 +1,131 @@
+"""The TF jobs view's rows: assembled from a run's records, each replica field from the latest word."""
+from tfk8s_airflow.job.judge import JobPolicy
+from tfk8s_airflow.job.objects import JobNames, plan_replicas
+from tfk8s_airflow.job.records import Attempt, JobProgress, ReplicaResult
+from tfk8s_airflow.job.resolve import job_record
+from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.ui.rows import (
+    JobSources,
+    Links,
+    ReplicaTask,
+    archive_roots,
+    group_prefix,
+    http_url,
+    job_row,
+    sort_rows,
+    wants_pod_list,
+)
+from tfk8s_airflow.volume.archive import archive_path
+
+SPEC = TFJobSpec.from_dict({"name": "ctr", "image": "i:1", "ps": 1, "worker": 2})
+LINKS = Links(ui="/", app="/tfk8s")
+
+
+def record():
+    names = JobNames.for_run(SPEC, "manual__2026-02-01T00:00:00+00:00", "train", "tfk8s_train_manual")
+    return job_record(SPEC, names, plan_replicas(SPEC, names), policy=JobPolicy.from_spec(SPEC, 600),
+                      has_shards=False, kubernetes_conn_id="kubernetes_default", poll_interval=2.0, created_at=1.0)
+
+
+def sources(**kw):
+    base = {"dag_id": "tfk8s_train_manual", "run_id": "manual__2026-02-01T00:00:00+00:00", "run_state": "running",
+            "prefix": "train.", "record": record()}
+    return JobSources(**{**base, **kw})
+
+
+def test_a_job_that_just_started_shows_its_plan_in_map_index_order_with_links_to_each_replica_task_log():
+    row = job_row(sources(tasks={i: ReplicaTask(i, "deferred", 1) for i in range(3)}), LINKS)
+    assert row["state"] == "running" and row["progress"] is None and row["replica_source"] == "plan"
+    assert [r["key"] for r in row["replicas"]] == ["ps-0", "worker-0", "worker-1"]
+    assert all(r["phase"] is None for r in row["replicas"])
+    assert row["run_url"] == "/dags/tfk8s_train_manual/runs/manual__2026-02-01T00%3A00%3A00%2B00%3A00"
+    assert row["replicas"][2]["log_url"] == row["run_url"] + "/tasks/train.replica/mapped/2?try_number=1"
+    assert row["replicas"][0]["task_state"] == "deferred" and not row["replicas"][0]["tracked"]
+    assert row["archive"].startswith("not archived") and row["tensorboard_url"] is None
+
+
+def test_live_pods_fill_in_the_phases_until_progress_is_pushed():
+    live = {"ps-0": {"phase": "Running", "restarts": 0, "node": "agent"},
+            "worker-0": {"phase": "Running", "restarts": 1, "node": "agent"}}
+    row = job_row(sources(live=live), LINKS)
+    by = {r["key"]: r for r in row["replicas"]}
+    assert row["replica_source"] == "pods"
+    assert (by["worker-0"]["phase"], by["worker-0"]["restarts"], by["worker-0"]["node"]) == ("Running", 1, "agent")
+    assert by["worker-1"]["phase"] is None  # no pod yet
+
+
+def test_progress_gives_the_step_loss_rate_eta_attempts_and_a_tensorboard_link():
+    progress = JobProgress(job="j", namespace="ns", state="running", updated_at=10.0, step=120, target_step=300,
+                           loss=0.41, examples_per_sec=850.0, eta_s=21.0,
+                           attempts=(Attempt(2, "infrastructure", "node lost", 5.0, "replace", ("worker-1",)),),
+                           replicas={"worker-1": {"pod": "p", "phase": "Pending", "restarts": 0}},
+                           tensorboard_url="http://127.0.0.1:6006/")
+    row = job_row(sources(progress=progress, live={"worker-1": {"phase": "Running"}}), LINKS)
+    assert row["progress"] == {"step": 120, "target_step": 300, "loss": 0.41, "examples_per_sec": 850.0,
+                               "eta_s": 21.0, "updated_at": 10.0}
+    assert row["tensorboard_url"] == "http://127.0.0.1:6006/" and row["attempt"] == 2
+    by = {r["key"]: r for r in row["replicas"]}
+    assert by["worker-1"]["phase"] == "Pending"  # progress is newer than a LIST the view made
+    assert by["worker-1"]["attempt"] == 2 and by["worker-0"]["attempt"] == 1  # only worker-1 was replaced
+
+
+def test_a_tensorboard_url_that_is_not_http_is_never_a_link():
+    for url in ("javascript:alert(1)", "data:text/html,x", "//evil", "", None, 3):
+        assert http_url(url) is None
+    progress = JobProgress(job="j", namespace="ns", state="running", updated_at=1.0, tensorboard_url="javascript:x")
+    assert job_row(sources(progress=progress), LINKS)["tensorboard_url"] is None
+
+
+def test_the_summary_and_the_replicas_results_are_the_last_word_once_the_job_ended():
+    summary = {"state": "succeeded", "reason": "worker-0 succeeded",
+               "replicas": {"ps-0": {"pod": "p", "phase": "Running", "restarts": 0, "node": "agent"},
+                            "worker-0": {"pod": "w0", "phase": "Succeeded", "restarts": 0, "exit_code": 0,
+                                         "node": "agent"}}}
+    results = {2: ReplicaResult("worker-1", "w1", "succeeded", "exited 0", phase="Succeeded", exit_code=0,
+                                restarts=2, node="agent-2")}
+    progress = JobProgress(job="j", namespace="ns", state="running", updated_at=1.0, step=290, target_step=300,
+                           replicas={"worker-0": {"phase": "Running", "exit_code": None}})
+    row = job_row(sources(run_state="success", summary=summary, results=results, progress=progress), LINKS)
+    assert (row["state"], row["reason"], row["replica_source"]) == ("succeeded", "worker-0 succeeded", "summary")
+    by = {r["key"]: r for r in row["replicas"]}
+    assert by["worker-0"]["phase"] == "Succeeded" and by["worker-0"]["exit_code"] == 0
+    assert by["worker-1"] == {**by["worker-1"], "phase": "Succeeded", "restarts": 2, "node": "agent-2",
+                              "result": "succeeded"}
+
+
+def test_archived_logs_are_linked_only_for_the_files_teardown_wrote_for_the_jobs_own_pods():
+    rec = record()
+    ps, w0 = rec.replicas[0], rec.replicas[1]
+    archived = [str(archive_path("/vol/logs", rec.job, ps.pod)), str(archive_path("/vol/logs", rec.job, w0.pod)),
+                "/etc/passwd", f"/vol/logs/other-job/{rec.replicas[2].pod}.log", "relative/x/y.log"]
+    src = sources(run_state="success", archived=archived)
+    assert archive_roots(src) == {"ps-0": "/vol/logs", "worker-0": "/vol/logs"}
+    row = job_row(src, LINKS)
+    by = {r["key"]: r for r in row["replicas"]}
+    assert row["archive"] == "archived"
+    assert by["ps-0"]["archive_url"] == (f"/tfk8s/api/runs/tfk8s_train_manual/manual__2026-02-01T00%3A00%3A00%2B00%3A00"
+                                         f"/jobs/{rec.job}/logs/ps-0")
+    assert by["worker-1"]["archive_url"] is None
+    assert job_row(sources(run_state="success", archived=[]), LINKS)["archive"] == "not archived"
+
+
+def test_the_view_lists_pods_only_for_a_running_job_that_nothing_newer_describes():
+    progress = JobProgress(job="j", namespace="ns", state="running", updated_at=1.0)
+    assert wants_pod_list("running", None, None)
+    assert not wants_pod_list("running", None, progress)
+    assert not wants_pod_list("running", {"state": "failed"}, None)
+    assert not wants_pod_list("success", None, None)
+
+
+def test_group_prefixes_and_ordering():
+    assert group_prefix("train.setup") == "train." and group_prefix("setup") == ""
+    assert group_prefix("a.b.setup") == "a.b." and group_prefix("evaluate") is None
+    assert group_prefix("train.setup_x") is None
+    rows = [{"state": "succeeded", "started_at": "2026-02-02"}, {"state": "running", "started_at": "2026-02-01"},
+            {"state": "failed", "started_at": "2026-02-03"}, {"state": "running", "started_at": "2026-02-04"}]
+    assert [r["started_at"] for r in sort_rows(rows)] == ["2026-02-04", "2026-02-01", "2026-02-03", "2026-02-02"]
+
+
+def test_a_run_that_ended_without_a_summary_says_so():
+    row = job_row(sources(run_state="failed"), LINKS)
+    assert row["state"] == "failed" and "no summary" in row["reason"]

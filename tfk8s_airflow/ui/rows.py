@@ -1,0 +1,205 @@
+"""The rows of the TF jobs view, from the records a run holds (pure: no Airflow, no I/O).
+
+A job's row is assembled from what its task group leaves in XCom and in the task instances:
+setup's ``job`` (the plan, in map-index order), each replica task's ``replica`` (once it ended),
+the sensor's ``summary`` (once the job ended) and ``progress`` (while it runs), teardown's
+return value (the archived files), and, only while the job runs and no ``progress`` is there
+yet, the replicas as one LIST of the job's pods shows them. Each replica field is taken from
+the latest word that has it: the summary, then the replica's own result, then the progress,
+then the pods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote, urlencode, urlsplit
+
+from tfk8s_airflow.job.records import JobProgress, JobRecord, ReplicaResult
+from tfk8s_airflow.ui import PREFIX
+from tfk8s_airflow.volume.archive import archive_path, archive_root_of
+
+#: The task ids of a group, after its prefix (``train.``): what the view reads from each.
+SETUP, REPLICA, WAIT, TEARDOWN = "setup", "replica", "wait", "teardown"
+#: Replica fields the page shows, each from the first source that has it.
+REPLICA_FIELDS = ("phase", "restarts", "exit_code", "node")
+RUNNING_RUN_STATES = ("queued", "running")
+
+
+@dataclass(frozen=True)
+class ReplicaTask:
+    """One mapped replica task instance, as the metadata database has it."""
+
+    map_index: int
+    state: str | None
+    try_number: int
+
+
+@dataclass(frozen=True)
+class JobSources:
+    """Everything one job of one run left, read by one query each (see ``ui.sources``)."""
+
+    dag_id: str
+    run_id: str
+    run_state: str
+    prefix: str  # the group's task-id prefix, "train." (or "" for a setup task outside a group)
+    record: JobRecord
+    started_at: str | None = None
+    tasks: Mapping[int, ReplicaTask] = field(default_factory=dict)
+    results: Mapping[int, ReplicaResult] = field(default_factory=dict)
+    summary: Mapping[str, Any] | None = None
+    progress: JobProgress | None = None
+    live: Mapping[str, Mapping[str, Any]] | None = None  # replica key -> its pod's fields, one LIST
+    archived: Sequence[str] | None = None  # teardown's return value "archived"; None before teardown ended
+
+    def task_id(self, name: str) -> str:
+        return f"{self.prefix}{name}"
+
+
+def group_prefix(setup_task_id: str) -> str | None:
+    """``train.setup`` -> ``train.``; None for a task that is not a group's setup."""
+    if setup_task_id == SETUP:
+        return ""
+    if setup_task_id.endswith("." + SETUP):
+        return setup_task_id[: -len(SETUP)]
+    return None
+
+
+def wants_pod_list(run_state: str, summary: Mapping[str, Any] | None, progress: JobProgress | None) -> bool:
+    """Whether the view should LIST the job's pods: only while it runs and nothing newer says how."""
+    return run_state in RUNNING_RUN_STATES and summary is None and progress is None
+
+
+@dataclass(frozen=True)
+class Links:
+    """Where the page's links point: the Airflow UI (``ui``, its base path) and this app (``app``)."""
+
+    ui: str = "/"
+    app: str = PREFIX
+
+    def run(self, dag_id: str, run_id: str) -> str:
+        return f"{self.ui.rstrip('/')}/dags/{quote(dag_id, safe='')}/runs/{quote(run_id, safe='')}"
+
+    def task_log(self, dag_id: str, run_id: str, task_id: str, map_index: int, try_number: int) -> str:
+        base = f"{self.run(dag_id, run_id)}/tasks/{quote(task_id, safe='')}/mapped/{map_index}"
+        return f"{base}?{urlencode({'try_number': try_number})}" if try_number > 0 else base
+
+    def archived_log(self, dag_id: str, run_id: str, job: str, replica: str) -> str:
+        return (f"{self.app.rstrip('/')}/api/runs/{quote(dag_id, safe='')}/{quote(run_id, safe='')}"
+                f"/jobs/{quote(job, safe='')}/logs/{quote(replica, safe='')}")
+
+
+def http_url(url: Any) -> str | None:
+    """The URL when it is an absolute http(s) URL (a link the page may render), else None."""
+    if not isinstance(url, str) or not url:
+        return None
+    parts = urlsplit(url)
+    return url if parts.scheme in ("http", "https") and parts.netloc else None
+
+
+def archive_roots(src: JobSources) -> dict[str, str]:
+    """Replica key -> the root its log was archived under, from the files teardown reports."""
+    roots: dict[str, str] = {}
+    for path in src.archived or ():
+        for ref in src.record.replicas:
+            root = archive_root_of(str(path), src.record.job, ref.pod)
+            if root is not None and str(archive_path(root, src.record.job, ref.pod)) == str(path):
+                roots[ref.key] = root
+    return roots
+
+
+def job_state(src: JobSources) -> tuple[str, str]:
+    """(state, reason): the summary's once the job ended, else the progress', else the run's."""
+    if src.summary is not None:
+        return str(src.summary.get("state") or "unknown"), str(src.summary.get("reason") or "")
+    if src.progress is not None:
+        return src.progress.state, ""
+    if src.run_state in RUNNING_RUN_STATES:
+        return "running", ""
+    return src.run_state, "the job's sensor left no summary"
+
+
+def _progress(p: JobProgress | None) -> dict[str, Any] | None:
+    if p is None:
+        return None
+    return {"step": p.step, "target_step": p.target_step, "loss": p.loss, "examples_per_sec": p.examples_per_sec,
+            "eta_s": p.eta_s, "updated_at": p.updated_at}
+
+
+def _attempts(p: JobProgress | None, key: str | None = None) -> int:
+    """The job's attempt (1 + restarts of the group), or one replica's (those plus its replacements)."""
+    if p is None or not p.attempts:
+        return 1
+    if key is None:
+        return max(max(a.number for a in p.attempts), 1 + len(p.attempts))
+    return 1 + sum(1 for a in p.attempts if a.action == "restart_group" or key in a.replicas)
+
+
+def _archive_state(src: JobSources, roots: Mapping[str, str]) -> str:
+    if roots:
+        return "archived"
+    if src.archived is None and src.run_state in RUNNING_RUN_STATES:
+        where = f" under {src.record.log_dir}" if src.record.log_dir else " when the group has an archive directory"
+        return f"not archived yet (teardown archives them{where})"
+    return "not archived"
+
+
+def job_row(src: JobSources, links: Links) -> dict[str, Any]:
+    """The row of one job: plain JSON data the page renders (every value escaped there)."""
+    state, reason = job_state(src)
+    summary_replicas = (src.summary or {}).get("replicas") or {}
+    progress_replicas = src.progress.replicas if src.progress is not None else {}
+    roots = archive_roots(src)
+    replicas = []
+    for map_index, ref in enumerate(src.record.replicas):
+        result = src.results.get(map_index)
+        sources: list[Mapping[str, Any]] = [summary_replicas.get(ref.key) or {},
+                                            _result_fields(result), progress_replicas.get(ref.key) or {},
+                                            (src.live or {}).get(ref.key) or {}]
+        fields = {name: next((s[name] for s in sources if s.get(name) is not None), None) for name in REPLICA_FIELDS}
+        task = src.tasks.get(map_index)
+        try_number = task.try_number if task is not None else 0
+        replicas.append({
+            "key": ref.key, "role": ref.role, "index": ref.index, "pod": ref.pod, "tracked": ref.tracked,
+            **fields, "attempt": _attempts(src.progress, ref.key),
+            "task_state": task.state if task is not None else None, "try_number": try_number,
+            "result": result.state if result is not None else None,
+            "log_url": links.task_log(src.dag_id, src.run_id, src.task_id(REPLICA), map_index, try_number),
+            "archive_url": (links.archived_log(src.dag_id, src.run_id, src.record.job, ref.key)
+                            if ref.key in roots else None),
+        })
+    return {
+        "dag_id": src.dag_id, "run_id": src.run_id, "run_state": src.run_state,
+        "run_url": links.run(src.dag_id, src.run_id), "started_at": src.started_at,
+        "group": src.prefix.rstrip("."), "job": src.record.job, "namespace": src.record.namespace,
+        "state": state, "reason": reason, "attempt": _attempts(src.progress),
+        "progress": _progress(src.progress),
+        "tensorboard_url": http_url(src.progress.tensorboard_url) if src.progress is not None else None,
+        "replica_source": _replica_source(src), "archive": _archive_state(src, roots),
+        "replicas": replicas,
+    }
+
+
+def _result_fields(result: ReplicaResult | None) -> dict[str, Any]:
+    if result is None:
+        return {}
+    return {"phase": result.phase or None, "restarts": result.restarts, "exit_code": result.exit_code,
+            "node": result.node}
+
+
+def _replica_source(src: JobSources) -> str:
+    """Which record the replicas' phases mostly come from (the page says so)."""
+    if src.summary is not None:
+        return "summary"
+    if src.progress is not None:
+        return "progress"
+    if src.live is not None:
+        return "pods"
+    return "results" if src.results else "plan"
+
+
+def sort_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Running jobs first, each part most recently started first."""
+    newest_first = sorted(rows, key=lambda r: r.get("started_at") or "", reverse=True)
+    return sorted(newest_first, key=lambda r: r["state"] != "running")

@@ -1,0 +1,148 @@
+"""What the TF jobs view reads: the metadata database (XCom, task instances, runs) and one LIST per job.
+
+Three queries per page, whatever the number of jobs and replicas: the setups' job records
+(newest runs first, only of DAGs the caller may read), every XCom the view shows of those runs,
+and their replica task instances. Pods are listed only for a job that runs and has no
+``progress`` yet, with one LIST of the job's selector, kept for a few seconds so that many open
+pages cost one LIST per job and poll.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Collection, Iterable
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from tfk8s_airflow.exceptions import RecordError
+from tfk8s_airflow.job.judge import replica_state
+from tfk8s_airflow.job.records import JobProgress, JobRecord, ReplicaResult
+from tfk8s_airflow.ui.rows import REPLICA, TEARDOWN, WAIT, JobSources, ReplicaTask, group_prefix, wants_pod_list
+
+POD_LIST_TTL_S = 5.0
+DEFAULT_LIMIT = 50
+
+
+def _value(row: Any) -> Any:
+    from airflow.models.xcom import XComModel
+
+    return XComModel.deserialize_value(row)
+
+
+def find_jobs(session: Session, dag_ids: Collection[str], *, run: tuple[str, str] | None = None,
+              limit: int = DEFAULT_LIMIT, list_pods: bool = True) -> list[JobSources]:
+    """The jobs of the newest runs of ``dag_ids`` (or of one ``(dag_id, run_id)``), with all they left."""
+    from airflow.models.dagrun import DagRun
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.models.xcom import XComModel
+
+    if not dag_ids:
+        return []
+    stmt = (select(XComModel.dag_id, XComModel.run_id, XComModel.dag_run_id, XComModel.task_id, XComModel.value,
+                   DagRun.state, DagRun.start_date)
+            .join(DagRun, DagRun.id == XComModel.dag_run_id)
+            .where(XComModel.key == "job", XComModel.map_index == -1, XComModel.dag_id.in_(list(dag_ids))))
+    if run is not None:
+        stmt = stmt.where(XComModel.dag_id == run[0], XComModel.run_id == run[1])
+    setups = session.execute(stmt.order_by(DagRun.id.desc(), XComModel.task_id).limit(limit)).all()
+
+    jobs: dict[tuple[int, str], dict[str, Any]] = {}
+    for row in setups:
+        prefix = group_prefix(row.task_id)
+        if prefix is None:
+            continue
+        try:
+            record = JobRecord.from_xcom(_value(row))
+        except RecordError:
+            continue  # an XCom "job" of some other task, or of another release
+        jobs[(row.dag_run_id, prefix)] = {
+            "dag_id": row.dag_id, "run_id": row.run_id, "run_state": str(row.state or ""), "prefix": prefix,
+            "record": record, "started_at": row.start_date.isoformat() if row.start_date else None,
+            "tasks": {}, "results": {}}
+    if not jobs:
+        return []
+    run_pks = sorted({pk for pk, _ in jobs})
+    # (run, task id) -> (which task of its group, the job): every row below finds its job at once.
+    owner = {(pk, prefix + name): (name, job) for (pk, prefix), job in jobs.items()
+             for name in (REPLICA, WAIT, TEARDOWN)}
+    names = {task_id for _, task_id in owner}
+
+    xcoms = session.execute(
+        select(XComModel.dag_run_id, XComModel.task_id, XComModel.map_index, XComModel.key, XComModel.value)
+        .where(XComModel.dag_run_id.in_(run_pks), XComModel.task_id.in_(sorted(names)),
+               XComModel.key.in_(("replica", "summary", "progress", "return_value")))).all()
+    for x in xcoms:
+        if (hit := owner.get((x.dag_run_id, x.task_id))) is not None:
+            _take_xcom(hit[1], hit[0], x)
+
+    tis = session.execute(
+        select(DagRun.id, TaskInstance.task_id, TaskInstance.map_index, TaskInstance.state, TaskInstance.try_number)
+        .join(DagRun, (DagRun.dag_id == TaskInstance.dag_id) & (DagRun.run_id == TaskInstance.run_id))
+        .where(DagRun.id.in_(run_pks), TaskInstance.task_id.in_(sorted(n for n in names if n.endswith(REPLICA))))
+    ).all()
+    for t in tis:
+        if (hit := owner.get((t.id, t.task_id))) is not None and hit[0] == REPLICA:
+            hit[1]["tasks"][t.map_index] = ReplicaTask(t.map_index, t.state, int(t.try_number or 0))
+
+    out = []
+    for job in jobs.values():
+        src = JobSources(**job)
+        if list_pods and wants_pod_list(src.run_state, src.summary, src.progress):
+            src = JobSources(**{**job, "live": live_replicas(src.record)})
+        out.append(src)
+    return out
+
+
+def _take_xcom(job: dict[str, Any], task: str, x: Any) -> None:
+    """One XCom row into its job's sources (``task``: which task of the group pushed it)."""
+    try:
+        if task == REPLICA and x.key == "replica":
+            job["results"][x.map_index] = ReplicaResult.from_xcom(_value(x))
+        elif task == WAIT and x.key == "summary":
+            value = _value(x)
+            job["summary"] = value if isinstance(value, dict) else None
+        elif task == WAIT and x.key == "progress":
+            job["progress"] = JobProgress.from_xcom(_value(x))
+        elif task == TEARDOWN and x.key == "return_value":
+            value = _value(x)
+            job["archived"] = [str(p) for p in value.get("archived") or ()] if isinstance(value, dict) else []
+    except (RecordError, TypeError):
+        pass  # a record this release cannot read: the row shows what the others give
+
+
+_cache: dict[tuple[str | None, str, str], tuple[float, dict[str, dict[str, Any]]]] = {}
+_cache_lock = threading.Lock()
+
+
+def live_replicas(record: JobRecord) -> dict[str, dict[str, Any]] | None:
+    """Replica key -> phase, restarts, exit code, node of its pod: one LIST of the job's selector.
+
+    None when the cluster cannot be reached (the row then shows what the records give).
+    """
+    key = (record.kubernetes_conn_id, record.namespace, record.selector)
+    now = time.monotonic()
+    with _cache_lock:
+        hit = _cache.get(key)
+        if hit is not None and now - hit[0] < POD_LIST_TTL_S:
+            return hit[1]
+    try:
+        from tfk8s_airflow.k8s.client import JobClient, pod_dicts
+
+        client = JobClient.from_conn(record.kubernetes_conn_id or "kubernetes_default", pool_size=1)
+        pods = pod_dicts(client.list_pods(record.namespace, record.selector))
+    except Exception:  # noqa: BLE001 - an unreachable cluster or connection must not fail the page
+        return None
+    found = _by_key(replica_state(p) for p in pods)
+    with _cache_lock:
+        _cache[key] = (now, found)
+        for stale in [k for k, (at, _) in _cache.items() if now - at >= POD_LIST_TTL_S]:
+            del _cache[stale]
+    return found
+
+
+def _by_key(states: Iterable[Any]) -> dict[str, dict[str, Any]]:
+    return {st.key: st.summary() for st in states if st is not None}
+
