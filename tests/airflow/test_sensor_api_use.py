@@ -12,13 +12,13 @@ import time
 
 import pytest
 
+from tests.fixtures.k8s import wait_for
 from tfk8s_airflow.job.judge import JobPolicy
 from tfk8s_airflow.job.objects import JobNames, job_manifests, plan_replicas
 from tfk8s_airflow.job.resolve import job_record
 from tfk8s_airflow.job.spec import TFJobSpec
 from tfk8s_airflow.k8s import watch as kwatch
 from tfk8s_airflow.triggers.job import TFJobTrigger, TFReplicaTrigger
-from tests.fixtures.k8s import wait_for
 
 pytestmark = [pytest.mark.k8s, pytest.mark.airflow]
 
