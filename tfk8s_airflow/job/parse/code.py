@@ -1,0 +1,43 @@
+"""``code``: training code fetched into every replica before its container starts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tfk8s_airflow.contract import DEFAULT_CODE_DIR
+from tfk8s_airflow.job import fields as v
+from tfk8s_airflow.job.parse.reader import Reader
+from tfk8s_airflow.job.spec import CodeSource
+from tfk8s_airflow.pathrules import is_safe_relative
+
+_CODE_KEYS = tuple(f for f in CodeSource.__dataclass_fields__)
+
+
+def code(r: Reader, d: Mapping[str, Any]) -> CodeSource | None:
+    raw = d.get("code")
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        raw = {"uri": raw}
+    if not isinstance(raw, Mapping):
+        r.add("code", "must be a mapping", "write code: {uri: https://host/algo.tar.gz, entrypoint: run.sh}")
+        return None
+    r.unknown(raw, _CODE_KEYS, "code.")
+    uri = r.string(raw, "uri", "code.uri") or ""
+    if not uri.startswith(("http://", "https://", "hdfs://", "webhdfs://")):
+        r.add("code.uri", f"must be an http(s):// or hdfs:// URI, got {uri!r}",
+              "write code: {uri: https://host/algo.tar.gz}")
+    entry = r.string(raw, "entrypoint", "code.entrypoint", "run.sh") or "run.sh"
+    if not is_safe_relative(entry):
+        r.add("code.entrypoint", "must be a relative path inside the code archive", "write entrypoint: run.sh")
+    sha = r.string(raw, "sha256", "code.sha256")
+    if sha and not v.is_sha256(sha):
+        r.add("code.sha256", "must be 64 hex characters", "write the output of sha256sum")
+    img = r.string(raw, "image", "code.image")
+    if img:
+        r.extend(v.check_image(img, "code.image"))
+    mount = r.string(raw, "mount_path", "code.mount_path", DEFAULT_CODE_DIR) or DEFAULT_CODE_DIR
+    if not mount.startswith("/"):
+        r.add("code.mount_path", "must be an absolute path", "write mount_path: /opt/tfk8s/code")
+    return CodeSource(uri, entry, sha.lower() if sha else None, img or None, mount)
