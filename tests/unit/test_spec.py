@@ -1,5 +1,6 @@
 """The spec: parsing, defaults, round trip, and a catalogue of bad specs with their messages."""
 import dataclasses
+import math
 
 import pytest
 
@@ -141,6 +142,47 @@ BAD = [
     ({"code": {"uri": "ftp://host/x.tgz"}}, "code.uri", "http(s):// or hdfs://"),
     ({"code": {"uri": "https://h/x.tgz", "sha256": "abc"}}, "code.sha256", "64 hex"),
     ({"code": {"uri": "https://h/x.tgz", "entrypoint": "../run.sh"}}, "code.entrypoint", "relative path"),
+    # numbers that are not numbers, or absurd ones: refused cheaply, never a traceback
+    ({"worker": {"replicas": math.inf}}, "worker.replicas", "must be an integer"),
+    ({"worker": {"replicas": "²"}}, "worker.replicas", "must be an integer"),
+    ({"port": "--2"}, "port", "must be an integer"),
+    ({"max_restarts": 2**64}, "max_restarts", "out of range"),
+    ({"active_deadline": math.inf}, "active_deadline", "positive duration"),
+    ({"active_deadline": math.nan}, "active_deadline", "positive duration"),
+    ({"active_deadline": 2**31}, "active_deadline", "longer than 2147483647 seconds"),
+    ({"schedule_timeout": "9" * 40 + "d"}, "schedule_timeout", "positive duration"),
+    ({"resources": {"cpu": "1e30000000"}}, "resources.cpu", "out of range"),
+    ({"resources": {"memory": "9Ei"}}, "resources.memory", "out of range"),
+    ({"resources": {"cpu": "\u0663"}}, "resources.cpu", "not a resource quantity"),
+    ({"resources": {"cpu": math.nan}}, "resources.cpu", "not a resource quantity"),
+    ({"name": math.nan}, "name", "must be a string"),
+    ({"env": {"A": math.inf}}, "env.A", "value must be a string"),
+    ({"args": ["--lr", math.inf]}, "args[1]", "must be a string"),
+    ({"nodeSelector": {"a": "b"}}, "nodeSelector", "write node_selector"),
+    # the API server's own rules, mirrored so that setup never creates half a job
+    ({"resources": {"a/b c": 1}}, "resources.a/b c", "not a valid extended resource name"),
+    ({"resources": {"requests.example.com/x": 1}}, "resources.requests.example.com/x", "starts with 'requests.'"),
+    ({"tolerations": [{"operator": "Equal", "value": "x"}]}, "tolerations[0].operator", "must be Exists when key"),
+    ({"tolerations": [{"key": "a", "operator": "Exists", "effect": "NoSchedule", "toleration_seconds": 5}]},
+     "tolerations[0].effect", "must be NoExecute"),
+    ({"tolerations": [{"key": "a b", "operator": "Exists"}]}, "tolerations[0].key", "key name"),
+    ({"tolerations": [{"key": "a", "value": "a b"}]}, "tolerations[0].value", "label value"),
+    ({"tolerations": [{"key": "a", "operator": "Exists", "effect": "NoExecute", "toleration_seconds": 2**63}]},
+     "tolerations[0].toleration_seconds", "out of range"),
+    ({"volumes": [{"name": "tfk8s-code", "mount_path": "/x", "pvc": "p"}]}, "volumes[0].name",
+     "adds to the pods itself"),
+    ({"volumes": [{"name": "d", "mount_path": "/etc/tfk8s/shards", "pvc": "p"}]}, "volumes[0].mount_path",
+     "shard assignments"),
+    ({"volumes": [{"name": "d", "mount_path": "/opt/tfk8s/code", "pvc": "p"}], "code": "https://h/x.tgz"},
+     "volumes[0].mount_path", "where code is unpacked"),
+    ({"volumes": [{"name": "d", "mount_path": "/data/../etc", "pvc": "p"}]}, "volumes[0].mount_path", "without '..'"),
+    ({"volumes": [{"name": "d", "mount_path": "/", "pvc": "p"}]}, "volumes[0].mount_path", "other than /"),
+    ({"volumes": [{"name": "d", "mount_path": "/d", "host_path": "/mnt/../etc"}]}, "volumes[0].host_path",
+     "without '..'"),
+    ({"volumes": [{"name": "d", "mount_path": "/d", "pvc": "p"}, {"name": "e", "mount_path": "/d/", "pvc": "q"}]},
+     "volumes[1].mount_path", "mounted twice"),
+    ({"code": {"uri": "https://h/x.tgz", "mount_path": "/etc/tfk8s/shards"}}, "code.mount_path", "shard assignments"),
+    ({"annotations": {"example.com/big": "x" * 300_000}}, "annotations", "more than Kubernetes' limit"),
 ]
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from tfk8s_airflow.job.fields import quantity_to_float
+from tfk8s_airflow.job.quantity import quantity_to_float
 from tfk8s_airflow.job.spec import TFJobSpec
 
 

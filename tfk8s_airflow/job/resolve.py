@@ -16,10 +16,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from tfk8s_airflow.contract import LOGS_VOLUME
 from tfk8s_airflow.exceptions import Problem, SpecError
+from tfk8s_airflow.job.document import load_yaml
 from tfk8s_airflow.job.judge import JobPolicy
 from tfk8s_airflow.job.objects import JobNames, Replica
 from tfk8s_airflow.job.records import JobRecord, ReplicaRef
@@ -48,11 +47,7 @@ def resolve_spec(value: Any, *, base_dir: str | None = None, max_replicas: int |
                 raise SpecError(Problem("spec", f"spec file {path} does not exist",
                                         "give an absolute path or one relative to the DAG file"))
             return TFJobSpec.from_file(path, max_replicas=max_replicas, overrides=_flatten(overrides))
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise SpecError(Problem("spec", f"the rendered spec is not YAML/JSON: {exc}",
-                                    "check the template that produces it")) from exc
+        data = load_yaml(text, "spec")
     else:
         data = value
     if not isinstance(data, Mapping):

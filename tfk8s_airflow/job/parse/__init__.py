@@ -16,7 +16,7 @@ from typing import Any
 from tfk8s_airflow.contract import DEFAULT_PORT
 from tfk8s_airflow.exceptions import Problem, SpecError
 from tfk8s_airflow.job import fields as v
-from tfk8s_airflow.job.document import apply_overrides
+from tfk8s_airflow.job.document import apply_overrides, document_problems
 from tfk8s_airflow.job.parse import code, metadata, roles, volumes
 from tfk8s_airflow.job.parse.reader import Reader
 from tfk8s_airflow.job.parse.shared import READERS
@@ -30,7 +30,13 @@ def parse_spec(data: Any, *, max_replicas: int, overrides: Iterable[str] = ()) -
     if not isinstance(data, Mapping):
         raise SpecError(Problem("spec", f"must be a mapping, got {type(data).__name__}",
                                 "write the spec as a YAML/JSON object with name, image, worker..."))
+    problems = document_problems(data)
+    if problems:
+        raise SpecError(problems)
+    overrides = list(overrides)
     d = apply_overrides(data, overrides)
+    if overrides and (problems := document_problems(d)):
+        raise SpecError(problems)
     r = Reader()
     r.unknown(d, SPEC_KEYS, "")
     name = r.string(d, "name", "name")
@@ -68,6 +74,7 @@ def parse_spec(data: Any, *, max_replicas: int, overrides: Iterable[str] = ()) -
         volumes=volumes.volumes(r, d), hide_evaluator=hide_evaluator, code=code.code(r, d),
         **inherited,
     )
+    volumes.check_code_mount(r, job["volumes"], job["code"])
     role_specs = roles.roles(r, d, inherited)
     roles.check_roles(r, role_specs, success, hide_evaluator, inherited["image"], max_replicas)
     if r.problems:

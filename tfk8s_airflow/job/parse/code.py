@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Mapping
 from typing import Any
 
-from tfk8s_airflow.contract import DEFAULT_CODE_DIR
+from tfk8s_airflow.contract import DEFAULT_CODE_DIR, SHARDS_MOUNT
 from tfk8s_airflow.job import fields as v
 from tfk8s_airflow.job.parse.reader import Reader
+from tfk8s_airflow.job.parse.volumes import mount_path_problem
 from tfk8s_airflow.job.spec import CodeSource
 from tfk8s_airflow.pathrules import is_safe_relative
 
@@ -26,7 +28,7 @@ def code(r: Reader, d: Mapping[str, Any]) -> CodeSource | None:
     r.unknown(raw, _CODE_KEYS, "code.")
     uri = r.string(raw, "uri", "code.uri") or ""
     if not uri.startswith(("http://", "https://", "hdfs://", "webhdfs://")):
-        r.add("code.uri", f"must be an http(s):// or hdfs:// URI, got {uri!r}",
+        r.add("code.uri", f"must be an http(s):// or hdfs:// URI, got {v.show(uri)}",
               "write code: {uri: https://host/algo.tar.gz}")
     entry = r.string(raw, "entrypoint", "code.entrypoint", "run.sh") or "run.sh"
     if not is_safe_relative(entry):
@@ -38,6 +40,8 @@ def code(r: Reader, d: Mapping[str, Any]) -> CodeSource | None:
     if img:
         r.extend(v.check_image(img, "code.image"))
     mount = r.string(raw, "mount_path", "code.mount_path", DEFAULT_CODE_DIR) or DEFAULT_CODE_DIR
-    if not mount.startswith("/"):
-        r.add("code.mount_path", "must be an absolute path", "write mount_path: /opt/tfk8s/code")
+    if not mount_path_problem(r, mount, "code.mount_path", DEFAULT_CODE_DIR) and \
+            posixpath.normpath(mount) == SHARDS_MOUNT:
+        r.add("code.mount_path", f"{SHARDS_MOUNT} is where the pods get their shard assignments",
+              f"write mount_path: {DEFAULT_CODE_DIR}")
     return CodeSource(uri, entry, sha.lower() if sha else None, img or None, mount)

@@ -9,7 +9,7 @@ from tfk8s_airflow.contract import LABEL_PREFIX
 from tfk8s_airflow.job import fields as v
 from tfk8s_airflow.job.parse.reader import Reader
 
-#: Kubernetes' limit on the total size of an object's annotations (keys and values).
+#: Kubernetes' limit on the total size of an object's annotations (keys and values, in bytes).
 ANNOTATIONS_MAX_BYTES = 256 * 1024
 
 
@@ -17,11 +17,13 @@ def label_map(r: Reader, d: Mapping[str, Any], key: str, fld: str) -> dict[str, 
     raw = r.mapping(d, key, fld)
     out: dict[str, str] = {}
     for lk, lv in raw.items():
-        lk = str(lk)
         r.extend(v.check_label_key(lk, f"{fld}.{lk}"))
-        lv = "" if lv is None else (str(lv).lower() if isinstance(lv, bool) else str(lv))
-        r.extend(v.check_label_value(lv, f"{fld}.{lk}"))
-        out[lk] = lv
+        text = "" if lv is None else v.as_text(lv, bools=True)
+        if text is None:
+            r.add(f"{fld}.{lk}", f"must be a string, got {type(lv).__name__}", "write a label value such as a1")
+            continue
+        r.extend(v.check_label_value(text, f"{fld}.{lk}"))
+        out[lk] = text
     return out
 
 
@@ -39,9 +41,19 @@ def annotation_map(r: Reader, d: Mapping[str, Any], key: str, fld: str) -> dict[
     raw = r.mapping(d, key, fld)
     out: dict[str, str] = {}
     for ak, av in raw.items():
-        ak = str(ak)
-        r.extend(v.check_label_key(ak, f"{fld}.{ak}"))
-        out[ak] = "" if av is None else str(av)
-    if sum(len(k) + len(x) for k, x in out.items()) > ANNOTATIONS_MAX_BYTES:
-        r.add("annotations", "total size exceeds 256 KiB", "move large data to a ConfigMap or volume")
+        # The API server checks annotation keys in lower case (the prefix may be written in capitals).
+        r.extend(v.check_label_key(ak.lower(), f"{fld}.{ak}"))
+        text = "" if av is None else v.as_text(av, bools=True)
+        if text is None:
+            r.add(f"{fld}.{ak}", f"must be a string, got {type(av).__name__}", "quote it or JSON-encode it")
+            continue
+        out[ak] = text
     return out
+
+
+def check_annotation_size(r: Reader, annotations: Mapping[str, str], fld: str) -> None:
+    """The pods' annotations (the job's and a role's together) within Kubernetes' 256 KiB."""
+    size = sum(len(k.encode()) + len(x.encode()) for k, x in annotations.items())
+    if size > ANNOTATIONS_MAX_BYTES:
+        r.add(fld, f"the annotations are {size} bytes, more than Kubernetes' limit of {ANNOTATIONS_MAX_BYTES}",
+              "move large data to a ConfigMap or a volume")

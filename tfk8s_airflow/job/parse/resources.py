@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tfk8s_airflow.job import fields as v
+from tfk8s_airflow.job import quantity as q
+from tfk8s_airflow.job.fields import as_text
 from tfk8s_airflow.job.parse.reader import Reader
 
 
@@ -15,15 +16,13 @@ def resources(r: Reader, d: Mapping[str, Any], key: str, fld: str) -> dict[str, 
     for rname, qty in raw.items():
         rname = str(rname)
         path = f"{fld}.{rname}"
-        if rname not in v.KNOWN_RESOURCES and "/" not in rname:
-            guess = v.RESOURCE_ALIASES.get(rname.lower()) or v.did_you_mean(rname, set(v.KNOWN_RESOURCES))
-            r.add(path, "unknown resource name",
-                  f"did you mean '{guess}'?" if guess
-                  else "use cpu, memory, nvidia.com/gpu or a domain/name extended resource")
+        problems = q.resource_name_problems(rname, path)
+        if problems:
+            r.extend(problems)
             continue
-        problem = v.check_quantity(qty, path, integer=rname not in ("cpu", "memory", "ephemeral-storage"))
+        problem = q.quantity_problem(qty, path, integer=q.is_extended_resource(rname))
         if problem:
-            r.problems.append(problem)
+            r.extend([problem])
             continue
-        out[rname] = str(qty)
+        out[rname] = (as_text(qty) or "").strip()
     return out

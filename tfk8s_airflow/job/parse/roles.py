@@ -7,6 +7,7 @@ from types import MappingProxyType
 from typing import Any
 
 from tfk8s_airflow.job import fields as v
+from tfk8s_airflow.job.parse import metadata
 from tfk8s_airflow.job.parse.reader import Reader
 from tfk8s_airflow.job.parse.shared import READERS
 from tfk8s_airflow.job.spec import MERGE, ROLE_KEYS, ROLES, RoleSpec, TFJobSpec, spec_fields
@@ -55,6 +56,8 @@ def role_block(r: Reader, role: str, block: Mapping[str, Any], job: Mapping[str,
     tracked = r.boolean(block, "tracked", p + "tracked", role != "ps")
     if role == "ps" and tracked:
         r.add(p + "tracked", "parameter servers never exit, so they cannot be tracked", "remove tracked from ps")
+    metadata.check_annotation_size(r, values["annotations"], p + "annotations" if "annotations" in block
+                                   else "annotations")
     for name in ("env", "resources", "node_selector", "annotations"):
         values[name] = MappingProxyType(dict(values[name]))
     return RoleSpec(role=role, replicas=replicas, tracked=tracked, **values)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Mapping
 from typing import Any
 
+from tfk8s_airflow.contract import RESERVED_VOLUMES, SHARDS_MOUNT
 from tfk8s_airflow.job import fields as v
 from tfk8s_airflow.job.parse.reader import Reader
-from tfk8s_airflow.job.spec import Volume
-from tfk8s_airflow.pathrules import is_safe_relative
+from tfk8s_airflow.job.spec import CodeSource, Volume
+from tfk8s_airflow.pathrules import has_parent_segment, is_safe_relative
 
 _VOLUME_KEYS = tuple(f for f in Volume.__dataclass_fields__)
 
@@ -37,22 +39,29 @@ def volumes(r: Reader, d: Mapping[str, Any]) -> tuple[Volume, ...]:
             r.add(path + ".name", "is required", "add name: data")
         else:
             r.extend(v.check_dns_label(vname, path + ".name"))
-            if vname in names:
-                r.add(path + ".name", f"duplicate volume name {vname!r}", "give each volume its own name")
+            if vname in RESERVED_VOLUMES:
+                r.add(path + ".name", f"{vname} is the name of a volume tfk8s-airflow adds to the pods itself",
+                      "give the volume another name")
+            elif vname in names:
+                r.add(path + ".name", f"duplicate volume name {v.show(vname)}", "give each volume its own name")
             names.add(vname)
         mount = r.string(item, "mount_path", path + ".mount_path") or ""
-        if not mount.startswith("/"):
-            r.add(path + ".mount_path", f"must be an absolute path, got {mount!r}", "write mount_path: /data")
-        elif mount in paths:
-            r.add(path + ".mount_path", f"{mount} is mounted twice", "give each volume its own mount_path")
-        paths.add(mount)
+        if mount_path_problem(r, mount, path + ".mount_path", "/data"):
+            pass
+        elif posixpath.normpath(mount) in paths:
+            r.add(path + ".mount_path", f"{v.show(mount)} is mounted twice", "give each volume its own mount_path")
+        elif posixpath.normpath(mount) == SHARDS_MOUNT:
+            r.add(path + ".mount_path", f"{SHARDS_MOUNT} is where the pods get their shard assignments",
+                  "mount the volume somewhere else")
+        paths.add(posixpath.normpath(mount))
         host = r.string(item, "host_path", path + ".host_path")
         pvc = r.string(item, "pvc", path + ".pvc")
         if bool(host) == bool(pvc):
             r.add(path, "needs exactly one of host_path or pvc",
                   "write host_path: /mnt/tfk8s-gluster/data (a node-mounted GlusterFS) or pvc: claim-name")
-        if host and not host.startswith("/"):
-            r.add(path + ".host_path", f"must be an absolute path, got {host!r}", "write host_path: /mnt/...")
+        if host and (not host.startswith("/") or has_parent_segment(host)):
+            r.add(path + ".host_path", f"must be an absolute path without '..', got {v.show(host)}",
+                  "write host_path: /mnt/...")
         if pvc:
             r.extend(v.check_dns_subdomain(pvc, path + ".pvc"))
         sub = r.string(item, "sub_path", path + ".sub_path")
@@ -61,3 +70,23 @@ def volumes(r: Reader, d: Mapping[str, Any]) -> tuple[Volume, ...]:
         out.append(Volume(vname, mount, host or None, pvc or None,
                           r.boolean(item, "read_only", path + ".read_only", False), sub or None))
     return tuple(out)
+
+
+def mount_path_problem(r: Reader, mount: str, fld: str, example: str) -> bool:
+    """Record what is wrong with a mount path inside the container; True when something is."""
+    if not mount.startswith("/") or has_parent_segment(mount) or posixpath.normpath(mount) == "/":
+        r.add(fld, f"must be an absolute path other than / and without '..', got {v.show(mount)}",
+              f"write mount_path: {example}")
+        return True
+    return False
+
+
+def check_code_mount(r: Reader, vols: tuple[Volume, ...], code: CodeSource | None) -> None:
+    """The code's emptyDir is mounted beside the volumes: each mount path once (the API's rule)."""
+    if code is None:
+        return
+    mount = posixpath.normpath(code.mount_path)
+    for i, vol in enumerate(vols):
+        if posixpath.normpath(vol.mount_path) == mount:
+            r.add(f"volumes[{i}].mount_path", f"{v.show(vol.mount_path)} is where code is unpacked",
+                  "mount the volume somewhere else, or set code.mount_path")
