@@ -125,3 +125,17 @@ def test_replica_plan_is_the_single_source():
     plan = plan_replicas(spec, names_for(spec))
     assert [(r.role, r.index) for r in plan] == spec.replica_ids()
     assert len({r.pod_name for r in plan}) == len(plan)
+
+
+def test_kubernetes_form_resources_render_requests_below_limits():
+    spec = TFJobSpec.from_dict({"name": "burst", "image": "i:1", "ps": {"replicas": 1, "resources": {"cpu": 1}},
+                                "worker": {"replicas": 1, "resources": {"requests": {"cpu": "500m", "memory": "1Gi"},
+                                                                        "limits": {"cpu": "2"}}}})
+    names = names_for(spec)
+    objs = job_manifests(spec, names)
+    ps, worker = (p["spec"]["containers"][0]["resources"] for p in by_kind(objs, "Pod"))
+    assert ps == {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}
+    assert worker == {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "2"}}
+    assert parse_yaml(render_yaml(spec, names)) == objs
+    for obj in objs:
+        kubernetes_validate.validate(obj, K8S_SCHEMA, strict=True)

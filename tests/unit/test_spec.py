@@ -5,7 +5,7 @@ import math
 import pytest
 
 from tfk8s_airflow.exceptions import SpecError
-from tfk8s_airflow.job.spec import TFJobSpec, apply_overrides
+from tfk8s_airflow.job.spec import Resources, TFJobSpec, apply_overrides
 
 MINIMAL = {"name": "mnist", "image": "tfk8s/trainer:0.1", "ps": {"replicas": 1}, "worker": {"replicas": 2}}
 
@@ -45,7 +45,7 @@ def test_full_spec_parses_merges_and_round_trips():
     assert s.schedule_timeout == 300 and s.active_deadline == 7200
     w = s.roles["worker"]
     assert dict(w.env) == {"LOG_LEVEL": "info", "EXTRA": "1"}
-    assert w.resources["nvidia.com/gpu"] == "1" and w.pod_restart_policy == "OnFailure"
+    assert w.resources.limits["nvidia.com/gpu"] == "1" and w.pod_restart_policy == "OnFailure"
     assert s.roles["chief"].resources == s.resources
     assert s.roles["evaluator"].image.endswith("a" * 64)
     assert s.success_replicas() == [("chief", 0), ("worker", 0), ("worker", 1), ("worker", 2),
@@ -53,6 +53,24 @@ def test_full_spec_parses_merges_and_round_trips():
     assert TFJobSpec.from_dict(s.to_dict()) == s
     with pytest.raises(dataclasses.FrozenInstanceError):
         s.name = "other"  # frozen
+
+
+def test_resources_short_form_and_kubernetes_form():
+    short = TFJobSpec.from_dict({**MINIMAL, "resources": {"cpu": "2", "memory": "4Gi"}})
+    assert short.resources == Resources({"cpu": "2", "memory": "4Gi"}, {"cpu": "2", "memory": "4Gi"})
+    assert short.to_dict()["resources"] == {"cpu": "2", "memory": "4Gi"}
+    long = TFJobSpec.from_dict({**MINIMAL, "worker": {"replicas": 2, "resources": {
+        "requests": {"cpu": "500m", "memory": "1Gi", "nvidia.com/gpu": 1},
+        "limits": {"cpu": 2, "nvidia.com/gpu": 1, "ephemeral-storage": "10Gi"}}}})
+    res = long.roles["worker"].resources
+    assert dict(res.requests) == {"cpu": "500m", "memory": "1Gi", "nvidia.com/gpu": "1",
+                                  "ephemeral-storage": "10Gi"}  # a limit alone is also the request
+    assert dict(res.limits) == {"cpu": "2", "nvidia.com/gpu": "1", "ephemeral-storage": "10Gi"}
+    assert res.to_kubernetes() == {"requests": dict(res.requests), "limits": dict(res.limits)}
+    assert TFJobSpec.from_dict(long.to_dict()) == long
+    only_requests = TFJobSpec.from_dict({**MINIMAL, "resources": {"requests": {"cpu": 1}}})
+    assert only_requests.resources.to_kubernetes() == {"requests": {"cpu": "1"}}
+    assert TFJobSpec.from_dict(only_requests.to_dict()) == only_requests
 
 
 def test_tf2_layout_untracked_workers():
@@ -183,6 +201,15 @@ BAD = [
      "volumes[1].mount_path", "mounted twice"),
     ({"code": {"uri": "https://h/x.tgz", "mount_path": "/etc/tfk8s/shards"}}, "code.mount_path", "shard assignments"),
     ({"annotations": {"example.com/big": "x" * 300_000}}, "annotations", "more than Kubernetes' limit"),
+    # resources in Kubernetes' form: limits never below requests, extended resources equal
+    ({"resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1500m"}}}, "resources.limits.cpu",
+     "below the request '2'"),
+    ({"resources": {"requests": {"nvidia.com/gpu": 1}}}, "resources.limits.nvidia.com/gpu", "limit equal"),
+    ({"resources": {"requests": {"nvidia.com/gpu": 1}, "limits": {"nvidia.com/gpu": 2}}},
+     "resources.limits.nvidia.com/gpu", "limit equal"),
+    ({"resources": {"cpu": 1, "limits": {"cpu": 2}}}, "resources.cpu", "cannot be mixed with requests/limits"),
+    ({"resources": {"requests": {"cpu": "lots"}}}, "resources.requests.cpu", "not a resource quantity"),
+    ({"resources": {"limits": "2"}}, "resources.limits", "must be a mapping"),
 ]
 
 

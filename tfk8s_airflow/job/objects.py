@@ -147,9 +147,7 @@ def plan_replicas(spec: TFJobSpec, names: JobNames, shards: Mapping[str, Sequenc
             command = list(rs.command) if rs.command is not None else None
             if command is None and spec.code:
                 command = ["sh", f"{spec.code.mount_path}/{spec.code.entrypoint}"]
-            resources = {}
-            if rs.resources:
-                resources = {"requests": dict(rs.resources), "limits": dict(rs.resources)}
+            resources = rs.resources.to_kubernetes()
             out.append(Replica(
                 role=rs.role, index=i, pod_name=naming.pod_name(names.job, rs.role, i),
                 hostname=hostname, image=rs.image, image_pull_policy=spec.image_pull_policy,

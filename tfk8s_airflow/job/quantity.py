@@ -18,8 +18,8 @@ from typing import Any
 from tfk8s_airflow.exceptions import Problem
 from tfk8s_airflow.job.fields import INT64_MAX, as_text, check_label_key, did_you_mean, show
 
-__all__ = ["STANDARD_RESOURCES", "RESOURCE_ALIASES", "parse_quantity", "quantity_problem", "quantity_to_float",
-           "is_extended_resource", "resource_name_problems"]
+__all__ = ["STANDARD_RESOURCES", "RESOURCE_ALIASES", "parse_quantity", "quantity_problem", "quantity_value",
+           "quantity_to_float", "is_extended_resource", "resource_name_problems"]
 
 #: Resource names without a domain that a container may request.
 STANDARD_RESOURCES = ("cpu", "memory", "ephemeral-storage")
@@ -80,6 +80,14 @@ def quantity_problem(value: Any, fld: str, *, integer: bool = False) -> Problem 
     if integer and amount.denominator != 1:
         return Problem(fld, f"must be a whole number, got {show(value)}", "write e.g. nvidia.com/gpu: 1")
     return None
+
+
+def quantity_value(text: Any) -> Fraction:
+    """The exact value of a quantity :func:`quantity_problem` accepted; ValueError otherwise."""
+    amount = parse_quantity(text)
+    if isinstance(amount, str):
+        raise ValueError(f"{show(text)} {amount}")
+    return amount
 
 
 def quantity_to_float(text: Any) -> float:

@@ -24,7 +24,7 @@ from tfk8s_airflow.contract import DEFAULT_CODE_DIR
 from tfk8s_airflow.job.document import apply_overrides, load_spec_file
 
 __all__ = ["ROLES", "DEFAULT_MAX_REPLICAS", "WIRINGS", "SUCCESS_POLICIES", "RESTART_POLICIES", "PULL_POLICIES",
-           "SPEC_KEYS", "ROLE_KEYS", "Volume", "CodeSource", "RoleSpec", "TFJobSpec", "key", "spec_fields",
+           "SPEC_KEYS", "ROLE_KEYS", "Resources", "Volume", "CodeSource", "RoleSpec", "TFJobSpec", "key", "spec_fields",
            "plain", "apply_overrides", "load_spec_file"]
 
 #: Role names in TF_CONFIG order (TFJob sorts cluster keys the same way).
@@ -69,7 +69,8 @@ def plain(value: Any) -> Any:
 
 
 def _empty(value: Any) -> bool:
-    return value is None or (isinstance(value, (str, tuple, list, Mapping)) and not value)
+    """Left out of ``to_dict``: None, empty text, empty collections and empty Resources."""
+    return value is None or (not isinstance(value, (bool, int)) and not value)
 
 
 def _frozen_map(data: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -123,6 +124,45 @@ class CodeSource:
 
 
 @dataclass(frozen=True)
+class Resources:
+    """A container's requests and limits (``resources:`` in either of its two forms).
+
+    The short form ``{cpu: 2, memory: 4Gi}`` means requests = limits; Kubernetes' own form
+    ``{requests: {...}, limits: {...}}`` may request less than it limits. A resource given only
+    a limit is requested at the limit, as the API server defaults it.
+    """
+
+    requests: Mapping[str, str] = field(default_factory=dict)
+    limits: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "requests", _frozen_map(self.requests))
+        object.__setattr__(self, "limits", _frozen_map(self.limits))
+
+    def __bool__(self) -> bool:
+        return bool(self.requests or self.limits)
+
+    def to_dict(self) -> dict[str, Any]:
+        if dict(self.requests) == dict(self.limits):
+            return dict(self.requests)
+        out: dict[str, Any] = {}
+        if self.requests:
+            out["requests"] = dict(self.requests)
+        if self.limits:
+            out["limits"] = dict(self.limits)
+        return out
+
+    def to_kubernetes(self) -> dict[str, dict[str, str]]:
+        """The container's ``resources``: requests and limits, each only when not empty."""
+        out = {}
+        if self.requests:
+            out["requests"] = dict(self.requests)
+        if self.limits:
+            out["limits"] = dict(self.limits)
+        return out
+
+
+@dataclass(frozen=True)
 class RoleSpec:
     """One role's replicas and its overrides of the job-wide settings (already merged).
 
@@ -137,7 +177,7 @@ class RoleSpec:
     command: tuple[str, ...] | None
     args: tuple[str, ...]
     env: Mapping[str, str]
-    resources: Mapping[str, str]
+    resources: Resources
     node_selector: Mapping[str, str]
     tolerations: tuple[Mapping[str, Any], ...]
     restart_policy: str
@@ -184,8 +224,9 @@ class TFJobSpec:
     args: tuple[str, ...] = field(metadata=key("the container's arguments, a list", role=OVERRIDE))
     env: Mapping[str, str] = field(metadata=key(
         "environment variables `NAME: value`; `TF_CONFIG` and `TFK8S_*` are reserved", role=MERGE))
-    resources: Mapping[str, str] = field(metadata=key(
-        "`{cpu: 2, memory: 4Gi, nvidia.com/gpu: 1}`: requests = limits", role=OVERRIDE))
+    resources: Resources = field(metadata=key(
+        "`{cpu: 2, memory: 4Gi, nvidia.com/gpu: 1}` (requests = limits) or `{requests: {...}, limits: {...}}`",
+        role=OVERRIDE))
     node_selector: Mapping[str, str] = field(metadata=key("node labels the pods must match", role=OVERRIDE))
     tolerations: tuple[Mapping[str, Any], ...] = field(metadata=key(
         "`[{key, operator: Equal|Exists, value, effect, toleration_seconds}]`", role=OVERRIDE))

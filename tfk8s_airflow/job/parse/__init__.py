@@ -79,6 +79,6 @@ def parse_spec(data: Any, *, max_replicas: int, overrides: Iterable[str] = ()) -
     roles.check_roles(r, role_specs, success, hide_evaluator, inherited["image"], max_replicas)
     if r.problems:
         raise SpecError(r.problems)
-    for key in ("env", "resources", "node_selector", "annotations", "labels"):
+    for key in ("env", "node_selector", "annotations", "labels"):
         job[key] = MappingProxyType(dict(job[key]))
     return TFJobSpec(roles=MappingProxyType(role_specs), **job)

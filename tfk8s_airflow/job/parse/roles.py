@@ -58,7 +58,7 @@ def role_block(r: Reader, role: str, block: Mapping[str, Any], job: Mapping[str,
         r.add(p + "tracked", "parameter servers never exit, so they cannot be tracked", "remove tracked from ps")
     metadata.check_annotation_size(r, values["annotations"], p + "annotations" if "annotations" in block
                                    else "annotations")
-    for name in ("env", "resources", "node_selector", "annotations"):
+    for name in ("env", "node_selector", "annotations"):
         values[name] = MappingProxyType(dict(values[name]))
     return RoleSpec(role=role, replicas=replicas, tracked=tracked, **values)
 
