@@ -139,3 +139,20 @@ def test_kubernetes_form_resources_render_requests_below_limits():
     assert parse_yaml(render_yaml(spec, names)) == objs
     for obj in objs:
         kubernetes_validate.validate(obj, K8S_SCHEMA, strict=True)
+
+
+def test_env_from_secrets_renders_references_never_values():
+    spec = load(ROOT / "examples" / "secrets.yaml")
+    pods = by_kind(job_manifests(spec, names_for(spec)), "Pod")
+    worker = pods[1]["spec"]["containers"][0]
+    env = {e["name"]: e for e in worker["env"]}
+    assert env["DB_PASSWORD"] == {"name": "DB_PASSWORD",
+                                  "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}
+    assert env["NODE"] == {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
+    assert worker["envFrom"] == [{"configMapRef": {"name": "trainer-config"}, "prefix": "CFG_"},
+                                 {"secretRef": {"name": "db"}, "prefix": "DB_"}]
+    volumes = {v["name"]: v for v in pods[1]["spec"]["volumes"]}
+    assert volumes["creds"] == {"name": "creds", "secret": {"secretName": "registry-creds"}}
+    assert volumes["scratch"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "1Gi"}
+    assert "envFrom" in pods[0]["spec"]["containers"][0] and "NODE" not in {
+        e["name"] for e in pods[0]["spec"]["containers"][0]["env"]}

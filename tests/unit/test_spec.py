@@ -5,7 +5,7 @@ import math
 import pytest
 
 from tfk8s_airflow.exceptions import SpecError
-from tfk8s_airflow.job.spec import Resources, TFJobSpec, apply_overrides
+from tfk8s_airflow.job.spec import EmptyDir, EnvFrom, Resources, TFJobSpec, ValueFrom, apply_overrides
 
 MINIMAL = {"name": "mnist", "image": "tfk8s/trainer:0.1", "ps": {"replicas": 1}, "worker": {"replicas": 2}}
 
@@ -71,6 +71,59 @@ def test_resources_short_form_and_kubernetes_form():
     only_requests = TFJobSpec.from_dict({**MINIMAL, "resources": {"requests": {"cpu": 1}}})
     assert only_requests.resources.to_kubernetes() == {"requests": {"cpu": "1"}}
     assert TFJobSpec.from_dict(only_requests.to_dict()) == only_requests
+
+
+def test_env_values_from_secrets_config_maps_and_the_pod():
+    s = TFJobSpec.from_dict({**MINIMAL, "env": {
+        "PLAIN": "x", "ON": True,
+        "DB_PASSWORD": {"value_from": {"secret_key_ref": {"name": "db", "key": "password"}}},
+        "FEATURES": {"value_from": {"config_map_key_ref": {"name": "cfg", "key": "f.json", "optional": True}}},
+        "POD": {"value_from": {"field_ref": {"field_path": "metadata.labels['tfk8s.io/role']"}}},
+        "WRAPPED": {"value": 3}},
+        "env_from": [{"secret_ref": "db", "prefix": "DB_"}, {"config_map_ref": {"name": "cfg", "optional": True}}],
+        "worker": {"replicas": 1, "env": [{"name": "IP", "value_from": {"field_ref": {"field_path": "status.podIP"}}}],
+                   "env_from": [{"config_map_ref": "extra"}]}})
+    assert s.env["PLAIN"] == "x" and s.env["ON"] == "true" and s.env["WRAPPED"] == "3"
+    assert s.env["DB_PASSWORD"] == ValueFrom("secret_key_ref", name="db", key="password")
+    assert s.env["FEATURES"] == ValueFrom("config_map_key_ref", name="cfg", key="f.json", optional=True)
+    w = s.roles["worker"]
+    assert w.env["IP"] == ValueFrom("field_ref", field_path="status.podIP")
+    assert w.env["DB_PASSWORD"] == s.env["DB_PASSWORD"]
+    assert w.env_from == (EnvFrom("secret_ref", "db", "DB_"), EnvFrom("config_map_ref", "cfg", optional=True),
+                          EnvFrom("config_map_ref", "extra"))
+    assert s.roles["ps"].env_from == s.env_from
+    assert TFJobSpec.from_dict(s.to_dict()) == s
+
+
+def test_secret_config_map_and_empty_dir_volumes():
+    s = TFJobSpec.from_dict({**MINIMAL, "volumes": [
+        {"name": "creds", "mount_path": "/etc/creds", "secret": "creds", "read_only": True},
+        {"name": "cfg", "mount_path": "/etc/cfg", "config_map": "trainer-config"},
+        {"name": "tmp", "mount_path": "/tmp/x", "empty_dir": True},
+        {"name": "shm", "mount_path": "/dev/shm", "empty_dir": {"medium": "Memory", "size_limit": "2Gi"}}]})
+    assert [vol.kind for vol in s.volumes] == ["secret", "config_map", "empty_dir", "empty_dir"]
+    assert s.volumes[3].empty_dir == EmptyDir("Memory", "2Gi")
+    assert TFJobSpec.from_dict(s.to_dict()) == s
+
+
+SECRET = "hunter2-do-not-print"
+
+
+@pytest.mark.parametrize("env", [
+    {"A": {"value": SECRET, "valeu": 1}},
+    {"A": {"value": [SECRET]}},
+    {"A": [SECRET]},
+    {"A": {"value": SECRET, "value_from": {"secret_key_ref": {"name": "db", "key": "k"}}}},
+    [{"name": "A", "value": SECRET, "valueFrom": {}}],
+    [{"name": "TF_CONFIG", "value": SECRET}],
+    {"1A": SECRET},
+    {"A": {"valeu": SECRET}},
+])
+def test_env_errors_never_print_the_value(env):
+    with pytest.raises(SpecError) as info:
+        TFJobSpec.from_dict({**MINIMAL, "env": env})
+    assert SECRET not in str(info.value)
+    assert all(p.field.startswith("env") and p.fix for p in info.value.problems)
 
 
 def test_tf2_layout_untracked_workers():
@@ -150,7 +203,7 @@ BAD = [
     ({"max_restarts": -1}, "max_restarts", "must be >= 0"),
     ({"image_pull_policy": "Sometimes"}, "image_pull_policy", "must be one of"),
     ({"service_account": "Bad_SA"}, "service_account", "DNS-1123 subdomain"),
-    ({"volumes": [{"name": "data", "mount_path": "/data"}]}, "volumes[0]", "exactly one of host_path or pvc"),
+    ({"volumes": [{"name": "data", "mount_path": "/data"}]}, "volumes[0]", "exactly one of host_path, pvc"),
     ({"volumes": [{"name": "data", "mount_path": "data", "host_path": "/x"}]}, "volumes[0].mount_path", "absolute"),
     ({"volumes": [{"name": "d", "mount_path": "/d", "host_path": "/x"}, {"name": "d", "mount_path": "/e", "pvc": "p"}]},
      "volumes[1].name", "duplicate volume name"),
@@ -210,6 +263,36 @@ BAD = [
     ({"resources": {"cpu": 1, "limits": {"cpu": 2}}}, "resources.cpu", "cannot be mixed with requests/limits"),
     ({"resources": {"requests": {"cpu": "lots"}}}, "resources.requests.cpu", "not a resource quantity"),
     ({"resources": {"limits": "2"}}, "resources.limits", "must be a mapping"),
+    # env from Secrets, ConfigMaps and the pod; every unknown key an error
+    ({"env": [{"name": "A", "valueFrom": {}}]}, "env[0].valueFrom", "write value_from"),
+    ({"env": [{"name": "A", "value": "x", "vaule": "y"}]}, "env[0].vaule", "did you mean 'value'?"),
+    ({"env": {"A": {"value_from": {"secret_key_ref": {"name": "db"}}}}}, "env.A.value_from.secret_key_ref.key",
+     "is required"),
+    ({"env": {"A": {"value_from": {"secret_key_ref": {"name": "Bad_Name", "key": "k"}}}}},
+     "env.A.value_from.secret_key_ref.name", "DNS-1123 subdomain"),
+    ({"env": {"A": {"value_from": {"secret_key_ref": {"name": "db", "key": "a/b"}}}}},
+     "env.A.value_from.secret_key_ref.key", "not a valid Secret/ConfigMap key"),
+    ({"env": {"A": {"value_from": {"secret_key_ref": {"name": "db", "key": "k", "optinal": True}}}}},
+     "env.A.value_from.secret_key_ref.optinal", "did you mean 'optional'?"),
+    ({"env": {"A": {"value_from": {"field_ref": {"field_path": "spec.containers"}}}}},
+     "env.A.value_from.field_ref.field_path", "not a pod field"),
+    ({"env": {"A": {"value_from": {}}}}, "env.A.value_from", "needs exactly one of"),
+    ({"env": {"A": {"value_from": {"secret_key_ref": {"name": "a", "key": "b"}, "field_ref": "metadata.name"}}}},
+     "env.A.value_from", "needs exactly one of"),
+    ({"env_from": [{"secret_ref": "db", "config_map_ref": "c"}]}, "env_from[0]", "needs exactly one of"),
+    ({"env_from": [{"secret_ref": "db", "prefix": "TFK8S_"}]}, "env_from[0].prefix", "set by tfk8s-airflow"),
+    ({"env_from": [{"secret_ref": "db", "prefix": "1X"}]}, "env_from[0].prefix", "cannot start"),
+    ({"env_from": {"secret_ref": "db"}}, "env_from", "must be a list"),
+    ({"volumes": [{"name": "c", "mount_path": "/c", "secret": "Bad_Secret"}]}, "volumes[0].secret",
+     "DNS-1123 subdomain"),
+    ({"volumes": [{"name": "c", "mount_path": "/c", "secret": "s", "pvc": "p"}]}, "volumes[0]",
+     "exactly one of"),
+    ({"volumes": [{"name": "t", "mount_path": "/t", "empty_dir": {"medium": "Disk"}}]}, "volumes[0].empty_dir.medium",
+     "must be Memory"),
+    ({"volumes": [{"name": "t", "mount_path": "/t", "empty_dir": {"size_limit": "-1Gi"}}]},
+     "volumes[0].empty_dir.size_limit", "must not be negative"),
+    ({"volumes": [{"name": "code", "mount_path": "/c", "pvc": "p"}], "code": "https://h/x.tgz"}, "volumes[0].name",
+     "would set TFK8S_CODE_DIR"),
 ]
 
 

@@ -28,6 +28,7 @@ _LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 _SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
+_CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 _INTEGER = re.compile(r"^[+-]?[0-9]{1,19}$")
 _SECONDS = re.compile(r"^[0-9]{1,12}$")
 _DURATION = re.compile(r"^([0-9]{1,12}(\.[0-9]{1,9})?)(ms|s|m|h|d)$")
@@ -158,6 +159,14 @@ def check_label_value(value: str, fld: str) -> list[Problem]:
     if len(value) > 63 or not _LABEL_VALUE.match(value):
         return [Problem(fld, f"label value {show(value)} is not valid",
                         "use at most 63 letters, digits, '-', '_', '.', starting and ending alphanumeric")]
+    return []
+
+
+def check_config_key(key: str, fld: str) -> list[Problem]:
+    """A key of a Secret or ConfigMap: letters, digits, '-', '_', '.'; at most 253; not . or .."""
+    if len(key) > 253 or not _CONFIG_KEY.match(key) or key in (".", ".."):
+        return [Problem(fld, f"{show(key)} is not a valid Secret/ConfigMap key",
+                        "use letters, digits, '-', '_' and '.', e.g. password or tls.crt")]
     return []
 
 

@@ -32,7 +32,7 @@ from tfk8s_airflow.contract import (
     SHARDS_VOLUME,
 )
 from tfk8s_airflow.job import naming
-from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.spec import EnvFrom, TFJobSpec, ValueFrom, Volume
 from tfk8s_airflow.job.wiring import cluster_spec, legacy_flags, tf_config_dict
 
 __all__ = ["CODE_VOLUME", "CONTAINER_NAME", "FETCH_CONTAINER", "LABEL_DAG", "LABEL_INDEX", "LABEL_JOB",
@@ -80,7 +80,8 @@ class Replica:
     image_pull_policy: str
     command: list[str] | None
     args: list[str]
-    env: list[dict[str, str]]
+    env: list[dict[str, Any]]
+    env_from: list[dict[str, Any]]
     tf_config: str | None
     labels: dict[str, str]
     annotations: dict[str, str]
@@ -140,7 +141,7 @@ def plan_replicas(spec: TFJobSpec, names: JobNames, shards: Mapping[str, Sequenc
                 env.append({"name": c.volume_dir_env(vol.name), "value": vol.mount_path})
             if spec.code:
                 env.append({"name": c.CODE_DIR_ENV, "value": spec.code.mount_path})
-            env += [{"name": k, "value": val} for k, val in rs.env.items()]
+            env += [env_var(k, val) for k, val in rs.env.items()]
             args = list(rs.args)
             if spec.tf_wiring in ("flags", "both"):
                 args += legacy_flags(spec, names.service, rs.role, i)
@@ -151,7 +152,8 @@ def plan_replicas(spec: TFJobSpec, names: JobNames, shards: Mapping[str, Sequenc
             out.append(Replica(
                 role=rs.role, index=i, pod_name=naming.pod_name(names.job, rs.role, i),
                 hostname=hostname, image=rs.image, image_pull_policy=spec.image_pull_policy,
-                command=command, args=args, env=env, tf_config=tf_config, labels=labels,
+                command=command, args=args, env=env, env_from=[env_from(e) for e in rs.env_from],
+                tf_config=tf_config, labels=labels,
                 annotations=dict(rs.annotations), resources=resources,
                 restart_policy=rs.pod_restart_policy, node_selector=dict(rs.node_selector),
                 tolerations=[dict(t) for t in rs.tolerations], volumes=volumes,
@@ -165,13 +167,7 @@ def _volumes(spec: TFJobSpec, names: JobNames, with_shards: bool) -> tuple[list[
     volumes: list[dict[str, Any]] = []
     mounts: list[dict[str, Any]] = []
     for vol in spec.volumes:
-        if vol.host_path:
-            # A read-only volume (data) must already exist; a writable one (model, logs) is created.
-            kind = "Directory" if vol.read_only else "DirectoryOrCreate"
-            volumes.append({"name": vol.name, "hostPath": {"path": vol.host_path, "type": kind}})
-        else:
-            volumes.append({"name": vol.name, "persistentVolumeClaim": {"claimName": vol.pvc,
-                                                                         "readOnly": vol.read_only}})
+        volumes.append({"name": vol.name, **volume_source(vol)})
         mount: dict[str, Any] = {"name": vol.name, "mountPath": vol.mount_path}
         if vol.read_only:
             mount["readOnly"] = True
@@ -185,6 +181,50 @@ def _volumes(spec: TFJobSpec, names: JobNames, with_shards: bool) -> tuple[list[
         volumes.append({"name": CODE_VOLUME, "emptyDir": {}})
         mounts.append({"name": CODE_VOLUME, "mountPath": spec.code.mount_path})
     return volumes, mounts
+
+
+def env_var(name: str, value: str | ValueFrom) -> dict[str, Any]:
+    """One container env entry: a value, or a ``valueFrom`` the kubelet resolves (the value never passes here)."""
+    if isinstance(value, str):
+        return {"name": name, "value": value}
+    if value.source == "field_ref":
+        ref: dict[str, Any] = {"fieldRef": {"fieldPath": value.field_path}}
+    else:
+        selector: dict[str, Any] = {"name": value.name, "key": value.key}
+        if value.optional:
+            selector["optional"] = True
+        ref = {"secretKeyRef" if value.source == "secret_key_ref" else "configMapKeyRef": selector}
+    return {"name": name, "valueFrom": ref}
+
+
+def env_from(item: EnvFrom) -> dict[str, Any]:
+    """One container ``envFrom`` entry."""
+    ref: dict[str, Any] = {"name": item.name}
+    if item.optional:
+        ref["optional"] = True
+    out: dict[str, Any] = {"secretRef" if item.source == "secret_ref" else "configMapRef": ref}
+    if item.prefix:
+        out["prefix"] = item.prefix
+    return out
+
+
+def volume_source(vol: Volume) -> dict[str, Any]:
+    """The pod volume's source of one spec volume."""
+    if vol.host_path:
+        # A read-only volume (data) must already exist; a writable one (model, logs) is created.
+        return {"hostPath": {"path": vol.host_path, "type": "Directory" if vol.read_only else "DirectoryOrCreate"}}
+    if vol.pvc:
+        return {"persistentVolumeClaim": {"claimName": vol.pvc, "readOnly": vol.read_only}}
+    if vol.secret:
+        return {"secret": {"secretName": vol.secret}}
+    if vol.config_map:
+        return {"configMap": {"name": vol.config_map}}
+    empty: dict[str, Any] = {}
+    if vol.empty_dir and vol.empty_dir.medium:
+        empty["medium"] = vol.empty_dir.medium
+    if vol.empty_dir and vol.empty_dir.size_limit:
+        empty["sizeLimit"] = vol.empty_dir.size_limit
+    return {"emptyDir": empty}
 
 
 def _init_containers(spec: TFJobSpec, image: str) -> list[dict[str, Any]]:
@@ -219,6 +259,8 @@ def pod_manifest(spec: TFJobSpec, names: JobNames, replica: Replica, *, gated: b
     if replica.args:
         container["args"] = replica.args
     container["env"] = replica.env
+    if replica.env_from:
+        container["envFrom"] = replica.env_from
     container["ports"] = [{"name": PORT_NAME, "containerPort": spec.port, "protocol": "TCP"}]
     if replica.resources:
         container["resources"] = replica.resources

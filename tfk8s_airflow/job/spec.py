@@ -24,7 +24,8 @@ from tfk8s_airflow.contract import DEFAULT_CODE_DIR
 from tfk8s_airflow.job.document import apply_overrides, load_spec_file
 
 __all__ = ["ROLES", "DEFAULT_MAX_REPLICAS", "WIRINGS", "SUCCESS_POLICIES", "RESTART_POLICIES", "PULL_POLICIES",
-           "SPEC_KEYS", "ROLE_KEYS", "Resources", "Volume", "CodeSource", "RoleSpec", "TFJobSpec", "key", "spec_fields",
+           "SPEC_KEYS", "ROLE_KEYS", "VALUE_SOURCES", "ENV_FROM_SOURCES", "VOLUME_KINDS", "ValueFrom",
+           "EnvFrom", "EmptyDir", "Resources", "Volume", "CodeSource", "RoleSpec", "TFJobSpec", "key", "spec_fields",
            "plain", "apply_overrides", "load_spec_file"]
 
 #: Role names in TF_CONFIG order (TFJob sorts cluster keys the same way).
@@ -77,13 +78,80 @@ def _frozen_map(data: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return MappingProxyType(dict(data or {}))
 
 
+#: Where an env value may come from (``value_from``): a Secret's key, a ConfigMap's key, a pod field.
+VALUE_SOURCES = ("secret_key_ref", "config_map_key_ref", "field_ref")
+#: What ``env_from`` may import whole: a Secret or a ConfigMap.
+ENV_FROM_SOURCES = ("secret_ref", "config_map_ref")
+#: The kinds of volume a spec may mount (exactly one per volume).
+VOLUME_KINDS = ("host_path", "pvc", "secret", "config_map", "empty_dir")
+
+
+@dataclass(frozen=True)
+class ValueFrom:
+    """An environment variable's value taken from a Secret, a ConfigMap or the pod (``value_from``).
+
+    The value itself never passes through tfk8s-airflow: the kubelet reads it when the
+    container starts, so it is in no XCom, log or rendered manifest.
+    """
+
+    source: str  # one of VALUE_SOURCES
+    name: str = ""  # the Secret or ConfigMap
+    key: str = ""  # its key
+    field_path: str = ""  # field_ref: metadata.name, status.podIP, metadata.labels['x'] ...
+    optional: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.source == "field_ref":
+            ref: dict[str, Any] = {"field_path": self.field_path}
+        else:
+            ref = {"name": self.name, "key": self.key}
+            if self.optional:
+                ref["optional"] = True
+        return {"value_from": {self.source: ref}}
+
+
+@dataclass(frozen=True)
+class EnvFrom:
+    """Every key of a Secret or ConfigMap as an environment variable (``env_from``), optionally prefixed."""
+
+    source: str  # one of ENV_FROM_SOURCES
+    name: str
+    prefix: str = ""
+    optional: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        ref: dict[str, Any] = {"name": self.name}
+        if self.optional:
+            ref["optional"] = True
+        out: dict[str, Any] = {self.source: ref}
+        if self.prefix:
+            out["prefix"] = self.prefix
+        return out
+
+
+@dataclass(frozen=True)
+class EmptyDir:
+    """A scratch directory that lives as long as the pod; ``medium: Memory`` for a tmpfs."""
+
+    medium: str = ""
+    size_limit: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.medium:
+            out["medium"] = self.medium
+        if self.size_limit:
+            out["size_limit"] = self.size_limit
+        return out
+
+
 @dataclass(frozen=True)
 class Volume:
-    """A named mount (data, logs, model...) backed by a hostPath or a PVC.
+    """A named mount (data, logs, model, credentials...): exactly one of :data:`VOLUME_KINDS`.
 
-    GlusterFS reaches pods through these: the in-tree ``glusterfs`` volume was
-    removed in Kubernetes 1.26, so a node-mounted volume (hostPath) or a PVC of a
-    CSI driver stands in for it.
+    GlusterFS reaches pods through a hostPath (the node mounts it) or a PVC of a CSI driver:
+    the in-tree ``glusterfs`` volume was removed in Kubernetes 1.26. ``secret`` and
+    ``config_map`` mount a Secret's or ConfigMap's keys as files; ``empty_dir`` is scratch space.
     """
 
     name: str
@@ -92,12 +160,21 @@ class Volume:
     pvc: str | None = None
     read_only: bool = False
     sub_path: str | None = None
+    secret: str | None = None
+    config_map: str | None = None
+    empty_dir: EmptyDir | None = None
+
+    @property
+    def kind(self) -> str:
+        return next((k for k in VOLUME_KINDS if getattr(self, k) is not None), "")
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "mount_path": self.mount_path}
-        for name in ("host_path", "pvc", "sub_path"):
+        for name in ("host_path", "pvc", "secret", "config_map", "sub_path"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
+        if self.empty_dir is not None:
+            out["empty_dir"] = self.empty_dir.to_dict()
         if self.read_only:
             out["read_only"] = True
         return out
@@ -176,7 +253,8 @@ class RoleSpec:
     image: str
     command: tuple[str, ...] | None
     args: tuple[str, ...]
-    env: Mapping[str, str]
+    env: Mapping[str, str | ValueFrom]
+    env_from: tuple[EnvFrom, ...]
     resources: Resources
     node_selector: Mapping[str, str]
     tolerations: tuple[Mapping[str, Any], ...]
@@ -202,7 +280,10 @@ class RoleSpec:
                 continue
             job_value = getattr(job, name)
             if how == MERGE:
-                extra = {k: v for k, v in value.items() if job_value.get(k) != v}
+                if isinstance(value, Mapping):
+                    extra: Any = {k: v for k, v in value.items() if job_value.get(k) != v}
+                else:  # a list: the role's items follow the job's
+                    extra = value[len(job_value):]
                 if extra:
                     out[name] = plain(extra)
             elif value != job_value and value is not None:
@@ -222,8 +303,12 @@ class TFJobSpec:
         "the container's command, a list; default: the image's entrypoint (or the code's, with `code`)",
         role=OVERRIDE))
     args: tuple[str, ...] = field(metadata=key("the container's arguments, a list", role=OVERRIDE))
-    env: Mapping[str, str] = field(metadata=key(
-        "environment variables `NAME: value`; `TF_CONFIG` and `TFK8S_*` are reserved", role=MERGE))
+    env: Mapping[str, str | ValueFrom] = field(metadata=key(
+        "environment variables `NAME: value` or `NAME: {value_from: {secret_key_ref: {name, key}}}` "
+        "(also config_map_key_ref, field_ref); `TF_CONFIG` and `TFK8S_*` are reserved", role=MERGE))
+    env_from: tuple[EnvFrom, ...] = field(metadata=key(
+        "`[{secret_ref: NAME, prefix: DB_}]` or `config_map_ref`: every key of a Secret or ConfigMap "
+        "as a variable", role=MERGE))
     resources: Resources = field(metadata=key(
         "`{cpu: 2, memory: 4Gi, nvidia.com/gpu: 1}` (requests = limits) or `{requests: {...}, limits: {...}}`",
         role=OVERRIDE))
@@ -250,7 +335,7 @@ class TFJobSpec:
     annotations: Mapping[str, str] = field(metadata=key("annotations of every pod", role=MERGE))
     service_account: str | None = field(metadata=key("the pods' ServiceAccount", default="the namespace's default"))
     volumes: tuple[Volume, ...] = field(metadata=key(
-        "`[{name, mount_path, host_path | pvc, read_only, sub_path}]`"))
+        "`[{name, mount_path, host_path | pvc | secret | config_map | empty_dir, read_only, sub_path}]`"))
     hide_evaluator: bool = field(metadata=key("keep the evaluator out of every replica's cluster", default="false"))
     code: CodeSource | None = field(metadata=key(
         "`{uri, entrypoint, sha256, image, mount_path}`: code fetched before the container starts"))

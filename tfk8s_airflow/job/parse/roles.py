@@ -41,8 +41,8 @@ def role_block(r: Reader, role: str, block: Mapping[str, Any], job: Mapping[str,
             values[name] = job[name]
             continue
         own = READERS[name](r, block, name, p + name)
-        if how == MERGE:
-            values[name] = {**job[name], **own}
+        if how == MERGE:  # a mapping is merged key by key; a list gets the role's items after the job's
+            values[name] = {**job[name], **own} if isinstance(own, Mapping) else (*job[name], *own)
         elif own is None or own == "":
             values[name] = job[name]
         else:

@@ -38,6 +38,7 @@ READERS: dict[str, KeyReader] = {
     "command": _command,
     "args": _args,
     "env": env.env,
+    "env_from": env.env_from,
     "resources": resources.resources,
     "node_selector": metadata.label_map,
     "tolerations": scheduling.tolerations,
