@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from tfk8s_airflow.exceptions import SpecError, TemplateError
+from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.spec import DEFAULT_MAX_REPLICAS, ROLES, TFJobSpec
 
 
@@ -57,8 +58,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _load(args: argparse.Namespace) -> TFJobSpec:
-    return TFJobSpec.from_file(args.spec, max_replicas=args.max_replicas, overrides=args.overrides)
+def _policy() -> DeploymentPolicy:
+    """The deployment's policy from ``TFK8S_*`` variables: what setup would admit, the CLI admits."""
+    return DeploymentPolicy.from_env(os.environ)
+
+
+def _load(args: argparse.Namespace, policy: DeploymentPolicy) -> TFJobSpec:
+    return TFJobSpec.from_file(args.spec, max_replicas=args.max_replicas, overrides=args.overrides, policy=policy)
 
 
 def _names(spec: TFJobSpec, args: argparse.Namespace):
@@ -69,7 +75,8 @@ def _names(spec: TFJobSpec, args: argparse.Namespace):
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        spec = _load(args)
+        policy = _policy()
+        spec = _load(args, policy)
         if args.command == "validate":
             print(f"{args.spec}: ok ({spec.total_replicas} replicas: "
                   + ", ".join(f"{r.role}={r.replicas}" for r in spec.active_roles) + ")")
@@ -81,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.shards:
                 with open(args.shards, encoding="utf-8") as fh:
                     shards = json.load(fh)
-            sys.stdout.write(render_yaml(spec, names, shards, args.template))
+            sys.stdout.write(render_yaml(spec, names, shards, args.template, policy=policy))
             return 0
         if args.command == "tf-config":
             from tfk8s_airflow.job.wiring import tf_config_json

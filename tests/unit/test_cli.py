@@ -1,5 +1,6 @@
 """The tfk8s command, run as a user runs it (a subprocess of the installed console script)."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,10 +11,11 @@ ROOT = Path(__file__).resolve().parents[2]
 MNIST = str(ROOT / "examples" / "mnist.yaml")
 
 
-def tfk8s(*args, check=False):
+def tfk8s(*args, check=False, env=None):
     exe = Path(sys.executable).with_name("tfk8s")
     cmd = [str(exe), *args] if exe.exists() else [sys.executable, "-m", "tfk8s_airflow.cli", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, check=check, timeout=60)
+    full_env = {k: val for k, val in os.environ.items() if not k.startswith("TFK8S_")} | (env or {})
+    return subprocess.run(cmd, capture_output=True, text=True, check=check, timeout=60, env=full_env)
 
 
 def test_validate_ok_and_errors(tmp_path):
@@ -69,3 +71,21 @@ def test_max_replicas_flag_and_env(tmp_path):
     res = tfk8s("validate", MNIST, "--set", "worker.replicas=600")
     assert res.returncode == 1 and "maximum 512" in res.stderr
     assert tfk8s("validate", MNIST, "--set", "worker.replicas=600", "--max-replicas", "1000").returncode == 0
+
+
+def test_validate_and_render_apply_the_deployment_policy_from_the_environment():
+    full = str(ROOT / "examples" / "full.yaml")
+    refused = tfk8s("validate", full)
+    assert refused.returncode == 1
+    assert "service_account: tf-trainer is not among the allowed ServiceAccounts" in refused.stderr
+    assert "[tfk8s] allowed_service_accounts" in refused.stderr
+    policy = {"TFK8S_ALLOWED_SERVICE_ACCOUNTS": "tf-trainer", "TFK8S_RUN_AS_NON_ROOT": "true",
+              "TFK8S_DEFAULT_ACTIVE_DEADLINE": "3h"}
+    assert tfk8s("validate", full, env=policy).returncode == 0
+    pods = [d for d in yaml.safe_load_all(tfk8s("render", MNIST, env=policy, check=True).stdout) if d["kind"] == "Pod"]
+    assert all(p["spec"]["securityContext"]["runAsNonRoot"] is True for p in pods)
+    assert all(p["spec"]["activeDeadlineSeconds"] == 10800 for p in pods)
+    outside = tfk8s("render", MNIST, "--set", "volumes=[{name: host, mount_path: /host, host_path: /}]")
+    assert outside.returncode == 1 and "volumes[0].host_path: / is the node's whole file system" in outside.stderr
+    bad_setting = tfk8s("validate", MNIST, env={"TFK8S_ALLOWED_HOST_PATHS": "relative/path"})
+    assert bad_setting.returncode == 1 and "[tfk8s] allowed_host_paths: must be an absolute path" in bad_setting.stderr

@@ -32,6 +32,7 @@ from tfk8s_airflow.contract import (
     SHARDS_VOLUME,
 )
 from tfk8s_airflow.job import naming
+from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.spec import EnvFrom, TFJobSpec, ValueFrom, Volume
 from tfk8s_airflow.job.wiring import cluster_spec, legacy_flags, tf_config_dict
 
@@ -93,6 +94,10 @@ class Replica:
     volume_mounts: list[dict[str, Any]]
     init_containers: list[dict[str, Any]]
     tracked: bool
+    active_deadline: int
+    pod_security_context: dict[str, Any]
+    security_context: dict[str, Any]
+    automount_service_account_token: bool
 
 
 def job_labels(spec: TFJobSpec, names: JobNames) -> dict[str, str]:
@@ -109,9 +114,17 @@ def job_labels(spec: TFJobSpec, names: JobNames) -> dict[str, str]:
     return labels
 
 
-def plan_replicas(spec: TFJobSpec, names: JobNames, shards: Mapping[str, Sequence[str]] | None = None
-                  ) -> list[Replica]:
-    """One :class:`Replica` per pod, in TF_CONFIG role order."""
+def plan_replicas(spec: TFJobSpec, names: JobNames, shards: Mapping[str, Sequence[str]] | None = None,
+                  policy: DeploymentPolicy | None = None) -> list[Replica]:
+    """One :class:`Replica` per pod, in TF_CONFIG role order.
+
+    ``policy``: the deployment's (:mod:`tfk8s_airflow.job.policy`), which decides the pods'
+    deadline when the spec sets none, their security contexts and whether they get their
+    ServiceAccount's token; by default its built-in defaults.
+    """
+    policy = policy or DeploymentPolicy()
+    pod_security, container_security, token = policy.pod_security(spec)
+    deadline = policy.active_deadline(spec)
     base_labels = job_labels(spec, names)
     cluster = cluster_spec(spec, names.service, include_evaluator=not spec.hide_evaluator)
     volumes, mounts = _volumes(spec, names, with_shards=shards is not None)
@@ -157,8 +170,9 @@ def plan_replicas(spec: TFJobSpec, names: JobNames, shards: Mapping[str, Sequenc
                 annotations=dict(rs.annotations), resources=resources,
                 restart_policy=rs.pod_restart_policy, node_selector=dict(rs.node_selector),
                 tolerations=[dict(t) for t in rs.tolerations], volumes=volumes,
-                volume_mounts=mounts, init_containers=_init_containers(spec, rs.image),
-                tracked=rs.tracked,
+                volume_mounts=mounts, init_containers=_init_containers(spec, rs.image, container_security),
+                tracked=rs.tracked, active_deadline=deadline, pod_security_context=pod_security,
+                security_context=container_security, automount_service_account_token=token,
             ))
     return out
 
@@ -227,7 +241,7 @@ def volume_source(vol: Volume) -> dict[str, Any]:
     return {"emptyDir": empty}
 
 
-def _init_containers(spec: TFJobSpec, image: str) -> list[dict[str, Any]]:
+def _init_containers(spec: TFJobSpec, image: str, security: dict[str, Any]) -> list[dict[str, Any]]:
     """The code-fetch init container: seed/TonY style code delivery without an image per algorithm."""
     if not spec.code:
         return []
@@ -236,21 +250,22 @@ def _init_containers(spec: TFJobSpec, image: str) -> list[dict[str, Any]]:
             "--entrypoint", code.entrypoint]
     if code.sha256:
         args += ["--sha256", code.sha256]
-    return [{"name": FETCH_CONTAINER, "image": code.image or image,
-             "imagePullPolicy": spec.image_pull_policy, "command": ["python3"], "args": args,
-             "volumeMounts": [{"name": CODE_VOLUME, "mountPath": code.mount_path}]}]
+    container: dict[str, Any] = {"name": FETCH_CONTAINER, "image": code.image or image,
+                                 "imagePullPolicy": spec.image_pull_policy, "command": ["python3"], "args": args,
+                                 "volumeMounts": [{"name": CODE_VOLUME, "mountPath": code.mount_path}]}
+    if security:
+        container["securityContext"] = security
+    return [container]
 
 
 def pod_manifest(spec: TFJobSpec, names: JobNames, replica: Replica, *, gated: bool = False,
-                 extra_labels: Mapping[str, str] | None = None,
-                 active_deadline: int | None = None) -> dict[str, Any]:
+                 extra_labels: Mapping[str, str] | None = None) -> dict[str, Any]:
     """One replica's Pod.
 
     ``gated``: held by the scheduling gate ``tfk8s.io/gang`` (setup creates every pod of the
     job gated, then releases the gates together). ``extra_labels``: added to the replica's
     own (setup adds the provider's task-instance labels, so the replica task finds its pod).
-    ``active_deadline``: the pods' ``activeDeadlineSeconds`` when the spec sets none (the
-    deployment's default, :mod:`tfk8s_airflow.job.policy`).
+    The deployment's policy is already in the replica (:func:`plan_replicas`).
     """
     container: dict[str, Any] = {"name": CONTAINER_NAME, "image": replica.image,
                                  "imagePullPolicy": replica.image_pull_policy}
@@ -266,6 +281,8 @@ def pod_manifest(spec: TFJobSpec, names: JobNames, replica: Replica, *, gated: b
         container["resources"] = replica.resources
     if replica.volume_mounts:
         container["volumeMounts"] = replica.volume_mounts
+    if replica.security_context:
+        container["securityContext"] = replica.security_context
     pod_spec: dict[str, Any] = {
         "hostname": replica.hostname,
         "subdomain": names.service,
@@ -276,9 +293,10 @@ def pod_manifest(spec: TFJobSpec, names: JobNames, replica: Replica, *, gated: b
         pod_spec["schedulingGates"] = [{"name": GANG_GATE}]
     if spec.service_account:
         pod_spec["serviceAccountName"] = spec.service_account
-    deadline = spec.active_deadline or active_deadline
-    if deadline:
-        pod_spec["activeDeadlineSeconds"] = deadline
+    pod_spec["automountServiceAccountToken"] = replica.automount_service_account_token
+    pod_spec["activeDeadlineSeconds"] = replica.active_deadline
+    if replica.pod_security_context:
+        pod_spec["securityContext"] = replica.pod_security_context
     if replica.node_selector:
         pod_spec["nodeSelector"] = replica.node_selector
     if replica.tolerations:
@@ -323,11 +341,11 @@ def shards_json(shards: Mapping[str, Sequence[str]]) -> str:
     return json.dumps({k: list(val) for k, val in sorted(shards.items())}, indent=1)
 
 
-def job_manifests(spec: TFJobSpec, names: JobNames, shards: Mapping[str, Sequence[str]] | None = None
-                  ) -> list[dict[str, Any]]:
+def job_manifests(spec: TFJobSpec, names: JobNames, shards: Mapping[str, Sequence[str]] | None = None,
+                  policy: DeploymentPolicy | None = None) -> list[dict[str, Any]]:
     """Service, then the ConfigMap (when shards are given), then one Pod per replica."""
     objs = [service_manifest(spec, names)]
     if shards is not None:
         objs.append(configmap_manifest(spec, names, shards))
-    objs += [pod_manifest(spec, names, r) for r in plan_replicas(spec, names, shards)]
+    objs += [pod_manifest(spec, names, r) for r in plan_replicas(spec, names, shards, policy)]
     return objs

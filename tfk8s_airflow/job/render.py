@@ -29,6 +29,7 @@ from tfk8s_airflow.job.objects import (
     plan_replicas,
     shards_json,
 )
+from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.spec import TFJobSpec
 
 DEFAULT_TEMPLATE = Path(__file__).parent / "templates" / "tfcluster_template.yaml.jinja"
@@ -52,18 +53,20 @@ def _environment(template_dir: Path) -> jinja2.Environment:
 
 
 def render_yaml(spec: TFJobSpec, names: JobNames, shards: Mapping[str, Sequence[str]] | None = None,
-                template: str | Path | None = None, *, check: bool | None = None) -> str:
+                template: str | Path | None = None, *, check: bool | None = None,
+                policy: DeploymentPolicy | None = None) -> str:
     """The job's objects as multi-document YAML text.
 
     ``check`` parses the output back; by default only for custom templates (the
-    bundled one is proven equal to the builders by the test suite).
+    bundled one is proven equal to the builders by the test suite). ``policy``: the
+    deployment's, as for :func:`~tfk8s_airflow.job.objects.plan_replicas`.
     """
     path = Path(template) if template else DEFAULT_TEMPLATE
     if not path.is_file():
         raise TemplateError(f"template {path} does not exist (fix: pass an existing --template file)")
     context = {
         "spec": spec, "names": names, "labels": job_labels(spec, names),
-        "replicas": plan_replicas(spec, names, shards),
+        "replicas": plan_replicas(spec, names, shards, policy),
         "shards_json": shards_json(shards) if shards is not None else None,
         "container_name": CONTAINER_NAME, "port_name": PORT_NAME, "shards_key": SHARDS_KEY,
     }

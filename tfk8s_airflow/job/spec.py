@@ -18,10 +18,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfk8s_airflow.contract import DEFAULT_CODE_DIR
 from tfk8s_airflow.job.document import apply_overrides, load_spec_file
+
+if TYPE_CHECKING:
+    from tfk8s_airflow.job.policy import DeploymentPolicy
 
 __all__ = ["ROLES", "DEFAULT_MAX_REPLICAS", "WIRINGS", "SUCCESS_POLICIES", "RESTART_POLICIES", "PULL_POLICIES",
            "SPEC_KEYS", "ROLE_KEYS", "VALUE_SOURCES", "ENV_FROM_SOURCES", "VOLUME_KINDS", "ValueFrom",
@@ -333,7 +336,12 @@ class TFJobSpec:
         default="the deployment's default_active_deadline"))
     labels: Mapping[str, str] = field(metadata=key("labels of every object; `tfk8s.io/` is reserved"))
     annotations: Mapping[str, str] = field(metadata=key("annotations of every pod", role=MERGE))
-    service_account: str | None = field(metadata=key("the pods' ServiceAccount", default="the namespace's default"))
+    service_account: str | None = field(metadata=key(
+        "the pods' ServiceAccount; the deployment's allowed_service_accounts bound it",
+        default="the namespace's default"))
+    automount_service_account_token: bool = field(metadata=key(
+        "give the pods their ServiceAccount's API token; the deployment's allow_service_account_token must allow it",
+        default="false"))
     volumes: tuple[Volume, ...] = field(metadata=key(
         "`[{name, mount_path, host_path | pvc | secret | config_map | empty_dir, read_only, sub_path}]`"))
     hide_evaluator: bool = field(metadata=key("keep the evaluator out of every replica's cluster", default="false"))
@@ -344,11 +352,16 @@ class TFJobSpec:
     # ----------------------------------------------------------------- loading
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, max_replicas: int = DEFAULT_MAX_REPLICAS,
-                  overrides: Iterable[str] = ()) -> TFJobSpec:
-        """Validate and freeze. Raises :class:`SpecError` listing every problem."""
+                  overrides: Iterable[str] = (), policy: DeploymentPolicy | None = None) -> TFJobSpec:
+        """Validate and freeze. Raises :class:`SpecError` listing every problem.
+
+        With ``policy`` (the deployment's), a valid spec must also be one the deployment
+        admits (host paths, ServiceAccount, token, Secrets); without, only the spec is checked.
+        """
         from tfk8s_airflow.job.parse import parse_spec  # the parser builds the classes of this module
 
-        return parse_spec(data, max_replicas=max_replicas, overrides=overrides)
+        spec = parse_spec(data, max_replicas=max_replicas, overrides=overrides)
+        return policy.admit(spec) if policy is not None else spec
 
     @classmethod
     def from_file(cls, path: str | Path, **kwargs: Any) -> TFJobSpec:

@@ -63,6 +63,7 @@ def parse_spec(data: Any, *, max_replicas: int, overrides: Iterable[str] = ()) -
         r.extend(v.check_dns_subdomain(service_account, "service_account"))
     success = r.choice(d, "success_policy", "success_policy", SUCCESS_POLICIES, "default")
     hide_evaluator = r.boolean(d, "hide_evaluator", "hide_evaluator", False)
+    token = r.boolean(d, "automount_service_account_token", "automount_service_account_token", False)
     job = dict(
         name=name, namespace=namespace, image_pull_policy=pull, port=port,
         tf_wiring=r.choice(d, "tf_wiring", "tf_wiring", WIRINGS, "tf_config"),
@@ -70,7 +71,7 @@ def parse_spec(data: Any, *, max_replicas: int, overrides: Iterable[str] = ()) -
         schedule_timeout=r.duration(d, "schedule_timeout", "schedule_timeout", 300) or 300,
         startup_timeout=r.duration(d, "startup_timeout", "startup_timeout", 600) or 600,
         active_deadline=r.duration(d, "active_deadline", "active_deadline", None),
-        labels=metadata.job_labels(r, d), service_account=service_account,
+        labels=metadata.job_labels(r, d), service_account=service_account, automount_service_account_token=token,
         volumes=volumes.volumes(r, d), hide_evaluator=hide_evaluator, code=code.code(r, d),
         **inherited,
     )
