@@ -58,7 +58,9 @@ def run_dag(dag_id: str, namespace: str, **conf):
     dag = getattr(tfk8s_scenarios, dag_id) if hasattr(tfk8s_scenarios, dag_id) else None
     if dag is None:
         dag = next(d for d in vars(tfk8s_scenarios).values() if getattr(d, "dag_id", None) == dag_id)
-    return dag.test(run_conf={"namespace": namespace, **conf})
+    # dag.test() leaves the last run's params on the DAG object: give from_conf's optional one its default.
+    defaults = {"shards": {}} if dag_id == "tfk8s_t_from_conf" else {}
+    return dag.test(run_conf={"namespace": namespace, **defaults, **conf})
 
 
 
@@ -215,6 +217,22 @@ def test_bad_specs_fail_before_anything_exists(k8s_cluster, k8s_namespace, airfl
     assert rec.pods == {} and leftovers(core, k8s_namespace) == []
     out = capfd.readouterr()
     assert f"{field}:" in out.out + out.err  # the task's error names the field
+
+
+def test_shards_too_large_for_a_configmap_fail_setup_before_anything_exists(k8s_cluster, k8s_namespace, airflow_db,
+                                                                             capfd):
+    core = k8s_cluster.core_v1
+    spec = {"name": "big", "namespace": k8s_namespace, "image": "tfk8s/trainer:0.1", "ps": 1, "worker": 2}
+    shards = {f"worker-{w}": [f"/mnt/tfk8s-gluster/tfk8s/cache/clicks/dt=2026-01-01/part-{i:06d}.csv"
+                              for i in range(w, 20_000, 2)] for w in range(2)}
+    with PodRecorder(core, k8s_namespace) as rec:
+        dr = run_dag("tfk8s_t_from_conf", k8s_namespace, spec=spec, shards=shards)
+    assert dr.state == "failed" and states(dr)[("train.setup", -1)] == "failed"
+    ti = next(t for t in dr.get_task_instances() if t.task_id == "train.setup")
+    assert ti.try_number == 1
+    assert rec.pods == {} and leftovers(core, k8s_namespace) == []
+    out = capfd.readouterr()
+    assert "more than a ConfigMap holds" in out.out + out.err
 
 
 def test_spec_from_conf_runs(k8s_cluster, k8s_namespace, airflow_db):

@@ -51,10 +51,11 @@ restarts = scenario("tfk8s_t_restarts", {
     "worker": {"replicas": 1, "annotations": {"tfk8s.io/sim-duration": "1s", "tfk8s.io/sim-exit-code": "3"}}})
 scale = scenario("tfk8s_t_scale", {"name": "scale", "ps": 4, "worker": {"replicas": 60, "annotations": OK}})
 
-# The whole spec from dag_run.conf / params (as the UI form or the REST API gives it).
+# The whole spec (and the shard assignments) from dag_run.conf / params, as the UI form or the REST API give them.
 with DAG("tfk8s_t_from_conf", schedule=None, start_date=START, catchup=False,
          render_template_as_native_obj=True,
-         params={"namespace": Param("default", type="string"), "spec": Param({}, type="object")},
+         params={"namespace": Param("default", type="string"), "spec": Param({}, type="object"),
+                 "shards": Param({}, type="object")},
          tags=["tfk8s-test"]) as from_conf:
-    tf_job("train", spec="{{ params.spec }}", poll_interval=1) >> PythonOperator(
+    tf_job("train", spec="{{ params.spec }}", shards="{{ params.shards }}", poll_interval=1) >> PythonOperator(
         task_id="evaluate", python_callable=_record)

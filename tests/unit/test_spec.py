@@ -210,9 +210,12 @@ BAD = [
     ({"volumes": [{"name": "d", "mount_path": "/d", "host_path": "/x", "sub_path": "../etc"}]},
      "volumes[0].sub_path", "without '..'"),
     ({"tolerations": [{"key": "a", "operator": "Maybe"}]}, "tolerations[0].operator", "Equal or Exists"),
-    ({"code": {"uri": "ftp://host/x.tgz"}}, "code.uri", "http(s):// or hdfs://"),
+    ({"code": {"uri": "ftp://host/x.tgz"}}, "code.uri", "http(s)://, hdfs://"),
     ({"code": {"uri": "https://h/x.tgz", "sha256": "abc"}}, "code.sha256", "64 hex"),
     ({"code": {"uri": "https://h/x.tgz", "entrypoint": "../run.sh"}}, "code.entrypoint", "relative path"),
+    ({"code": {"uri": "https://h/x.tgz", "entrypoint": "-c"}}, "code.entrypoint", "must not start with '-'"),
+    ({"code": {"uri": "http://h/x.tgz"}}, "code.sha256", "required for a plain http://"),
+    ({"code": {"uri": "ftp://user:s3cr3t@h/x.tgz"}}, "code.uri", "got 'ftp://***@h/x.tgz'"),
     # numbers that are not numbers, or absurd ones: refused cheaply, never a traceback
     ({"worker": {"replicas": math.inf}}, "worker.replicas", "must be an integer"),
     ({"worker": {"replicas": "²"}}, "worker.replicas", "must be an integer"),

@@ -222,3 +222,11 @@ def test_untracked_replica_outcomes():
     st = evaluate(missing, policy(), T0 + 121, T0)
     assert replica_outcome(st, "worker-1", True).state == "failed"
     assert replica_outcome(st, "worker-0", True).state == "skipped"
+
+
+def test_a_fetch_failure_never_repeats_the_code_uris_credentials():
+    msg = "HTTP 403 Forbidden fetching https://deploy:s3cr3t@code.example.com/algo.tgz?X-Amz-Signature=abc"
+    ps = with_init(pod("ps", 0, "Failed"), exit_code=1, message=msg)
+    st = evaluate([ps, pod("worker", 0), pod("worker", 1)], policy(), T0 + 2, T0)
+    assert st.state == FAILED and "s3cr3t" not in st.reason and "abc" not in st.reason
+    assert "https://***@code.example.com/algo.tgz?X-Amz-Signature=***" in st.reason

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tfk8s_airflow.contract import CONTAINER_NAME, FETCH_CONTAINER, LABEL_INDEX, LABEL_ROLE, is_retryable_exit
+from tfk8s_airflow.redaction import redact_text
 
 RUNNING, SUCCEEDED, FAILED = "running", "succeeded", "failed"
 IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
@@ -186,10 +187,12 @@ def _snake(name: str) -> str:
 
 
 def _short(text: Any) -> str | None:
+    """A container's termination message as a reason quotes it: cut, and URIs without credentials."""
     if not text:
         return None
     text = str(text).strip()
-    return text if len(text) <= MESSAGE_MAX else text[:MESSAGE_MAX] + " [...]"
+    text = text if len(text) <= MESSAGE_MAX else text[:MESSAGE_MAX] + " [...]"
+    return redact_text(text)
 
 
 def _init_failure(status: Any) -> ContainerFailure | None:

@@ -33,6 +33,7 @@ from tfk8s_airflow.contract import (
 )
 from tfk8s_airflow.job import naming
 from tfk8s_airflow.job.policy import DeploymentPolicy
+from tfk8s_airflow.job.shardmap import shards_json
 from tfk8s_airflow.job.spec import EnvFrom, TFJobSpec, ValueFrom, Volume
 from tfk8s_airflow.job.wiring import cluster_spec, legacy_flags, tf_config_dict
 
@@ -335,10 +336,6 @@ def configmap_manifest(spec: TFJobSpec, names: JobNames, shards: Mapping[str, Se
                      "labels": job_labels(spec, names)},
         "data": {SHARDS_KEY: shards_json(shards)},
     }
-
-
-def shards_json(shards: Mapping[str, Sequence[str]]) -> str:
-    return json.dumps({k: list(val) for k, val in sorted(shards.items())}, indent=1)
 
 
 def job_manifests(spec: TFJobSpec, names: JobNames, shards: Mapping[str, Sequence[str]] | None = None,

@@ -30,22 +30,11 @@ from tfk8s_airflow.job.judge import JobPolicy
 from tfk8s_airflow.job.objects import JobNames, configmap_manifest, plan_replicas, pod_manifest, service_manifest
 from tfk8s_airflow.job.records import JobRecord
 from tfk8s_airflow.job.resolve import as_spec_input, job_record, resolve_spec
+from tfk8s_airflow.job.shardmap import normalize_shards
 from tfk8s_airflow.k8s.client import DEFAULT_CONCURRENCY, JobClient
 from tfk8s_airflow.operators.base import fail_permanently
 
 __all__ = ["TFJobSetupOperator", "normalize_shards", "replica_task_labels"]
-
-
-def normalize_shards(shards: Any) -> Mapping[str, Sequence[str]] | None:
-    """Accept a {"worker-0": [...]} mapping or a staging result holding one under 'shards'."""
-    if shards in (None, "", {}):
-        return None
-    if isinstance(shards, Mapping) and "shards" in shards and isinstance(shards["shards"], Mapping):
-        shards = shards["shards"]
-    if not isinstance(shards, Mapping):
-        raise SpecError(f"shards must be a mapping like {{'worker-0': [paths]}}, got {type(shards).__name__} "
-                        "(fix: pass the staging task's output)", field="shards")
-    return {str(k): [str(p) for p in val] for k, val in shards.items()}
 
 
 def replica_task_labels(dag_id: str, task_id: str, run_id: str, map_index: int) -> dict[str, str]:

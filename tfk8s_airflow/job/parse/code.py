@@ -12,8 +12,10 @@ from tfk8s_airflow.job.parse.reader import Reader
 from tfk8s_airflow.job.parse.volumes import mount_path_problem
 from tfk8s_airflow.job.spec import CodeSource
 from tfk8s_airflow.pathrules import is_safe_relative
+from tfk8s_airflow.redaction import redact_uri
 
 _CODE_KEYS = tuple(f for f in CodeSource.__dataclass_fields__)
+_SCHEMES = ("http://", "https://", "hdfs://", "webhdfs://", "swebhdfs://")
 
 
 def code(r: Reader, d: Mapping[str, Any]) -> CodeSource | None:
@@ -27,15 +29,21 @@ def code(r: Reader, d: Mapping[str, Any]) -> CodeSource | None:
         return None
     r.unknown(raw, _CODE_KEYS, "code.")
     uri = r.string(raw, "uri", "code.uri") or ""
-    if not uri.startswith(("http://", "https://", "hdfs://", "webhdfs://")):
-        r.add("code.uri", f"must be an http(s):// or hdfs:// URI, got {v.show(uri)}",
+    if not uri.startswith(_SCHEMES):  # quoted without credentials: messages reach logs and the UI
+        r.add("code.uri", f"must be an http(s)://, hdfs:// or (s)webhdfs:// URI, got {v.show(redact_uri(uri))}",
               "write code: {uri: https://host/algo.tar.gz}")
     entry = r.string(raw, "entrypoint", "code.entrypoint", "run.sh") or "run.sh"
     if not is_safe_relative(entry):
         r.add("code.entrypoint", "must be a relative path inside the code archive", "write entrypoint: run.sh")
+    elif entry.startswith("-"):
+        r.add("code.entrypoint", "must not start with '-' (a program would read it as an option)",
+              "rename the file, or write entrypoint: ./" + entry)
     sha = r.string(raw, "sha256", "code.sha256")
     if sha and not v.is_sha256(sha):
         r.add("code.sha256", "must be 64 hex characters", "write the output of sha256sum")
+    elif not sha and uri.startswith("http://"):
+        r.add("code.sha256", "is required for a plain http:// code.uri (anyone on the way could change the code)",
+              "add sha256: <the output of sha256sum algo.tar.gz>, or fetch over https://")
     img = r.string(raw, "image", "code.image")
     if img:
         r.extend(v.check_image(img, "code.image"))
