@@ -156,3 +156,16 @@ def test_env_from_secrets_renders_references_never_values():
     assert volumes["scratch"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "1Gi"}
     assert "envFrom" in pods[0]["spec"]["containers"][0] and "NODE" not in {
         e["name"] for e in pods[0]["spec"]["containers"][0]["env"]}
+
+
+@pytest.mark.parametrize("code,command", [
+    ({"uri": "https://h/a.tgz", "entrypoint": "train.py"}, ["python3", "/opt/tfk8s/code/train.py"]),
+    ({"uri": "https://h/a.tgz", "entrypoint": "bin/run.sh"}, ["sh", "/opt/tfk8s/code/bin/run.sh"]),
+    ({"uri": "https://h/a.tgz", "entrypoint": "go", "mount_path": "/code/"}, ["sh", "/code/go"]),
+])
+def test_code_entrypoints_run_with_python3_or_sh(code, command):
+    spec = TFJobSpec.from_dict({"name": "c", "image": "i:1", "worker": 1, "code": code})
+    pod = by_kind(job_manifests(spec, names_for(spec)), "Pod")[0]
+    assert pod["spec"]["containers"][0]["command"] == command
+    own = TFJobSpec.from_dict({"name": "c", "image": "i:1", "worker": 1, "code": code, "command": ["bash", "x"]})
+    assert by_kind(job_manifests(own, names_for(own)), "Pod")[0]["spec"]["containers"][0]["command"] == ["bash", "x"]

@@ -34,7 +34,7 @@ from tfk8s_airflow.contract import (
 from tfk8s_airflow.job import naming
 from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.shardmap import shards_json
-from tfk8s_airflow.job.spec import EnvFrom, TFJobSpec, ValueFrom, Volume
+from tfk8s_airflow.job.spec import CodeSource, EnvFrom, TFJobSpec, ValueFrom, Volume
 from tfk8s_airflow.job.wiring import cluster_spec, legacy_flags, tf_config_dict
 
 __all__ = ["CODE_VOLUME", "CONTAINER_NAME", "FETCH_CONTAINER", "LABEL_DAG", "LABEL_INDEX", "LABEL_JOB",
@@ -161,7 +161,7 @@ def plan_replicas(spec: TFJobSpec, names: JobNames, shards: Mapping[str, Sequenc
                 args += legacy_flags(spec, names.service, rs.role, i)
             command = list(rs.command) if rs.command is not None else None
             if command is None and spec.code:
-                command = ["sh", f"{spec.code.mount_path}/{spec.code.entrypoint}"]
+                command = code_command(spec.code)
             resources = rs.resources.to_kubernetes()
             out.append(Replica(
                 role=rs.role, index=i, pod_name=naming.pod_name(names.job, rs.role, i),
@@ -196,6 +196,13 @@ def _volumes(spec: TFJobSpec, names: JobNames, with_shards: bool) -> tuple[list[
         volumes.append({"name": CODE_VOLUME, "emptyDir": {}})
         mounts.append({"name": CODE_VOLUME, "mountPath": spec.code.mount_path})
     return volumes, mounts
+
+
+def code_command(code: CodeSource) -> list[str]:
+    """How a code entrypoint runs when the spec gives no command: ``python3`` for a ``.py`` file
+    (the image's Python, as the fetcher's own), ``sh`` for anything else (``run.sh``)."""
+    path = f"{code.mount_path.rstrip('/')}/{code.entrypoint}"
+    return ["python3" if code.entrypoint.endswith(".py") else "sh", path]
 
 
 def env_var(name: str, value: str | ValueFrom) -> dict[str, Any]:
