@@ -14,7 +14,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from tfk8s_airflow.exceptions import SpecError, TemplateError
+from tfk8s_airflow.exceptions import Problem, SpecError, TemplateError
+from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.spec import DEFAULT_MAX_REPLICAS, ROLES, TFJobSpec
 
 
@@ -57,8 +58,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _load(args: argparse.Namespace) -> TFJobSpec:
-    return TFJobSpec.from_file(args.spec, max_replicas=args.max_replicas, overrides=args.overrides)
+def _policy() -> DeploymentPolicy:
+    """The deployment's policy from ``TFK8S_*`` variables: what setup would admit, the CLI admits."""
+    return DeploymentPolicy.from_env(os.environ)
+
+
+def _load(args: argparse.Namespace, policy: DeploymentPolicy) -> TFJobSpec:
+    return TFJobSpec.from_file(args.spec, max_replicas=args.max_replicas, overrides=args.overrides, policy=policy)
+
+
+def _shards(path: str) -> dict[str, list[str]] | None:
+    """The --shards file: JSON of {"worker-0": [paths]} (or a staging result), checked like setup checks it."""
+    from tfk8s_airflow.job.shardmap import MAX_CONFIGMAP_BYTES, normalize_shards
+
+    where = f"--shards {path}"
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read(8 * MAX_CONFIGMAP_BYTES + 1)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(Problem(where, f"cannot read it: {getattr(exc, 'strerror', None) or exc}",
+                                "give a readable UTF-8 JSON file")) from exc
+    if len(text) > 8 * MAX_CONFIGMAP_BYTES:
+        raise SpecError(Problem(where, "is far larger than a ConfigMap holds", "stage fewer, larger files"))
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise SpecError(Problem(where, f"is not valid JSON: {str(exc)[:200]}",
+                                'write {"worker-0": ["/data/part-0"], "worker-1": [...]}')) from exc
+    return normalize_shards(data, fld="--shards")
 
 
 def _names(spec: TFJobSpec, args: argparse.Namespace):
@@ -69,7 +96,8 @@ def _names(spec: TFJobSpec, args: argparse.Namespace):
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        spec = _load(args)
+        policy = _policy()
+        spec = _load(args, policy)
         if args.command == "validate":
             print(f"{args.spec}: ok ({spec.total_replicas} replicas: "
                   + ", ".join(f"{r.role}={r.replicas}" for r in spec.active_roles) + ")")
@@ -77,11 +105,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         names = _names(spec, args)
         if args.command == "render":
             from tfk8s_airflow.job.render import render_yaml
-            shards = None
-            if args.shards:
-                with open(args.shards, encoding="utf-8") as fh:
-                    shards = json.load(fh)
-            sys.stdout.write(render_yaml(spec, names, shards, args.template))
+            shards = _shards(args.shards) if args.shards else None
+            # Always parsed back before printing: a custom template may write anything.
+            sys.stdout.write(render_yaml(spec, names, shards, args.template, policy=policy, check=True))
             return 0
         if args.command == "tf-config":
             from tfk8s_airflow.job.wiring import tf_config_json

@@ -1,8 +1,9 @@
 """The deployment's policy as Airflow sees it: section ``[tfk8s]`` of Airflow's configuration.
 
-``AIRFLOW__TFK8S__DEFAULT_ACTIVE_DEADLINE=2d`` (or ``default_active_deadline = 2d`` under
-``[tfk8s]`` in airflow.cfg) sets it; without either, ``TFK8S_DEFAULT_ACTIVE_DEADLINE`` from the
-environment, then the built-in default. See :mod:`tfk8s_airflow.job.policy`.
+Every setting of :class:`~tfk8s_airflow.job.policy.DeploymentPolicy` is read the same way:
+``AIRFLOW__TFK8S__ALLOWED_HOST_PATHS=/mnt/a,/mnt/b`` (or ``allowed_host_paths = /mnt/a,/mnt/b``
+under ``[tfk8s]`` in airflow.cfg); without either, ``TFK8S_ALLOWED_HOST_PATHS`` from the
+environment; then the built-in default. See :mod:`tfk8s_airflow.job.policy` and docs/security.md.
 """
 
 from __future__ import annotations
@@ -10,9 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from tfk8s_airflow.job.policy import DeploymentPolicy
-
-SECTION = "tfk8s"
+from tfk8s_airflow.job.policy import SECTION, DeploymentPolicy
 
 
 def _setting(name: str) -> Any:

@@ -21,21 +21,34 @@ class PermanentError(TFK8sError):
     """Retrying cannot help: fail the task without retry."""
 
 
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 @dataclass(frozen=True)
 class Problem:
-    """One problem in a user's input: where it is and how to fix it."""
+    """One problem in a user's input: where it is and how to fix it.
+
+    Its text is bounded (a field path or message quoting a huge input is cut), so an error
+    message never grows with the input.
+    """
 
     field: str
     message: str
     fix: str = ""
 
     def __str__(self) -> str:
-        text = f"{self.field}: {self.message}"
-        return f"{text} (fix: {self.fix})" if self.fix else text
+        text = f"{_clip(self.field, 200)}: {_clip(self.message, 600)}"
+        return f"{text} (fix: {_clip(self.fix, 600)})" if self.fix else text
 
 
 class SpecError(PermanentError, ValueError):
-    """A job spec (or operator argument) is invalid; lists every problem found."""
+    """A job spec (or operator argument) is invalid; lists every problem found.
+
+    The message shows the first :attr:`SHOWN` problems; ``problems`` holds all of them.
+    """
+
+    SHOWN = 50
 
     def __init__(self, problems: Sequence[Problem] | Problem | str, field: str = "spec"):
         if isinstance(problems, str):
@@ -43,7 +56,9 @@ class SpecError(PermanentError, ValueError):
         elif isinstance(problems, Problem):
             problems = [problems]
         self.problems: tuple[Problem, ...] = tuple(problems)
-        lines = "\n".join(f"  - {p}" for p in self.problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems[:self.SHOWN])
+        if len(self.problems) > self.SHOWN:
+            lines += f"\n  - ... and {len(self.problems) - self.SHOWN} more"
         super().__init__(f"invalid TF job spec ({len(self.problems)} problem(s)):\n{lines}")
 
     @property

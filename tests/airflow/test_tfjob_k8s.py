@@ -28,7 +28,9 @@ def run_dag(dag_id: str, namespace: str, **conf):
     dag = getattr(tfk8s_scenarios, dag_id) if hasattr(tfk8s_scenarios, dag_id) else None
     if dag is None:
         dag = next(d for d in vars(tfk8s_scenarios).values() if getattr(d, "dag_id", None) == dag_id)
-    return dag.test(run_conf={"namespace": namespace, **conf})
+    # dag.test() leaves the last run's params on the DAG object: give from_conf's optional one its default.
+    defaults = {"shards": {}} if dag_id == "tfk8s_t_from_conf" else {}
+    return dag.test(run_conf={"namespace": namespace, **defaults, **conf})
 
 
 
@@ -147,16 +149,34 @@ def test_quota_exceeded_fails_before_any_pod(k8s_cluster, k8s_namespace, airflow
     assert ti.try_number == 1  # permanent: not retried
 
 
-@pytest.mark.parametrize("spec,field", [
-    ({"name": "bad", "image": "tfk8s/trainer:0.1", "worker": {"replicas": 0}}, "worker.replicas"),
-    ({"name": "bad", "image": "tfk8s/trainer:0.1", "worker": 1, "namespace": "Not_A_Label"}, "namespace"),
-    ({"name": "bad", "image": "tfk8s/Trainer::0.1", "worker": 1}, "image"),
-    ({"name": "bad", "image": "tfk8s/trainer:0.1", "workers": 2}, "workers"),
+BAD_SPECS = [
+    ({"name": "bad", "image": "tfk8s/trainer:0.1", "worker": {"replicas": 0}}, "worker.replicas", {}),
+    ({"name": "bad", "image": "tfk8s/trainer:0.1", "worker": 1, "namespace": "Not_A_Label"}, "namespace", {}),
+    ({"name": "bad", "image": "tfk8s/Trainer::0.1", "worker": 1}, "image", {}),
+    ({"name": "bad", "image": "tfk8s/trainer:0.1", "workers": 2}, "workers", {}),
+    # allowed by the deployment, but missing from the namespace: setup looks it up before creating anything
     ({"name": "bad", "image": "tfk8s/trainer:0.1", "worker": 1, "service_account": "missing-sa"},
-     "service_account"),
-])
-def test_bad_specs_fail_before_anything_exists(k8s_cluster, k8s_namespace, airflow_db, spec, field):
+     "service_account", {"AIRFLOW__TFK8S__ALLOWED_SERVICE_ACCOUNTS": "missing-sa"}),
+    # refused by the deployment's policy ([tfk8s] in Airflow's config), whatever the spec says
+    ({"name": "bad", "image": "tfk8s/trainer:0.1", "worker": 1,
+      "volumes": [{"name": "host", "mount_path": "/host", "host_path": "/"}]}, "volumes[0].host_path", {}),
+    ({"name": "bad", "image": "tfk8s/trainer:0.1", "worker": 1,
+      "volumes": [{"name": "etc", "mount_path": "/host-etc", "host_path": "/etc"}]}, "volumes[0].host_path", {}),
+    ({"name": "bad", "image": "tfk8s/trainer:0.1", "worker": 1, "service_account": "default-but-not"},
+     "service_account", {}),
+    ({"name": "bad", "image": "tfk8s/trainer:0.1", "worker": 1, "automount_service_account_token": True},
+     "automount_service_account_token", {}),
+    ({"name": "bad", "image": "tfk8s/trainer:0.1", "worker": 1,
+      "env_from": [{"secret_ref": "someone-elses"}]}, "env_from[0].secret_ref", {}),
+]
+
+
+@pytest.mark.parametrize("spec,field,settings", BAD_SPECS, ids=[f"{b[1]}-{i}" for i, b in enumerate(BAD_SPECS)])
+def test_bad_specs_fail_before_anything_exists(k8s_cluster, k8s_namespace, airflow_db, monkeypatch, capfd,
+                                               spec, field, settings):
     core = k8s_cluster.core_v1
+    for name, value in settings.items():
+        monkeypatch.setenv(name, value)
     spec = {"namespace": k8s_namespace, **spec}
     with PodWatch(core, k8s_namespace) as rec:
         dr = run_dag("tfk8s_t_from_conf", k8s_namespace, spec=spec)
@@ -165,6 +185,24 @@ def test_bad_specs_fail_before_anything_exists(k8s_cluster, k8s_namespace, airfl
     ti = next(t for t in dr.get_task_instances() if t.task_id == "train.setup")
     assert ti.try_number == 1  # AirflowFailException: no retry of a spec error
     assert rec.pods == {} and leftovers(core, k8s_namespace) == []
+    out = capfd.readouterr()
+    assert f"{field}:" in out.out + out.err  # the task's error names the field
+
+
+def test_shards_too_large_for_a_configmap_fail_setup_before_anything_exists(k8s_cluster, k8s_namespace, airflow_db,
+                                                                             capfd):
+    core = k8s_cluster.core_v1
+    spec = {"name": "big", "namespace": k8s_namespace, "image": "tfk8s/trainer:0.1", "ps": 1, "worker": 2}
+    shards = {f"worker-{w}": [f"/mnt/tfk8s-gluster/tfk8s/cache/clicks/dt=2026-01-01/part-{i:06d}.csv"
+                              for i in range(w, 20_000, 2)] for w in range(2)}
+    with PodRecorder(core, k8s_namespace) as rec:
+        dr = run_dag("tfk8s_t_from_conf", k8s_namespace, spec=spec, shards=shards)
+    assert dr.state == "failed" and states(dr)[("train.setup", -1)] == "failed"
+    ti = next(t for t in dr.get_task_instances() if t.task_id == "train.setup")
+    assert ti.try_number == 1
+    assert rec.pods == {} and leftovers(core, k8s_namespace) == []
+    out = capfd.readouterr()
+    assert "more than a ConfigMap holds" in out.out + out.err
 
 
 def test_spec_from_conf_runs(k8s_cluster, k8s_namespace, airflow_db):

@@ -1,4 +1,5 @@
 """`tfk8s render SPEC | kubectl apply -f -`, the seed's workflow, against the real API server."""
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,8 +13,15 @@ ROOT = Path(__file__).resolve().parents[2]
 TFK8S = str(Path(sys.executable).with_name("tfk8s"))
 
 
+#: What the examples need of the deployment's policy (examples/full.yaml's ServiceAccount, the Secrets of
+#: examples/secrets.yaml); everything else is the default policy.
+POLICY = {"TFK8S_ALLOWED_SERVICE_ACCOUNTS": "tf-trainer", "TFK8S_ALLOWED_SECRETS": "db,registry-creds"}
+
+
 def render(*args):
-    return subprocess.run([TFK8S, "render", *args], check=True, capture_output=True, text=True, timeout=60).stdout
+    env = {**os.environ, **POLICY}
+    return subprocess.run([TFK8S, "render", *args], check=True, capture_output=True, text=True, timeout=60,
+                          env=env).stdout
 
 
 @pytest.mark.parametrize("example", sorted((ROOT / "examples").glob("*.yaml")), ids=lambda p: p.stem)

@@ -66,12 +66,13 @@ gang = scenario("tfk8s_t_gang", {"name": "gang", "ps": 1, "worker": {
 forever = scenario("tfk8s_t_forever", {"name": "forever", "ps": 1, "worker": 1})  # nothing ever ends
 scale = scenario("tfk8s_t_scale", {"name": "scale", "ps": 4, "worker": {"replicas": 60, "annotations": OK}})
 
-# The whole spec from dag_run.conf / params (as the UI form or the REST API gives it).
+# The whole spec (and the shard assignments) from dag_run.conf / params, as the UI form or the REST API give them.
 with DAG("tfk8s_t_from_conf", schedule=None, start_date=START, catchup=False,
          render_template_as_native_obj=True,
-         params={"namespace": Param("default", type="string"), "spec": Param({}, type="object")},
+         params={"namespace": Param("default", type="string"), "spec": Param({}, type="object"),
+                 "shards": Param({}, type="object")},
          tags=["tfk8s-test"]) as from_conf:
-    tf_job("train", spec="{{ params.spec }}", poll_interval=1) >> PythonOperator(
+    tf_job("train", spec="{{ params.spec }}", shards="{{ params.shards }}", poll_interval=1) >> PythonOperator(
         task_id="evaluate", python_callable=_record)
 
 

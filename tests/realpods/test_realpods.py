@@ -45,6 +45,14 @@ def agent(nodeagent):
     return nodeagent
 
 
+@pytest.fixture(autouse=True)
+def allowed_host_paths(monkeypatch, tmp_path_factory):
+    """The data, model and program directories of these tests are host paths outside the GlusterFS
+    volume, so the deployment allows them ([tfk8s] allowed_host_paths), as its administrator would."""
+    monkeypatch.setenv("AIRFLOW__TFK8S__ALLOWED_HOST_PATHS",
+                       f"{tmp_path_factory.getbasetemp()},{REPO / 'tests' / 'tf' / 'programs'}")
+
+
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("realpod-data")

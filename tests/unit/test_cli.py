@@ -1,5 +1,6 @@
 """The tfk8s command, run as a user runs it (a subprocess of the installed console script)."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,10 +11,11 @@ ROOT = Path(__file__).resolve().parents[2]
 MNIST = str(ROOT / "examples" / "mnist.yaml")
 
 
-def tfk8s(*args, check=False):
+def tfk8s(*args, check=False, env=None):
     exe = Path(sys.executable).with_name("tfk8s")
     cmd = [str(exe), *args] if exe.exists() else [sys.executable, "-m", "tfk8s_airflow.cli", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, check=check, timeout=60)
+    full_env = {k: val for k, val in os.environ.items() if not k.startswith("TFK8S_")} | (env or {})
+    return subprocess.run(cmd, capture_output=True, text=True, check=check, timeout=60, env=full_env)
 
 
 def test_validate_ok_and_errors(tmp_path):
@@ -69,3 +71,65 @@ def test_max_replicas_flag_and_env(tmp_path):
     res = tfk8s("validate", MNIST, "--set", "worker.replicas=600")
     assert res.returncode == 1 and "maximum 512" in res.stderr
     assert tfk8s("validate", MNIST, "--set", "worker.replicas=600", "--max-replicas", "1000").returncode == 0
+
+
+def test_validate_and_render_apply_the_deployment_policy_from_the_environment():
+    full = str(ROOT / "examples" / "full.yaml")
+    refused = tfk8s("validate", full)
+    assert refused.returncode == 1
+    assert "service_account: tf-trainer is not among the allowed ServiceAccounts" in refused.stderr
+    assert "[tfk8s] allowed_service_accounts" in refused.stderr
+    policy = {"TFK8S_ALLOWED_SERVICE_ACCOUNTS": "tf-trainer", "TFK8S_RUN_AS_NON_ROOT": "true",
+              "TFK8S_DEFAULT_ACTIVE_DEADLINE": "3h"}
+    assert tfk8s("validate", full, env=policy).returncode == 0
+    pods = [d for d in yaml.safe_load_all(tfk8s("render", MNIST, env=policy, check=True).stdout) if d["kind"] == "Pod"]
+    assert all(p["spec"]["securityContext"]["runAsNonRoot"] is True for p in pods)
+    assert all(p["spec"]["activeDeadlineSeconds"] == 10800 for p in pods)
+    outside = tfk8s("render", MNIST, "--set", "volumes=[{name: host, mount_path: /host, host_path: /}]")
+    assert outside.returncode == 1 and "volumes[0].host_path: / is the node's whole file system" in outside.stderr
+    bad_setting = tfk8s("validate", MNIST, env={"TFK8S_ALLOWED_HOST_PATHS": "relative/path"})
+    assert bad_setting.returncode == 1 and "[tfk8s] allowed_host_paths: must be an absolute path" in bad_setting.stderr
+
+
+def test_templates_are_sandboxed(tmp_path):
+    for expr in ("spec.to_dict.__globals__", "cycler.__init__.__globals__.os", "names.__class__.__mro__"):
+        tpl = tmp_path / "escape.yaml.jinja"
+        tpl.write_text("x: {{ " + expr + " }}\n")
+        res = tfk8s("render", MNIST, "--template", str(tpl))
+        assert res.returncode == 1 and "unsafe" in res.stderr, (expr, res.stdout[:300], res.stderr[-500:])
+        assert res.stdout == ""
+
+
+def test_render_output_always_parses_whatever_the_spec_holds(tmp_path):
+    odd = "a\x85b\u2028c\u2029d\x7fe\x9bf\ufeffg\U0001F600 \"quoted\" back\\slash"
+    spec = tmp_path / "odd.json"
+    spec.write_text(json.dumps({"name": "odd", "image": "tfk8s/trainer:0.1", "worker": 1, "args": [odd],
+                                "env": {"ODD": odd}, "annotations": {"example.com/odd": odd}}))
+    res = tfk8s("render", str(spec), check=True)
+    pod = [d for d in yaml.safe_load_all(res.stdout) if d["kind"] == "Pod"][0]
+    container = pod["spec"]["containers"][0]
+    assert container["args"] == [odd] and pod["metadata"]["annotations"]["example.com/odd"] == odd
+    assert {e["name"]: e.get("value") for e in container["env"]}["ODD"] == odd
+    raw = tmp_path / "raw.yaml.jinja"  # a custom template that does not quote: refused, never printed
+    raw.write_text("{% for r in replicas %}---\nkind: Pod\nnote: {{ r.annotations['example.com/odd'] }}\n"
+                   "{% endfor %}")
+    res = tfk8s("render", str(spec), "--template", str(raw))
+    assert res.returncode == 1 and "invalid YAML" in res.stderr and res.stdout == ""
+
+
+def test_bad_shards_files_are_clear_errors(tmp_path):
+    cases = {"not json": "is not valid JSON", "[1, 2]": "must be a mapping",
+             '{"worker-0": "/data/part-0"}': "worker-0: must be a list of paths, got str",
+             '{"worker-0": [1]}': "worker-0[0]: every path must be a non-empty string"}
+    for text, message in cases.items():
+        path = tmp_path / "shards.json"
+        path.write_text(text)
+        res = tfk8s("render", MNIST, "--shards", str(path))
+        assert res.returncode == 1 and message in res.stderr and "Traceback" not in res.stderr, res.stderr
+    missing = tfk8s("render", MNIST, "--shards", str(tmp_path / "none.json"))
+    assert missing.returncode == 1 and "cannot read it" in missing.stderr
+    big = tmp_path / "big.json"  # 20,000 files: more than a ConfigMap holds
+    big.write_text(json.dumps({f"worker-{w}": [f"/mnt/tfk8s-gluster/tfk8s/cache/clicks/dt=2026-01-01/part-{i:06d}.csv"
+                                              for i in range(w, 20_000, 2)] for w in range(2)}))
+    res = tfk8s("render", MNIST, "--shards", str(big))
+    assert res.returncode == 1 and "more than a ConfigMap holds (1048576 bytes)" in res.stderr

@@ -125,3 +125,47 @@ def test_replica_plan_is_the_single_source():
     plan = plan_replicas(spec, names_for(spec))
     assert [(r.role, r.index) for r in plan] == spec.replica_ids()
     assert len({r.pod_name for r in plan}) == len(plan)
+
+
+def test_kubernetes_form_resources_render_requests_below_limits():
+    spec = TFJobSpec.from_dict({"name": "burst", "image": "i:1", "ps": {"replicas": 1, "resources": {"cpu": 1}},
+                                "worker": {"replicas": 1, "resources": {"requests": {"cpu": "500m", "memory": "1Gi"},
+                                                                        "limits": {"cpu": "2"}}}})
+    names = names_for(spec)
+    objs = job_manifests(spec, names)
+    ps, worker = (p["spec"]["containers"][0]["resources"] for p in by_kind(objs, "Pod"))
+    assert ps == {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}
+    assert worker == {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "2"}}
+    assert parse_yaml(render_yaml(spec, names)) == objs
+    for obj in objs:
+        kubernetes_validate.validate(obj, K8S_SCHEMA, strict=True)
+
+
+def test_env_from_secrets_renders_references_never_values():
+    spec = load(ROOT / "examples" / "secrets.yaml")
+    pods = by_kind(job_manifests(spec, names_for(spec)), "Pod")
+    worker = pods[1]["spec"]["containers"][0]
+    env = {e["name"]: e for e in worker["env"]}
+    assert env["DB_PASSWORD"] == {"name": "DB_PASSWORD",
+                                  "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}
+    assert env["NODE"] == {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
+    assert worker["envFrom"] == [{"configMapRef": {"name": "trainer-config"}, "prefix": "CFG_"},
+                                 {"secretRef": {"name": "db"}, "prefix": "DB_"}]
+    volumes = {v["name"]: v for v in pods[1]["spec"]["volumes"]}
+    assert volumes["creds"] == {"name": "creds", "secret": {"secretName": "registry-creds"}}
+    assert volumes["scratch"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "1Gi"}
+    assert "envFrom" in pods[0]["spec"]["containers"][0] and "NODE" not in {
+        e["name"] for e in pods[0]["spec"]["containers"][0]["env"]}
+
+
+@pytest.mark.parametrize("code,command", [
+    ({"uri": "https://h/a.tgz", "entrypoint": "train.py"}, ["python3", "/opt/tfk8s/code/train.py"]),
+    ({"uri": "https://h/a.tgz", "entrypoint": "bin/run.sh"}, ["sh", "/opt/tfk8s/code/bin/run.sh"]),
+    ({"uri": "https://h/a.tgz", "entrypoint": "go", "mount_path": "/code/"}, ["sh", "/code/go"]),
+])
+def test_code_entrypoints_run_with_python3_or_sh(code, command):
+    spec = TFJobSpec.from_dict({"name": "c", "image": "i:1", "worker": 1, "code": code})
+    pod = by_kind(job_manifests(spec, names_for(spec)), "Pod")[0]
+    assert pod["spec"]["containers"][0]["command"] == command
+    own = TFJobSpec.from_dict({"name": "c", "image": "i:1", "worker": 1, "code": code, "command": ["bash", "x"]})
+    assert by_kind(job_manifests(own, names_for(own)), "Pod")[0]["spec"]["containers"][0]["command"] == ["bash", "x"]

@@ -56,3 +56,16 @@ def test_bad_inputs():
     assert parse_num_workers("4") == 4
     with pytest.raises(SpecError):
         parse_num_workers("four")
+
+
+def test_assignments_are_lists_of_paths_that_fit_a_configmap():
+    from tfk8s_airflow.job.shardmap import MAX_CONFIGMAP_BYTES, normalize_shards, shards_json
+
+    assert normalize_shards({"shards": {"worker-0": ["a"]}, "files": 1}) == {"worker-0": ["a"]}
+    assert normalize_shards({}) is None and normalize_shards(None) is None
+    with pytest.raises(SpecError, match="shards.worker-0: must be a list of paths, got str"):
+        normalize_shards({"worker-0": "abc"})  # once exploded into ["a", "b", "c"]
+    big = {"worker-0": [f"/mnt/vol/cache/part-{i:06d}.csv" for i in range(40_000)]}
+    assert len(shards_json(big).encode()) > MAX_CONFIGMAP_BYTES
+    with pytest.raises(SpecError, match="40000 files .* more than a ConfigMap holds"):
+        normalize_shards(big)

@@ -1,10 +1,11 @@
 """The spec: parsing, defaults, round trip, and a catalogue of bad specs with their messages."""
 import dataclasses
+import math
 
 import pytest
 
 from tfk8s_airflow.exceptions import SpecError
-from tfk8s_airflow.job.spec import TFJobSpec, apply_overrides
+from tfk8s_airflow.job.spec import EmptyDir, EnvFrom, Resources, TFJobSpec, ValueFrom, apply_overrides
 
 MINIMAL = {"name": "mnist", "image": "tfk8s/trainer:0.1", "ps": {"replicas": 1}, "worker": {"replicas": 2}}
 
@@ -44,7 +45,7 @@ def test_full_spec_parses_merges_and_round_trips():
     assert s.schedule_timeout == 300 and s.active_deadline == 7200
     w = s.roles["worker"]
     assert dict(w.env) == {"LOG_LEVEL": "info", "EXTRA": "1"}
-    assert w.resources["nvidia.com/gpu"] == "1" and w.pod_restart_policy == "OnFailure"
+    assert w.resources.limits["nvidia.com/gpu"] == "1" and w.pod_restart_policy == "OnFailure"
     assert s.roles["chief"].resources == s.resources
     assert s.roles["evaluator"].image.endswith("a" * 64)
     assert s.success_replicas() == [("chief", 0), ("worker", 0), ("worker", 1), ("worker", 2),
@@ -52,6 +53,77 @@ def test_full_spec_parses_merges_and_round_trips():
     assert TFJobSpec.from_dict(s.to_dict()) == s
     with pytest.raises(dataclasses.FrozenInstanceError):
         s.name = "other"  # frozen
+
+
+def test_resources_short_form_and_kubernetes_form():
+    short = TFJobSpec.from_dict({**MINIMAL, "resources": {"cpu": "2", "memory": "4Gi"}})
+    assert short.resources == Resources({"cpu": "2", "memory": "4Gi"}, {"cpu": "2", "memory": "4Gi"})
+    assert short.to_dict()["resources"] == {"cpu": "2", "memory": "4Gi"}
+    long = TFJobSpec.from_dict({**MINIMAL, "worker": {"replicas": 2, "resources": {
+        "requests": {"cpu": "500m", "memory": "1Gi", "nvidia.com/gpu": 1},
+        "limits": {"cpu": 2, "nvidia.com/gpu": 1, "ephemeral-storage": "10Gi"}}}})
+    res = long.roles["worker"].resources
+    assert dict(res.requests) == {"cpu": "500m", "memory": "1Gi", "nvidia.com/gpu": "1",
+                                  "ephemeral-storage": "10Gi"}  # a limit alone is also the request
+    assert dict(res.limits) == {"cpu": "2", "nvidia.com/gpu": "1", "ephemeral-storage": "10Gi"}
+    assert res.to_kubernetes() == {"requests": dict(res.requests), "limits": dict(res.limits)}
+    assert TFJobSpec.from_dict(long.to_dict()) == long
+    only_requests = TFJobSpec.from_dict({**MINIMAL, "resources": {"requests": {"cpu": 1}}})
+    assert only_requests.resources.to_kubernetes() == {"requests": {"cpu": "1"}}
+    assert TFJobSpec.from_dict(only_requests.to_dict()) == only_requests
+
+
+def test_env_values_from_secrets_config_maps_and_the_pod():
+    s = TFJobSpec.from_dict({**MINIMAL, "env": {
+        "PLAIN": "x", "ON": True,
+        "DB_PASSWORD": {"value_from": {"secret_key_ref": {"name": "db", "key": "password"}}},
+        "FEATURES": {"value_from": {"config_map_key_ref": {"name": "cfg", "key": "f.json", "optional": True}}},
+        "POD": {"value_from": {"field_ref": {"field_path": "metadata.labels['tfk8s.io/role']"}}},
+        "WRAPPED": {"value": 3}},
+        "env_from": [{"secret_ref": "db", "prefix": "DB_"}, {"config_map_ref": {"name": "cfg", "optional": True}}],
+        "worker": {"replicas": 1, "env": [{"name": "IP", "value_from": {"field_ref": {"field_path": "status.podIP"}}}],
+                   "env_from": [{"config_map_ref": "extra"}]}})
+    assert s.env["PLAIN"] == "x" and s.env["ON"] == "true" and s.env["WRAPPED"] == "3"
+    assert s.env["DB_PASSWORD"] == ValueFrom("secret_key_ref", name="db", key="password")
+    assert s.env["FEATURES"] == ValueFrom("config_map_key_ref", name="cfg", key="f.json", optional=True)
+    w = s.roles["worker"]
+    assert w.env["IP"] == ValueFrom("field_ref", field_path="status.podIP")
+    assert w.env["DB_PASSWORD"] == s.env["DB_PASSWORD"]
+    assert w.env_from == (EnvFrom("secret_ref", "db", "DB_"), EnvFrom("config_map_ref", "cfg", optional=True),
+                          EnvFrom("config_map_ref", "extra"))
+    assert s.roles["ps"].env_from == s.env_from
+    assert TFJobSpec.from_dict(s.to_dict()) == s
+
+
+def test_secret_config_map_and_empty_dir_volumes():
+    s = TFJobSpec.from_dict({**MINIMAL, "volumes": [
+        {"name": "creds", "mount_path": "/etc/creds", "secret": "creds", "read_only": True},
+        {"name": "cfg", "mount_path": "/etc/cfg", "config_map": "trainer-config"},
+        {"name": "tmp", "mount_path": "/tmp/x", "empty_dir": True},
+        {"name": "shm", "mount_path": "/dev/shm", "empty_dir": {"medium": "Memory", "size_limit": "2Gi"}}]})
+    assert [vol.kind for vol in s.volumes] == ["secret", "config_map", "empty_dir", "empty_dir"]
+    assert s.volumes[3].empty_dir == EmptyDir("Memory", "2Gi")
+    assert TFJobSpec.from_dict(s.to_dict()) == s
+
+
+SECRET = "hunter2-do-not-print"
+
+
+@pytest.mark.parametrize("env", [
+    {"A": {"value": SECRET, "valeu": 1}},
+    {"A": {"value": [SECRET]}},
+    {"A": [SECRET]},
+    {"A": {"value": SECRET, "value_from": {"secret_key_ref": {"name": "db", "key": "k"}}}},
+    [{"name": "A", "value": SECRET, "valueFrom": {}}],
+    [{"name": "TF_CONFIG", "value": SECRET}],
+    {"1A": SECRET},
+    {"A": {"valeu": SECRET}},
+])
+def test_env_errors_never_print_the_value(env):
+    with pytest.raises(SpecError) as info:
+        TFJobSpec.from_dict({**MINIMAL, "env": env})
+    assert SECRET not in str(info.value)
+    assert all(p.field.startswith("env") and p.fix for p in info.value.problems)
 
 
 def test_tf2_layout_untracked_workers():
@@ -131,16 +203,99 @@ BAD = [
     ({"max_restarts": -1}, "max_restarts", "must be >= 0"),
     ({"image_pull_policy": "Sometimes"}, "image_pull_policy", "must be one of"),
     ({"service_account": "Bad_SA"}, "service_account", "DNS-1123 subdomain"),
-    ({"volumes": [{"name": "data", "mount_path": "/data"}]}, "volumes[0]", "exactly one of host_path or pvc"),
+    ({"volumes": [{"name": "data", "mount_path": "/data"}]}, "volumes[0]", "exactly one of host_path, pvc"),
     ({"volumes": [{"name": "data", "mount_path": "data", "host_path": "/x"}]}, "volumes[0].mount_path", "absolute"),
     ({"volumes": [{"name": "d", "mount_path": "/d", "host_path": "/x"}, {"name": "d", "mount_path": "/e", "pvc": "p"}]},
      "volumes[1].name", "duplicate volume name"),
     ({"volumes": [{"name": "d", "mount_path": "/d", "host_path": "/x", "sub_path": "../etc"}]},
      "volumes[0].sub_path", "without '..'"),
     ({"tolerations": [{"key": "a", "operator": "Maybe"}]}, "tolerations[0].operator", "Equal or Exists"),
-    ({"code": {"uri": "ftp://host/x.tgz"}}, "code.uri", "http(s):// or hdfs://"),
+    ({"code": {"uri": "ftp://host/x.tgz"}}, "code.uri", "http(s)://, hdfs://"),
     ({"code": {"uri": "https://h/x.tgz", "sha256": "abc"}}, "code.sha256", "64 hex"),
     ({"code": {"uri": "https://h/x.tgz", "entrypoint": "../run.sh"}}, "code.entrypoint", "relative path"),
+    ({"code": {"uri": "https://h/x.tgz", "entrypoint": "-c"}}, "code.entrypoint", "must not start with '-'"),
+    ({"code": {"uri": "http://h/x.tgz"}}, "code.sha256", "required for a plain http://"),
+    ({"code": {"uri": "ftp://user:s3cr3t@h/x.tgz"}}, "code.uri", "got 'ftp://***@h/x.tgz'"),
+    # numbers that are not numbers, or absurd ones: refused cheaply, never a traceback
+    ({"worker": {"replicas": math.inf}}, "worker.replicas", "must be an integer"),
+    ({"worker": {"replicas": "²"}}, "worker.replicas", "must be an integer"),
+    ({"port": "--2"}, "port", "must be an integer"),
+    ({"max_restarts": 2**64}, "max_restarts", "out of range"),
+    ({"active_deadline": math.inf}, "active_deadline", "positive duration"),
+    ({"active_deadline": math.nan}, "active_deadline", "positive duration"),
+    ({"active_deadline": 2**31}, "active_deadline", "longer than 2147483647 seconds"),
+    ({"schedule_timeout": "9" * 40 + "d"}, "schedule_timeout", "positive duration"),
+    ({"resources": {"cpu": "1e30000000"}}, "resources.cpu", "out of range"),
+    ({"resources": {"memory": "9Ei"}}, "resources.memory", "out of range"),
+    ({"resources": {"cpu": "\u0663"}}, "resources.cpu", "not a resource quantity"),
+    ({"resources": {"cpu": math.nan}}, "resources.cpu", "not a resource quantity"),
+    ({"name": math.nan}, "name", "must be a string"),
+    ({"env": {"A": math.inf}}, "env.A", "value must be a string"),
+    ({"args": ["--lr", math.inf]}, "args[1]", "must be a string"),
+    ({"nodeSelector": {"a": "b"}}, "nodeSelector", "write node_selector"),
+    # the API server's own rules, mirrored so that setup never creates half a job
+    ({"resources": {"a/b c": 1}}, "resources.a/b c", "not a valid extended resource name"),
+    ({"resources": {"requests.example.com/x": 1}}, "resources.requests.example.com/x", "starts with 'requests.'"),
+    ({"tolerations": [{"operator": "Equal", "value": "x"}]}, "tolerations[0].operator", "must be Exists when key"),
+    ({"tolerations": [{"key": "a", "operator": "Exists", "effect": "NoSchedule", "toleration_seconds": 5}]},
+     "tolerations[0].effect", "must be NoExecute"),
+    ({"tolerations": [{"key": "a b", "operator": "Exists"}]}, "tolerations[0].key", "key name"),
+    ({"tolerations": [{"key": "a", "value": "a b"}]}, "tolerations[0].value", "label value"),
+    ({"tolerations": [{"key": "a", "operator": "Exists", "effect": "NoExecute", "toleration_seconds": 2**63}]},
+     "tolerations[0].toleration_seconds", "out of range"),
+    ({"volumes": [{"name": "tfk8s-code", "mount_path": "/x", "pvc": "p"}]}, "volumes[0].name",
+     "adds to the pods itself"),
+    ({"volumes": [{"name": "d", "mount_path": "/etc/tfk8s/shards", "pvc": "p"}]}, "volumes[0].mount_path",
+     "shard assignments"),
+    ({"volumes": [{"name": "d", "mount_path": "/opt/tfk8s/code", "pvc": "p"}], "code": "https://h/x.tgz"},
+     "volumes[0].mount_path", "where code is unpacked"),
+    ({"volumes": [{"name": "d", "mount_path": "/data/../etc", "pvc": "p"}]}, "volumes[0].mount_path", "without '..'"),
+    ({"volumes": [{"name": "d", "mount_path": "/", "pvc": "p"}]}, "volumes[0].mount_path", "other than /"),
+    ({"volumes": [{"name": "d", "mount_path": "/d", "host_path": "/mnt/../etc"}]}, "volumes[0].host_path",
+     "without '..'"),
+    ({"volumes": [{"name": "d", "mount_path": "/d", "pvc": "p"}, {"name": "e", "mount_path": "/d/", "pvc": "q"}]},
+     "volumes[1].mount_path", "mounted twice"),
+    ({"code": {"uri": "https://h/x.tgz", "mount_path": "/etc/tfk8s/shards"}}, "code.mount_path", "shard assignments"),
+    ({"annotations": {"example.com/big": "x" * 300_000}}, "annotations", "more than Kubernetes' limit"),
+    # resources in Kubernetes' form: limits never below requests, extended resources equal
+    ({"resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1500m"}}}, "resources.limits.cpu",
+     "below the request '2'"),
+    ({"resources": {"requests": {"nvidia.com/gpu": 1}}}, "resources.limits.nvidia.com/gpu", "limit equal"),
+    ({"resources": {"requests": {"nvidia.com/gpu": 1}, "limits": {"nvidia.com/gpu": 2}}},
+     "resources.limits.nvidia.com/gpu", "limit equal"),
+    ({"resources": {"cpu": 1, "limits": {"cpu": 2}}}, "resources.cpu", "cannot be mixed with requests/limits"),
+    ({"resources": {"requests": {"cpu": "lots"}}}, "resources.requests.cpu", "not a resource quantity"),
+    ({"resources": {"limits": "2"}}, "resources.limits", "must be a mapping"),
+    # env from Secrets, ConfigMaps and the pod; every unknown key an error
+    ({"env": [{"name": "A", "valueFrom": {}}]}, "env[0].valueFrom", "write value_from"),
+    ({"env": [{"name": "A", "value": "x", "vaule": "y"}]}, "env[0].vaule", "did you mean 'value'?"),
+    ({"env": {"A": {"value_from": {"secret_key_ref": {"name": "db"}}}}}, "env.A.value_from.secret_key_ref.key",
+     "is required"),
+    ({"env": {"A": {"value_from": {"secret_key_ref": {"name": "Bad_Name", "key": "k"}}}}},
+     "env.A.value_from.secret_key_ref.name", "DNS-1123 subdomain"),
+    ({"env": {"A": {"value_from": {"secret_key_ref": {"name": "db", "key": "a/b"}}}}},
+     "env.A.value_from.secret_key_ref.key", "not a valid Secret/ConfigMap key"),
+    ({"env": {"A": {"value_from": {"secret_key_ref": {"name": "db", "key": "k", "optinal": True}}}}},
+     "env.A.value_from.secret_key_ref.optinal", "did you mean 'optional'?"),
+    ({"env": {"A": {"value_from": {"field_ref": {"field_path": "spec.containers"}}}}},
+     "env.A.value_from.field_ref.field_path", "not a pod field"),
+    ({"env": {"A": {"value_from": {}}}}, "env.A.value_from", "needs exactly one of"),
+    ({"env": {"A": {"value_from": {"secret_key_ref": {"name": "a", "key": "b"}, "field_ref": "metadata.name"}}}},
+     "env.A.value_from", "needs exactly one of"),
+    ({"env_from": [{"secret_ref": "db", "config_map_ref": "c"}]}, "env_from[0]", "needs exactly one of"),
+    ({"env_from": [{"secret_ref": "db", "prefix": "TFK8S_"}]}, "env_from[0].prefix", "set by tfk8s-airflow"),
+    ({"env_from": [{"secret_ref": "db", "prefix": "1X"}]}, "env_from[0].prefix", "cannot start"),
+    ({"env_from": {"secret_ref": "db"}}, "env_from", "must be a list"),
+    ({"volumes": [{"name": "c", "mount_path": "/c", "secret": "Bad_Secret"}]}, "volumes[0].secret",
+     "DNS-1123 subdomain"),
+    ({"volumes": [{"name": "c", "mount_path": "/c", "secret": "s", "pvc": "p"}]}, "volumes[0]",
+     "exactly one of"),
+    ({"volumes": [{"name": "t", "mount_path": "/t", "empty_dir": {"medium": "Disk"}}]}, "volumes[0].empty_dir.medium",
+     "must be Memory"),
+    ({"volumes": [{"name": "t", "mount_path": "/t", "empty_dir": {"size_limit": "-1Gi"}}]},
+     "volumes[0].empty_dir.size_limit", "must not be negative"),
+    ({"volumes": [{"name": "code", "mount_path": "/c", "pvc": "p"}], "code": "https://h/x.tgz"}, "volumes[0].name",
+     "would set TFK8S_CODE_DIR"),
 ]
 
 

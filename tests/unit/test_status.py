@@ -278,3 +278,11 @@ def test_default_policy_gives_stragglers_their_timeout_then_succeeds_and_stops_t
     assert waiting.state == RUNNING
     st = evaluate(pods, policy(straggler_timeout=30), T0 + 51, T0)
     assert st.state == SUCCEEDED and "stopping worker-1" in st.reason and st.stopped == ("worker-1",)
+
+
+def test_a_fetch_failure_never_repeats_the_code_uris_credentials():
+    msg = "HTTP 403 Forbidden fetching https://deploy:s3cr3t@code.example.com/algo.tgz?X-Amz-Signature=abc"
+    ps = with_init(pod("ps", 0, "Failed"), exit_code=1, message=msg)
+    st = evaluate([ps, pod("worker", 0), pod("worker", 1)], policy(), T0 + 2, T0)
+    assert st.state == FAILED and "s3cr3t" not in st.reason and "abc" not in st.reason
+    assert "https://***@code.example.com/algo.tgz?X-Amz-Signature=***" in st.reason

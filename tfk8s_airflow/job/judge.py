@@ -26,6 +26,7 @@ from tfk8s_airflow.contract import (
     LABEL_ROLE,
     is_retryable_exit,
 )
+from tfk8s_airflow.redaction import redact_text
 
 RUNNING, SUCCEEDED, FAILED = "running", "succeeded", "failed"
 IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
@@ -221,10 +222,12 @@ def _snake(name: str) -> str:
 
 
 def _short(text: Any) -> str | None:
+    """A container's termination message as a reason quotes it: cut, and URIs without credentials."""
     if not text:
         return None
     text = str(text).strip()
-    return text if len(text) <= MESSAGE_MAX else text[:MESSAGE_MAX] + " [...]"
+    text = text if len(text) <= MESSAGE_MAX else text[:MESSAGE_MAX] + " [...]"
+    return redact_text(text)
 
 
 def _int(value: Any, default: int) -> int:

@@ -32,7 +32,9 @@ from tfk8s_airflow.contract import (
     SHARDS_VOLUME,
 )
 from tfk8s_airflow.job import naming
-from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.policy import DeploymentPolicy
+from tfk8s_airflow.job.shardmap import shards_json
+from tfk8s_airflow.job.spec import CodeSource, EnvFrom, TFJobSpec, ValueFrom, Volume
 from tfk8s_airflow.job.wiring import cluster_spec, legacy_flags, tf_config_dict
 
 __all__ = ["CODE_VOLUME", "CONTAINER_NAME", "FETCH_CONTAINER", "LABEL_DAG", "LABEL_INDEX", "LABEL_JOB",
@@ -80,7 +82,8 @@ class Replica:
     image_pull_policy: str
     command: list[str] | None
     args: list[str]
-    env: list[dict[str, str]]
+    env: list[dict[str, Any]]
+    env_from: list[dict[str, Any]]
     tf_config: str | None
     labels: dict[str, str]
     annotations: dict[str, str]
@@ -92,6 +95,10 @@ class Replica:
     volume_mounts: list[dict[str, Any]]
     init_containers: list[dict[str, Any]]
     tracked: bool
+    active_deadline: int
+    pod_security_context: dict[str, Any]
+    security_context: dict[str, Any]
+    automount_service_account_token: bool
 
 
 def job_labels(spec: TFJobSpec, names: JobNames) -> dict[str, str]:
@@ -108,9 +115,17 @@ def job_labels(spec: TFJobSpec, names: JobNames) -> dict[str, str]:
     return labels
 
 
-def plan_replicas(spec: TFJobSpec, names: JobNames, shards: Mapping[str, Sequence[str]] | None = None
-                  ) -> list[Replica]:
-    """One :class:`Replica` per pod, in TF_CONFIG role order."""
+def plan_replicas(spec: TFJobSpec, names: JobNames, shards: Mapping[str, Sequence[str]] | None = None,
+                  policy: DeploymentPolicy | None = None) -> list[Replica]:
+    """One :class:`Replica` per pod, in TF_CONFIG role order.
+
+    ``policy``: the deployment's (:mod:`tfk8s_airflow.job.policy`), which decides the pods'
+    deadline when the spec sets none, their security contexts and whether they get their
+    ServiceAccount's token; by default its built-in defaults.
+    """
+    policy = policy or DeploymentPolicy()
+    pod_security, container_security, token = policy.pod_security(spec)
+    deadline = policy.active_deadline(spec)
     base_labels = job_labels(spec, names)
     cluster = cluster_spec(spec, names.service, include_evaluator=not spec.hide_evaluator)
     volumes, mounts = _volumes(spec, names, with_shards=shards is not None)
@@ -140,25 +155,25 @@ def plan_replicas(spec: TFJobSpec, names: JobNames, shards: Mapping[str, Sequenc
                 env.append({"name": c.volume_dir_env(vol.name), "value": vol.mount_path})
             if spec.code:
                 env.append({"name": c.CODE_DIR_ENV, "value": spec.code.mount_path})
-            env += [{"name": k, "value": val} for k, val in rs.env.items()]
+            env += [env_var(k, val) for k, val in rs.env.items()]
             args = list(rs.args)
             if spec.tf_wiring in ("flags", "both"):
                 args += legacy_flags(spec, names.service, rs.role, i)
             command = list(rs.command) if rs.command is not None else None
             if command is None and spec.code:
-                command = ["sh", f"{spec.code.mount_path}/{spec.code.entrypoint}"]
-            resources = {}
-            if rs.resources:
-                resources = {"requests": dict(rs.resources), "limits": dict(rs.resources)}
+                command = code_command(spec.code)
+            resources = rs.resources.to_kubernetes()
             out.append(Replica(
                 role=rs.role, index=i, pod_name=naming.pod_name(names.job, rs.role, i),
                 hostname=hostname, image=rs.image, image_pull_policy=spec.image_pull_policy,
-                command=command, args=args, env=env, tf_config=tf_config, labels=labels,
+                command=command, args=args, env=env, env_from=[env_from(e) for e in rs.env_from],
+                tf_config=tf_config, labels=labels,
                 annotations=dict(rs.annotations), resources=resources,
                 restart_policy=rs.pod_restart_policy, node_selector=dict(rs.node_selector),
                 tolerations=[dict(t) for t in rs.tolerations], volumes=volumes,
-                volume_mounts=mounts, init_containers=_init_containers(spec, rs.image),
-                tracked=rs.tracked,
+                volume_mounts=mounts, init_containers=_init_containers(spec, rs.image, container_security),
+                tracked=rs.tracked, active_deadline=deadline, pod_security_context=pod_security,
+                security_context=container_security, automount_service_account_token=token,
             ))
     return out
 
@@ -167,13 +182,7 @@ def _volumes(spec: TFJobSpec, names: JobNames, with_shards: bool) -> tuple[list[
     volumes: list[dict[str, Any]] = []
     mounts: list[dict[str, Any]] = []
     for vol in spec.volumes:
-        if vol.host_path:
-            # A read-only volume (data) must already exist; a writable one (model, logs) is created.
-            kind = "Directory" if vol.read_only else "DirectoryOrCreate"
-            volumes.append({"name": vol.name, "hostPath": {"path": vol.host_path, "type": kind}})
-        else:
-            volumes.append({"name": vol.name, "persistentVolumeClaim": {"claimName": vol.pvc,
-                                                                         "readOnly": vol.read_only}})
+        volumes.append({"name": vol.name, **volume_source(vol)})
         mount: dict[str, Any] = {"name": vol.name, "mountPath": vol.mount_path}
         if vol.read_only:
             mount["readOnly"] = True
@@ -189,7 +198,58 @@ def _volumes(spec: TFJobSpec, names: JobNames, with_shards: bool) -> tuple[list[
     return volumes, mounts
 
 
-def _init_containers(spec: TFJobSpec, image: str) -> list[dict[str, Any]]:
+def code_command(code: CodeSource) -> list[str]:
+    """How a code entrypoint runs when the spec gives no command: ``python3`` for a ``.py`` file
+    (the image's Python, as the fetcher's own), ``sh`` for anything else (``run.sh``)."""
+    path = f"{code.mount_path.rstrip('/')}/{code.entrypoint}"
+    return ["python3" if code.entrypoint.endswith(".py") else "sh", path]
+
+
+def env_var(name: str, value: str | ValueFrom) -> dict[str, Any]:
+    """One container env entry: a value, or a ``valueFrom`` the kubelet resolves (the value never passes here)."""
+    if isinstance(value, str):
+        return {"name": name, "value": value}
+    if value.source == "field_ref":
+        ref: dict[str, Any] = {"fieldRef": {"fieldPath": value.field_path}}
+    else:
+        selector: dict[str, Any] = {"name": value.name, "key": value.key}
+        if value.optional:
+            selector["optional"] = True
+        ref = {"secretKeyRef" if value.source == "secret_key_ref" else "configMapKeyRef": selector}
+    return {"name": name, "valueFrom": ref}
+
+
+def env_from(item: EnvFrom) -> dict[str, Any]:
+    """One container ``envFrom`` entry."""
+    ref: dict[str, Any] = {"name": item.name}
+    if item.optional:
+        ref["optional"] = True
+    out: dict[str, Any] = {"secretRef" if item.source == "secret_ref" else "configMapRef": ref}
+    if item.prefix:
+        out["prefix"] = item.prefix
+    return out
+
+
+def volume_source(vol: Volume) -> dict[str, Any]:
+    """The pod volume's source of one spec volume."""
+    if vol.host_path:
+        # A read-only volume (data) must already exist; a writable one (model, logs) is created.
+        return {"hostPath": {"path": vol.host_path, "type": "Directory" if vol.read_only else "DirectoryOrCreate"}}
+    if vol.pvc:
+        return {"persistentVolumeClaim": {"claimName": vol.pvc, "readOnly": vol.read_only}}
+    if vol.secret:
+        return {"secret": {"secretName": vol.secret}}
+    if vol.config_map:
+        return {"configMap": {"name": vol.config_map}}
+    empty: dict[str, Any] = {}
+    if vol.empty_dir and vol.empty_dir.medium:
+        empty["medium"] = vol.empty_dir.medium
+    if vol.empty_dir and vol.empty_dir.size_limit:
+        empty["sizeLimit"] = vol.empty_dir.size_limit
+    return {"emptyDir": empty}
+
+
+def _init_containers(spec: TFJobSpec, image: str, security: dict[str, Any]) -> list[dict[str, Any]]:
     """The code-fetch init container: seed/TonY style code delivery without an image per algorithm."""
     if not spec.code:
         return []
@@ -198,21 +258,22 @@ def _init_containers(spec: TFJobSpec, image: str) -> list[dict[str, Any]]:
             "--entrypoint", code.entrypoint]
     if code.sha256:
         args += ["--sha256", code.sha256]
-    return [{"name": FETCH_CONTAINER, "image": code.image or image,
-             "imagePullPolicy": spec.image_pull_policy, "command": ["python3"], "args": args,
-             "volumeMounts": [{"name": CODE_VOLUME, "mountPath": code.mount_path}]}]
+    container: dict[str, Any] = {"name": FETCH_CONTAINER, "image": code.image or image,
+                                 "imagePullPolicy": spec.image_pull_policy, "command": ["python3"], "args": args,
+                                 "volumeMounts": [{"name": CODE_VOLUME, "mountPath": code.mount_path}]}
+    if security:
+        container["securityContext"] = security
+    return [container]
 
 
 def pod_manifest(spec: TFJobSpec, names: JobNames, replica: Replica, *, gated: bool = False,
-                 extra_labels: Mapping[str, str] | None = None,
-                 active_deadline: int | None = None) -> dict[str, Any]:
+                 extra_labels: Mapping[str, str] | None = None) -> dict[str, Any]:
     """One replica's Pod.
 
     ``gated``: held by the scheduling gate ``tfk8s.io/gang`` (setup creates every pod of the
     job gated, then releases the gates together). ``extra_labels``: added to the replica's
     own (setup adds the provider's task-instance labels, so the replica task finds its pod).
-    ``active_deadline``: the pods' ``activeDeadlineSeconds`` when the spec sets none (the
-    deployment's default, :mod:`tfk8s_airflow.job.policy`).
+    The deployment's policy is already in the replica (:func:`plan_replicas`).
     """
     container: dict[str, Any] = {"name": CONTAINER_NAME, "image": replica.image,
                                  "imagePullPolicy": replica.image_pull_policy}
@@ -221,11 +282,15 @@ def pod_manifest(spec: TFJobSpec, names: JobNames, replica: Replica, *, gated: b
     if replica.args:
         container["args"] = replica.args
     container["env"] = replica.env
+    if replica.env_from:
+        container["envFrom"] = replica.env_from
     container["ports"] = [{"name": PORT_NAME, "containerPort": spec.port, "protocol": "TCP"}]
     if replica.resources:
         container["resources"] = replica.resources
     if replica.volume_mounts:
         container["volumeMounts"] = replica.volume_mounts
+    if replica.security_context:
+        container["securityContext"] = replica.security_context
     pod_spec: dict[str, Any] = {
         "hostname": replica.hostname,
         "subdomain": names.service,
@@ -236,9 +301,10 @@ def pod_manifest(spec: TFJobSpec, names: JobNames, replica: Replica, *, gated: b
         pod_spec["schedulingGates"] = [{"name": GANG_GATE}]
     if spec.service_account:
         pod_spec["serviceAccountName"] = spec.service_account
-    deadline = spec.active_deadline or active_deadline
-    if deadline:
-        pod_spec["activeDeadlineSeconds"] = deadline
+    pod_spec["automountServiceAccountToken"] = replica.automount_service_account_token
+    pod_spec["activeDeadlineSeconds"] = replica.active_deadline
+    if replica.pod_security_context:
+        pod_spec["securityContext"] = replica.pod_security_context
     if replica.node_selector:
         pod_spec["nodeSelector"] = replica.node_selector
     if replica.tolerations:
@@ -279,15 +345,11 @@ def configmap_manifest(spec: TFJobSpec, names: JobNames, shards: Mapping[str, Se
     }
 
 
-def shards_json(shards: Mapping[str, Sequence[str]]) -> str:
-    return json.dumps({k: list(val) for k, val in sorted(shards.items())}, indent=1)
-
-
-def job_manifests(spec: TFJobSpec, names: JobNames, shards: Mapping[str, Sequence[str]] | None = None
-                  ) -> list[dict[str, Any]]:
+def job_manifests(spec: TFJobSpec, names: JobNames, shards: Mapping[str, Sequence[str]] | None = None,
+                  policy: DeploymentPolicy | None = None) -> list[dict[str, Any]]:
     """Service, then the ConfigMap (when shards are given), then one Pod per replica."""
     objs = [service_manifest(spec, names)]
     if shards is not None:
         objs.append(configmap_manifest(spec, names, shards))
-    objs += [pod_manifest(spec, names, r) for r in plan_replicas(spec, names, shards)]
+    objs += [pod_manifest(spec, names, r) for r in plan_replicas(spec, names, shards, policy)]
     return objs

@@ -4,7 +4,14 @@ Why separate from the spec: the spec comes from DAG authors and, through ``param
 anyone allowed to trigger a DAG; these bounds come from whoever runs Airflow. They are read
 from Airflow's configuration section ``[tfk8s]`` (so ``AIRFLOW__TFK8S__<NAME>`` works) by
 :mod:`tfk8s_airflow.deployment`, or from ``TFK8S_<NAME>`` variables where there is no
-Airflow (the ``tfk8s`` CLI). This module only parses and holds them.
+Airflow (the ``tfk8s`` CLI). This module parses them (:data:`SETTINGS`), holds them, admits
+or refuses a spec (:meth:`DeploymentPolicy.problems`) and says what every pod gets from them
+(:meth:`DeploymentPolicy.pod_security`).
+
+What a spec may ask of a node is bounded here, not by the spec: the host paths it mounts
+(a hostPath of ``/`` is the node), the ServiceAccount its pods run as (and whether they get
+its token), the Secrets of the namespace it reads, and the privileges of its containers
+(none, by default: no privilege escalation, no capabilities, the runtime's seccomp profile).
 
 ``default_active_deadline``: a job whose spec sets no ``active_deadline`` still ends. Without
 it a job that landed on the wrong nodes, or whose teardown never ran, would keep its
@@ -14,42 +21,238 @@ parameter servers forever (they never exit on their own). The pods get it as
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+import os
+import posixpath
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
 
-from tfk8s_airflow.exceptions import SpecError
-from tfk8s_airflow.job.fields import parse_duration
+from tfk8s_airflow.exceptions import Problem, SpecError
+from tfk8s_airflow.job.fields import MAX_DURATION_S, parse_duration, show
+from tfk8s_airflow.pathrules import has_parent_segment
 
+if TYPE_CHECKING:
+    from tfk8s_airflow.job.spec import TFJobSpec
+
+SECTION = "tfk8s"
 #: 24 hours: long enough for a day's retraining, short enough that a forgotten job ends.
 DEFAULT_ACTIVE_DEADLINE_S = 24 * 3600
+#: Where the nodes (and the Airflow workers) mount the GlusterFS volume (``TFK8S_GLUSTER_MOUNT``).
+DEFAULT_GLUSTER_MOUNT = "/mnt/tfk8s-gluster"
+ANY = "*"
+
+
+# --------------------------------------------------------------------- reading the settings
+def _duration(raw: Any) -> int | Problem:
+    secs = parse_duration(raw)
+    if secs is None or not 0 < secs <= MAX_DURATION_S:
+        return Problem("", f"must be a positive duration such as 86400, 90m or 2d, got {show(raw)}",
+                       "correct the deployment's setting")
+    return secs
+
+
+def _path(raw: Any) -> str | Problem:
+    text = str(raw).strip()
+    if not text.startswith("/") or has_parent_segment(text):
+        return Problem("", f"must be an absolute path without '..', got {show(raw)}",
+                       "correct the deployment's setting")
+    return posixpath.normpath(text)
+
+
+def _words(raw: Any) -> list[str]:
+    items = raw if isinstance(raw, (list, tuple)) else str(raw).replace(",", " ").split()
+    return [str(x).strip() for x in items if str(x).strip()]
+
+
+def _host_paths(raw: Any) -> tuple[str, ...] | Problem:
+    out = []
+    for word in _words(raw):
+        path = _path(word)
+        if isinstance(path, Problem):
+            return path
+        if path == "/":
+            return Problem("", "/ would let every job mount the node's whole file system",
+                           "list the directories jobs may mount, e.g. /mnt/tfk8s-gluster")
+        out.append(path)
+    return tuple(out)
+
+
+def _names(raw: Any) -> tuple[str, ...]:
+    return tuple(_words(raw))
+
+
+def _bool(raw: Any) -> bool | Problem:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    return Problem("", f"must be true or false, got {show(raw)}", "correct the deployment's setting")
+
+
+def setting(doc: str, default: str, parse: Callable[[Any], Any]) -> dict[str, Any]:
+    """Metadata of a policy field that is a deployment setting: its doc and default as docs show
+    them, and the function that reads its raw value (returning a Problem when it cannot)."""
+    return {"doc": doc, "default": default, "parse": parse}
 
 
 @dataclass(frozen=True)
 class DeploymentPolicy:
-    """The deployment's bounds on every job."""
+    """The deployment's bounds on every job; each field is a setting of ``[tfk8s]``."""
 
-    default_active_deadline: int = DEFAULT_ACTIVE_DEADLINE_S
+    default_active_deadline: int = field(default=DEFAULT_ACTIVE_DEADLINE_S, metadata=setting(
+        "the pods' activeDeadlineSeconds when the spec sets no active_deadline (a duration)", "86400 (24 h)",
+        _duration))
+    gluster_mount: str = field(default=DEFAULT_GLUSTER_MOUNT, metadata=setting(
+        "where the nodes mount the GlusterFS volume; a default allowed host path", DEFAULT_GLUSTER_MOUNT, _path))
+    root: str = field(default="", metadata=setting(
+        "the DAGs' data and model root (`TFK8S_ROOT`); also a default allowed host path when set", "unset", _path))
+    allowed_host_paths: tuple[str, ...] = field(default=(), metadata=setting(
+        "host paths a volume may mount, the paths and everything under them (comma-separated); never /",
+        "gluster_mount and root", _host_paths))
+    allowed_service_accounts: tuple[str, ...] = field(default=(), metadata=setting(
+        "ServiceAccounts a spec may name (comma-separated, or *)", "none: the namespace's default only", _names))
+    allow_service_account_token: bool = field(default=False, metadata=setting(
+        "whether a spec may ask for automount_service_account_token: true", "false", _bool))
+    allowed_secrets: tuple[str, ...] = field(default=(), metadata=setting(
+        "Secrets of the job's namespace a spec may read through env, env_from and volumes "
+        "(comma-separated, or *)", "none", _names))
+    restricted_security_context: bool = field(default=True, metadata=setting(
+        "every container without privilege escalation, with all capabilities dropped and the "
+        "RuntimeDefault seccomp profile", "true", _bool))
+    run_as_non_root: bool = field(default=False, metadata=setting(
+        "every pod with runAsNonRoot: true (the kubelet refuses images that run as root)", "false", _bool))
 
+    def __post_init__(self) -> None:
+        if not self.allowed_host_paths:  # the default: the volume and the DAGs' root
+            roots = tuple(dict.fromkeys(p for p in (self.gluster_mount, self.root) if p))
+            object.__setattr__(self, "allowed_host_paths", roots)
+
+    # ----------------------------------------------------------------- reading
     @classmethod
     def from_settings(cls, get: Callable[[str], Any]) -> DeploymentPolicy:
-        """From a lookup ``get(name) -> value or None`` (Airflow config, or the environment)."""
-        raw = get("default_active_deadline")
-        deadline = DEFAULT_ACTIVE_DEADLINE_S
-        if raw not in (None, ""):
-            secs = parse_duration(raw)
-            if secs is None or secs <= 0:
-                raise SpecError(f"[tfk8s] default_active_deadline must be a positive duration such as 86400, "
-                                f"90m or 2d, got {raw!r} (fix: correct the deployment's setting)",
-                                field="default_active_deadline")
-            deadline = secs
-        return cls(default_active_deadline=deadline)
+        """From a lookup ``get(name) -> value or None`` (Airflow config, or the environment).
+
+        Every setting is checked; a bad one is a SpecError naming ``[tfk8s] <name>``.
+        """
+        values: dict[str, Any] = {}
+        problems: list[Problem] = []
+        for f in fields(cls):
+            raw = get(f.name)
+            if raw is None or (isinstance(raw, str) and not raw.strip()):
+                continue
+            value = f.metadata["parse"](raw)
+            if isinstance(value, Problem):
+                problems.append(Problem(f"[{SECTION}] {f.name}", value.message, value.fix))
+            else:
+                values[f.name] = value
+        if problems:
+            raise SpecError(problems)
+        return cls(**values)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> DeploymentPolicy:
-        """From ``TFK8S_<NAME>`` variables (``TFK8S_DEFAULT_ACTIVE_DEADLINE``)."""
+        """From ``TFK8S_<NAME>`` variables (``TFK8S_ALLOWED_HOST_PATHS``...)."""
         return cls.from_settings(lambda name: env.get(f"TFK8S_{name.upper()}"))
 
+    # ----------------------------------------------------------------- deciding
     def active_deadline(self, spec: Any) -> int:
         """The job's deadline in seconds: the spec's, else the deployment's default."""
         return int(spec.active_deadline or self.default_active_deadline)
+
+    def problems(self, spec: TFJobSpec, realpath: Callable[[str], str] = os.path.realpath) -> list[Problem]:
+        """Why the deployment refuses the spec; [] when it admits it.
+
+        Each problem names the spec's field and the setting that would admit it. Host paths
+        are also resolved on this machine (``realpath``): the Airflow workers mount the same
+        GlusterFS volume, so a symbolic link that a job left on it, pointing out of the
+        allowed paths, is seen here too.
+        """
+        out: list[Problem] = []
+        roots = self.allowed_host_paths
+        shown = ", ".join(roots) or "none"
+        for i, vol in enumerate(spec.volumes):
+            if not vol.host_path:
+                continue
+            fld, path = f"volumes[{i}].host_path", posixpath.normpath(vol.host_path)
+            fix = ("use a path under them, or an administrator adds it to [tfk8s] allowed_host_paths "
+                   "(TFK8S_ALLOWED_HOST_PATHS for the tfk8s command)")
+            if path == "/":
+                out.append(Problem(fld, f"/ is the node's whole file system; the allowed host paths are {shown}",
+                                   "use a path under them"))
+            elif not _under(path, roots):
+                out.append(Problem(fld, f"{show(vol.host_path)} is outside the allowed host paths {shown}", fix))
+            else:
+                real = posixpath.normpath(realpath(path))
+                if real != path and not _under(real, roots) and not _under(real, [realpath(r) for r in roots]):
+                    out.append(Problem(fld, f"{show(vol.host_path)} resolves (through a symbolic link) to "
+                                            f"{show(real)}, outside the allowed host paths {shown}",
+                                       "remove the link, or use the directory it should be"))
+        account = spec.service_account
+        if account and account != "default" and not _allowed(account, self.allowed_service_accounts):
+            out.append(Problem("service_account", f"{account} is not among the allowed ServiceAccounts "
+                                                  f"({', '.join(self.allowed_service_accounts) or 'none'}: only "
+                                                  "the namespace's default)",
+                               "remove service_account, or an administrator adds it to "
+                               "[tfk8s] allowed_service_accounts"))
+        if spec.automount_service_account_token and not self.allow_service_account_token:
+            out.append(Problem("automount_service_account_token",
+                               "the deployment does not give pods their ServiceAccount's API token",
+                               "remove it, or an administrator sets [tfk8s] allow_service_account_token = true"))
+        for fld, secret in secret_references(spec):
+            if not _allowed(secret, self.allowed_secrets):
+                out.append(Problem(fld, f"Secret {secret} is not among the allowed secrets "
+                                        f"({', '.join(self.allowed_secrets) or 'none'})",
+                                   "an administrator adds it to [tfk8s] allowed_secrets (or * for every Secret "
+                                   "of the namespace)"))
+        return out
+
+    def admit(self, spec: TFJobSpec) -> TFJobSpec:
+        """The spec, when the deployment admits it; SpecError listing every refusal otherwise."""
+        problems = self.problems(spec)
+        if problems:
+            raise SpecError(problems)
+        return spec
+
+    def pod_security(self, spec: TFJobSpec) -> tuple[dict[str, Any], dict[str, Any], bool]:
+        """(the pod's securityContext, every container's securityContext, automountServiceAccountToken)."""
+        pod: dict[str, Any] = {}
+        container: dict[str, Any] = {}
+        if self.run_as_non_root:
+            pod["runAsNonRoot"] = True
+        if self.restricted_security_context:
+            pod["seccompProfile"] = {"type": "RuntimeDefault"}
+            container = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+        token = bool(spec.automount_service_account_token and self.allow_service_account_token)
+        return pod, container, token
+
+
+def secret_references(spec: TFJobSpec) -> Iterator[tuple[str, str]]:
+    """(spec field, Secret name) for every Secret the job's pods would read."""
+    for i, vol in enumerate(spec.volumes):
+        if vol.secret:
+            yield f"volumes[{i}].secret", vol.secret
+    yield from _env_secrets(spec.env, spec.env_from, "", {}, ())
+    for role, rs in spec.roles.items():
+        yield from _env_secrets(rs.env, rs.env_from, f"{role}.", spec.env, spec.env_from)
+
+
+def _env_secrets(env: Mapping[str, Any], env_from: tuple, prefix: str, job_env: Mapping[str, Any],
+                 job_env_from: tuple) -> Iterator[tuple[str, str]]:
+    for name, value in env.items():
+        if getattr(value, "source", None) == "secret_key_ref" and job_env.get(name) != value:
+            yield f"{prefix}env.{name}.value_from.secret_key_ref.name", value.name
+    own = env_from[len(job_env_from):] if prefix else env_from
+    for i, item in enumerate(own):
+        if item.source == "secret_ref":
+            yield f"{prefix}env_from[{i}].secret_ref", item.name
+
+
+def _under(path: str, roots: tuple[str, ...] | list[str]) -> bool:
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
+
+
+def _allowed(name: str, allowed: tuple[str, ...]) -> bool:
+    return ANY in allowed or name in allowed

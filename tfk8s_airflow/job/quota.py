@@ -2,8 +2,11 @@
 
 Why before any pod: a job that exceeds its quota gets some pods admitted and the
 rest refused, and the admitted ones wait forever for peers (TFJob #948, #1264:
-partial starts deadlock). Summing the job's requests against every quota's
-remaining headroom fails it up front, with the numbers.
+partial starts deadlock). Summing the job's requests and limits against every quota's
+remaining headroom fails it up front, with the numbers. As the quota admission does:
+``requests.<r>`` and the bare ``cpu``/``memory``/``ephemeral-storage`` count requests,
+``limits.<r>`` counts limits, and a quota on cpu or memory refuses any pod that does not
+say its amount.
 """
 
 from __future__ import annotations
@@ -11,20 +14,30 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from tfk8s_airflow.job.fields import quantity_to_float
+from tfk8s_airflow.job.quantity import STANDARD_RESOURCES, quantity_to_float
 from tfk8s_airflow.job.spec import TFJobSpec
+
+#: Quota resources a pod must state (in requests, or in limits) to be admitted at all.
+_MUST_STATE = {"cpu": "requests", "memory": "requests", "requests.cpu": "requests", "requests.memory": "requests",
+               "limits.cpu": "limits", "limits.memory": "limits"}
 
 
 def job_requests(spec: TFJobSpec) -> dict[str, float]:
-    """Total requests of the job in base units, keyed by quota resource name."""
+    """Total requests and limits of the job in base units, keyed by quota resource name."""
     total: dict[str, float] = {"pods": float(spec.total_replicas)}
+
+    def add(key: str, amount: float) -> None:
+        total[key] = total.get(key, 0.0) + amount
+
     for rs in spec.active_roles:
-        for name, qty in rs.resources.items():
+        for name, qty in rs.resources.requests.items():
             amount = quantity_to_float(qty) * rs.replicas
-            for key in (f"requests.{name}", f"limits.{name}") if "/" not in name else (f"requests.{name}",):
-                total[key] = total.get(key, 0.0) + amount
-            if name in ("cpu", "memory", "ephemeral-storage"):
-                total[name] = total.get(name, 0.0) + amount
+            add(f"requests.{name}", amount)
+            if name in STANDARD_RESOURCES:
+                add(name, amount)
+        for name, qty in rs.resources.limits.items():
+            if "/" not in name:  # extended resources have no limits.* quota
+                add(f"limits.{name}", quantity_to_float(qty) * rs.replicas)
     total["count/pods"] = total["pods"]
     return total
 
@@ -32,8 +45,6 @@ def job_requests(spec: TFJobSpec) -> dict[str, float]:
 def _fmt(resource: str, value: float) -> str:
     if "memory" in resource or "storage" in resource:
         return f"{value / 2**30:.2f}Gi"
-    if "cpu" in resource:
-        return f"{value:g}"
     return f"{value:g}"
 
 
@@ -46,14 +57,14 @@ def check(spec: TFJobSpec, quotas: Iterable[Any]) -> list[str]:
         hard: Mapping[str, str] = _field(quota, "status", "hard") or _field(quota, "spec", "hard") or {}
         used: Mapping[str, str] = _field(quota, "status", "used") or {}
         for resource, limit in hard.items():
-            if resource not in need and not _requires_request(resource):
+            if resource in _MUST_STATE:
+                missing = _unstated(spec, resource)
+                if missing:
+                    problems.append(_unstated_problem(name, resource, missing))
+                    continue
+            if resource not in need:
                 continue
-            requested = need.get(resource, 0.0)
-            if requested == 0.0 and _requires_request(resource):
-                base = resource.split(".", 1)[-1]
-                problems.append(f"ResourceQuota {name} limits {resource}, so every pod must request "
-                                f"{base}: set resources.{base} in the spec")
-                continue
+            requested = need[resource]
             remaining = quantity_to_float(limit) - quantity_to_float(used.get(resource, "0"))
             if requested > remaining + 1e-9:
                 problems.append(f"ResourceQuota {name}: {resource} requested {_fmt(resource, requested)}, "
@@ -62,8 +73,21 @@ def check(spec: TFJobSpec, quotas: Iterable[Any]) -> list[str]:
     return problems
 
 
-def _requires_request(resource: str) -> bool:
-    return resource in ("cpu", "memory", "requests.cpu", "requests.memory", "limits.cpu", "limits.memory")
+def _unstated(spec: TFJobSpec, resource: str) -> list[str]:
+    """Active roles whose pods do not state the quota resource (as the admission requires)."""
+    base = resource.split(".", 1)[-1]
+    part = _MUST_STATE[resource]
+    return [rs.role for rs in spec.active_roles if base not in getattr(rs.resources, part)]
+
+
+def _unstated_problem(quota: str, resource: str, roles: list[str]) -> str:
+    base = resource.split(".", 1)[-1]
+    where = " and ".join(roles)
+    if _MUST_STATE[resource] == "limits":
+        return (f"ResourceQuota {quota} limits {resource}, so every pod must set a {base} limit (the {where} "
+                f"pods set none): set resources.{base} or resources.limits.{base} in the spec")
+    return (f"ResourceQuota {quota} limits {resource}, so every pod must request {base} (the {where} pods do "
+            f"not): set resources.{base} in the spec")
 
 
 def _field(obj: Any, *path: str) -> Any:

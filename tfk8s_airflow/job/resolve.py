@@ -16,13 +16,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from tfk8s_airflow.contract import LOGS_VOLUME, MODEL_VOLUME
 from tfk8s_airflow.exceptions import Problem, SpecError
 from tfk8s_airflow.job import naming
+from tfk8s_airflow.job.document import load_yaml
 from tfk8s_airflow.job.judge import JobPolicy
 from tfk8s_airflow.job.objects import JobNames, Replica
+from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.records import JobRecord, ReplicaRef
 from tfk8s_airflow.job.recovery import RecoveryPolicy
 from tfk8s_airflow.job.spec import DEFAULT_MAX_REPLICAS, TFJobSpec
@@ -34,8 +34,8 @@ def as_spec_input(spec: Any) -> Any:
 
 
 def resolve_spec(value: Any, *, base_dir: str | None = None, max_replicas: int | None = None,
-                 overrides: Mapping[str, Any] | None = None) -> TFJobSpec:
-    """Any accepted form of a spec, validated. Raises SpecError."""
+                 overrides: Mapping[str, Any] | None = None, policy: DeploymentPolicy | None = None) -> TFJobSpec:
+    """Any accepted form of a spec, validated, and admitted by ``policy`` when given. Raises SpecError."""
     if max_replicas is None:
         max_replicas = int(os.environ.get("TFK8S_MAX_REPLICAS", DEFAULT_MAX_REPLICAS))
     if isinstance(value, TFJobSpec):
@@ -49,18 +49,15 @@ def resolve_spec(value: Any, *, base_dir: str | None = None, max_replicas: int |
             if not path.is_file():
                 raise SpecError(Problem("spec", f"spec file {path} does not exist",
                                         "give an absolute path or one relative to the DAG file"))
-            return TFJobSpec.from_file(path, max_replicas=max_replicas, overrides=_flatten(overrides))
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise SpecError(Problem("spec", f"the rendered spec is not YAML/JSON: {exc}",
-                                    "check the template that produces it")) from exc
+            return TFJobSpec.from_file(path, max_replicas=max_replicas, overrides=_flatten(overrides),
+                                       policy=policy)
+        data = load_yaml(text, "spec")
     else:
         data = value
     if not isinstance(data, Mapping):
         raise SpecError(Problem("spec", f"must be a mapping, got {type(data).__name__}",
                                 "pass a TFJobSpec, a dict, or a YAML/JSON file path"))
-    return TFJobSpec.from_dict(data, max_replicas=max_replicas, overrides=_flatten(overrides))
+    return TFJobSpec.from_dict(data, max_replicas=max_replicas, overrides=_flatten(overrides), policy=policy)
 
 
 def _flatten(overrides: Mapping[str, Any] | None, prefix: str = "") -> list[str]:

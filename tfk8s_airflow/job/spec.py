@@ -2,28 +2,34 @@
 
 Why frozen and separate from Airflow: the same spec arrives from Python, a YAML
 file, a UI parameter form or ``dag_run.conf``; it is validated once, before any
-object exists in a cluster, and then only read. Parsing collects every problem
-(see :mod:`tfk8s_airflow.job.fields`) instead of stopping at the first, so a user
-fixes a spec in one round trip. ``to_dict`` round-trips through ``from_dict`` so a
-spec can travel through XCom.
+object exists in a cluster, and then only read. Parsing (:mod:`tfk8s_airflow.job.parse`)
+collects every problem instead of stopping at the first, so a user fixes a spec in one
+round trip. ``to_dict`` round-trips through ``from_dict`` so a spec can travel through XCom.
+
+The spec's fields are written once, here: every dataclass field with ``key()`` metadata is
+a key of the spec document. The parser's list of known keys, ``to_dict`` and the field
+table of docs/spec.md are all derived from these declarations.
 """
 
 from __future__ import annotations
 
-import copy
-import json
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
+from tfk8s_airflow.contract import DEFAULT_CODE_DIR
+from tfk8s_airflow.job.document import apply_overrides, load_spec_file
 
-from tfk8s_airflow.contract import DEFAULT_CODE_DIR, DEFAULT_PORT, ENV_PREFIX, RESERVED_ENV
-from tfk8s_airflow.exceptions import Problem, SpecError
-from tfk8s_airflow.job import fields as v
-from tfk8s_airflow.pathrules import is_safe_relative
+if TYPE_CHECKING:
+    from tfk8s_airflow.job.policy import DeploymentPolicy
+
+__all__ = ["ROLES", "DEFAULT_MAX_REPLICAS", "WIRINGS", "SUCCESS_POLICIES", "RESTART_POLICIES", "PULL_POLICIES",
+           "SPEC_KEYS", "ROLE_KEYS", "VALUE_SOURCES", "ENV_FROM_SOURCES", "VOLUME_KINDS", "ValueFrom",
+           "EnvFrom", "EmptyDir", "Resources", "Volume", "CodeSource", "RoleSpec", "TFJobSpec", "key", "spec_fields",
+           "plain", "apply_overrides", "load_spec_file"]
 
 #: Role names in TF_CONFIG order (TFJob sorts cluster keys the same way).
 ROLES = ("chief", "evaluator", "ps", "worker")
@@ -33,32 +39,122 @@ SUCCESS_POLICIES = ("default", "all_workers")
 RESTART_POLICIES = ("Never", "OnFailure", "ExitCode")
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 
-_TOP_KEYS = {
-    "name", "namespace", "image", "image_pull_policy", "command", "args", "env",
-    "resources", "node_selector", "tolerations", "port", "tf_wiring",
-    "success_policy", "restart_policy", "max_restarts", "schedule_timeout",
-    "startup_timeout", "active_deadline", "labels", "annotations",
-    "service_account", "volumes", "hide_evaluator", "code", *ROLES,
-}
-_ROLE_KEYS = {
-    "replicas", "image", "command", "args", "env", "resources", "node_selector",
-    "tolerations", "restart_policy", "tracked", "annotations",
-}
-_VOLUME_KEYS = {"name", "mount_path", "host_path", "pvc", "read_only", "sub_path"}
-_CODE_KEYS = {"uri", "entrypoint", "sha256", "image", "mount_path"}
+#: How a role block treats a job-wide key: replaces the job's value, or adds to it.
+OVERRIDE, MERGE = "override", "merge"
+
+
+def key(doc: str, *, role: str | None = None, default: str = "") -> dict[str, str]:
+    """Metadata of a dataclass field that is a key of the spec document.
+
+    ``doc``: the one line docs/spec.md's field table shows; ``role``: whether a role block
+    may set the key too (``override`` replaces the job-wide value, ``merge`` adds to it);
+    ``default``: the default as the table shows it.
+    """
+    meta = {"doc": doc, "default": default}
+    if role:
+        meta["role"] = role
+    return meta
+
+
+def spec_fields(cls: type) -> tuple[dataclasses.Field, ...]:
+    """The fields of a spec dataclass that are keys of the spec document, in declaration order."""
+    return tuple(f for f in dataclasses.fields(cls) if "doc" in f.metadata)
+
+
+def plain(value: Any) -> Any:
+    """A spec value as plain data (lists, dicts, scalars) for ``to_dict``."""
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    if isinstance(value, Mapping):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return [plain(v) for v in value]
+    return value
+
+
+def _empty(value: Any) -> bool:
+    """Left out of ``to_dict``: None, empty text, empty collections and empty Resources."""
+    return value is None or (not isinstance(value, (bool, int)) and not value)
 
 
 def _frozen_map(data: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return MappingProxyType(dict(data or {}))
 
 
+#: Where an env value may come from (``value_from``): a Secret's key, a ConfigMap's key, a pod field.
+VALUE_SOURCES = ("secret_key_ref", "config_map_key_ref", "field_ref")
+#: What ``env_from`` may import whole: a Secret or a ConfigMap.
+ENV_FROM_SOURCES = ("secret_ref", "config_map_ref")
+#: The kinds of volume a spec may mount (exactly one per volume).
+VOLUME_KINDS = ("host_path", "pvc", "secret", "config_map", "empty_dir")
+
+
+@dataclass(frozen=True)
+class ValueFrom:
+    """An environment variable's value taken from a Secret, a ConfigMap or the pod (``value_from``).
+
+    The value itself never passes through tfk8s-airflow: the kubelet reads it when the
+    container starts, so it is in no XCom, log or rendered manifest.
+    """
+
+    source: str  # one of VALUE_SOURCES
+    name: str = ""  # the Secret or ConfigMap
+    key: str = ""  # its key
+    field_path: str = ""  # field_ref: metadata.name, status.podIP, metadata.labels['x'] ...
+    optional: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.source == "field_ref":
+            ref: dict[str, Any] = {"field_path": self.field_path}
+        else:
+            ref = {"name": self.name, "key": self.key}
+            if self.optional:
+                ref["optional"] = True
+        return {"value_from": {self.source: ref}}
+
+
+@dataclass(frozen=True)
+class EnvFrom:
+    """Every key of a Secret or ConfigMap as an environment variable (``env_from``), optionally prefixed."""
+
+    source: str  # one of ENV_FROM_SOURCES
+    name: str
+    prefix: str = ""
+    optional: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        ref: dict[str, Any] = {"name": self.name}
+        if self.optional:
+            ref["optional"] = True
+        out: dict[str, Any] = {self.source: ref}
+        if self.prefix:
+            out["prefix"] = self.prefix
+        return out
+
+
+@dataclass(frozen=True)
+class EmptyDir:
+    """A scratch directory that lives as long as the pod; ``medium: Memory`` for a tmpfs."""
+
+    medium: str = ""
+    size_limit: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.medium:
+            out["medium"] = self.medium
+        if self.size_limit:
+            out["size_limit"] = self.size_limit
+        return out
+
+
 @dataclass(frozen=True)
 class Volume:
-    """A named mount (data, logs, model...) backed by a hostPath or a PVC.
+    """A named mount (data, logs, model, credentials...): exactly one of :data:`VOLUME_KINDS`.
 
-    GlusterFS reaches pods through these: the in-tree ``glusterfs`` volume was
-    removed in Kubernetes 1.26, so a node-mounted volume (hostPath) or a PVC of a
-    CSI driver stands in for it.
+    GlusterFS reaches pods through a hostPath (the node mounts it) or a PVC of a CSI driver:
+    the in-tree ``glusterfs`` volume was removed in Kubernetes 1.26. ``secret`` and
+    ``config_map`` mount a Secret's or ConfigMap's keys as files; ``empty_dir`` is scratch space.
     """
 
     name: str
@@ -67,12 +163,21 @@ class Volume:
     pvc: str | None = None
     read_only: bool = False
     sub_path: str | None = None
+    secret: str | None = None
+    config_map: str | None = None
+    empty_dir: EmptyDir | None = None
+
+    @property
+    def kind(self) -> str:
+        return next((k for k in VOLUME_KINDS if getattr(self, k) is not None), "")
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "mount_path": self.mount_path}
-        for key in ("host_path", "pvc", "sub_path"):
-            if getattr(self, key) is not None:
-                out[key] = getattr(self, key)
+        for name in ("host_path", "pvc", "secret", "config_map", "sub_path"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        if self.empty_dir is not None:
+            out["empty_dir"] = self.empty_dir.to_dict()
         if self.read_only:
             out["read_only"] = True
         return out
@@ -99,20 +204,67 @@ class CodeSource:
 
 
 @dataclass(frozen=True)
+class Resources:
+    """A container's requests and limits (``resources:`` in either of its two forms).
+
+    The short form ``{cpu: 2, memory: 4Gi}`` means requests = limits; Kubernetes' own form
+    ``{requests: {...}, limits: {...}}`` may request less than it limits. A resource given only
+    a limit is requested at the limit, as the API server defaults it.
+    """
+
+    requests: Mapping[str, str] = field(default_factory=dict)
+    limits: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "requests", _frozen_map(self.requests))
+        object.__setattr__(self, "limits", _frozen_map(self.limits))
+
+    def __bool__(self) -> bool:
+        return bool(self.requests or self.limits)
+
+    def to_dict(self) -> dict[str, Any]:
+        if dict(self.requests) == dict(self.limits):
+            return dict(self.requests)
+        out: dict[str, Any] = {}
+        if self.requests:
+            out["requests"] = dict(self.requests)
+        if self.limits:
+            out["limits"] = dict(self.limits)
+        return out
+
+    def to_kubernetes(self) -> dict[str, dict[str, str]]:
+        """The container's ``resources``: requests and limits, each only when not empty."""
+        out = {}
+        if self.requests:
+            out["requests"] = dict(self.requests)
+        if self.limits:
+            out["limits"] = dict(self.limits)
+        return out
+
+
+@dataclass(frozen=True)
 class RoleSpec:
-    """One role's replicas and its overrides of the job-wide settings (already merged)."""
+    """One role's replicas and its overrides of the job-wide settings (already merged).
+
+    Its keys are ``replicas`` and ``tracked`` (declared here) and every job-wide key declared
+    with ``role=`` (see :data:`ROLE_KEYS`).
+    """
 
     role: str
-    replicas: int
+    replicas: int = field(metadata=key("replicas of the role: `worker` >= 1, `chief` and `evaluator` 0 or 1, "
+                                       "`ps` >= 0", default="1 (ps: 0)"))
     image: str
     command: tuple[str, ...] | None
     args: tuple[str, ...]
-    env: Mapping[str, str]
-    resources: Mapping[str, str]
+    env: Mapping[str, str | ValueFrom]
+    env_from: tuple[EnvFrom, ...]
+    resources: Resources
     node_selector: Mapping[str, str]
     tolerations: tuple[Mapping[str, Any], ...]
     restart_policy: str
-    tracked: bool
+    tracked: bool = field(metadata=key(
+        "whether the replicas' outcome counts for the job's success; a PS is never tracked",
+        default="true (ps: false)"))
     annotations: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -120,46 +272,96 @@ class RoleSpec:
         """ExitCode is judged by the sensor; in place restarts need OnFailure."""
         return "OnFailure" if self.restart_policy == "ExitCode" else self.restart_policy
 
+    def to_dict(self, job: TFJobSpec) -> dict[str, Any]:
+        """The role block: its own keys, and the job-wide ones where this role differs."""
+        out: dict[str, Any] = {}
+        for name in ROLE_KEYS:
+            value = getattr(self, name)
+            how = _JOB_ROLE_KEYS.get(name)
+            if how is None:
+                out[name] = plain(value)
+                continue
+            job_value = getattr(job, name)
+            if how == MERGE:
+                if isinstance(value, Mapping):
+                    extra: Any = {k: v for k, v in value.items() if job_value.get(k) != v}
+                else:  # a list: the role's items follow the job's
+                    extra = value[len(job_value):]
+                if extra:
+                    out[name] = plain(extra)
+            elif value != job_value and value is not None:
+                out[name] = plain(value)
+        return out
+
 
 @dataclass(frozen=True)
 class TFJobSpec:
     """A validated distributed TensorFlow job. Build with :meth:`from_dict`."""
 
-    name: str
-    namespace: str
-    image: str
-    image_pull_policy: str
-    command: tuple[str, ...] | None
-    args: tuple[str, ...]
-    env: Mapping[str, str]
-    resources: Mapping[str, str]
-    port: int
-    tf_wiring: str
-    success_policy: str
-    restart_policy: str
-    max_restarts: int
-    schedule_timeout: int
-    startup_timeout: int
-    active_deadline: int | None
-    labels: Mapping[str, str]
-    annotations: Mapping[str, str]
-    service_account: str | None
-    volumes: tuple[Volume, ...]
-    hide_evaluator: bool
-    roles: Mapping[str, RoleSpec]
-    code: CodeSource | None = None
-    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    name: str = field(metadata=key("required; a DNS-1123 label, the readable part of every object's name"))
+    namespace: str = field(metadata=key("the job's namespace", default="default"))
+    image: str = field(metadata=key("the training image (required here or in every role)", role=OVERRIDE))
+    image_pull_policy: str = field(metadata=key("Always, IfNotPresent or Never", default="IfNotPresent"))
+    command: tuple[str, ...] | None = field(metadata=key(
+        "the container's command, a list; default: the image's entrypoint (or the code's, with `code`)",
+        role=OVERRIDE))
+    args: tuple[str, ...] = field(metadata=key("the container's arguments, a list", role=OVERRIDE))
+    env: Mapping[str, str | ValueFrom] = field(metadata=key(
+        "environment variables `NAME: value` or `NAME: {value_from: {secret_key_ref: {name, key}}}` "
+        "(also config_map_key_ref, field_ref); `TF_CONFIG` and `TFK8S_*` are reserved", role=MERGE))
+    env_from: tuple[EnvFrom, ...] = field(metadata=key(
+        "`[{secret_ref: NAME, prefix: DB_}]` or `config_map_ref`: every key of a Secret or ConfigMap "
+        "as a variable", role=MERGE))
+    resources: Resources = field(metadata=key(
+        "`{cpu: 2, memory: 4Gi, nvidia.com/gpu: 1}` (requests = limits) or `{requests: {...}, limits: {...}}`",
+        role=OVERRIDE))
+    node_selector: Mapping[str, str] = field(metadata=key("node labels the pods must match", role=OVERRIDE))
+    tolerations: tuple[Mapping[str, Any], ...] = field(metadata=key(
+        "`[{key, operator: Equal|Exists, value, effect, toleration_seconds}]`", role=OVERRIDE))
+    port: int = field(metadata=key("every replica's TensorFlow server port", default="2222"))
+    tf_wiring: str = field(metadata=key(
+        "tf_config (`TF_CONFIG`), flags (`--ps_hosts ...`) or both", default="tf_config"))
+    success_policy: str = field(metadata=key(
+        "default (the chief, else worker 0) or all_workers", default="default"))
+    restart_policy: str = field(metadata=key(
+        "Never, OnFailure or ExitCode (1-127 permanent, >= 128 retried); a PS must use Never",
+        role=OVERRIDE, default="OnFailure (ps: Never)"))
+    max_restarts: int = field(metadata=key("restart budget per replica", default="3"))
+    schedule_timeout: int = field(metadata=key(
+        "a pod Unschedulable this long fails the job (a duration)", default="5m"))
+    startup_timeout: int = field(metadata=key(
+        "a pod not Running this long (image pull...) fails the job (a duration)", default="10m"))
+    active_deadline: int | None = field(metadata=key(
+        "the whole job's deadline (a duration), also the pods' activeDeadlineSeconds",
+        default="the deployment's default_active_deadline"))
+    labels: Mapping[str, str] = field(metadata=key("labels of every object; `tfk8s.io/` is reserved"))
+    annotations: Mapping[str, str] = field(metadata=key("annotations of every pod", role=MERGE))
+    service_account: str | None = field(metadata=key(
+        "the pods' ServiceAccount; the deployment's allowed_service_accounts bound it",
+        default="the namespace's default"))
+    automount_service_account_token: bool = field(metadata=key(
+        "give the pods their ServiceAccount's API token; the deployment's allow_service_account_token must allow it",
+        default="false"))
+    volumes: tuple[Volume, ...] = field(metadata=key(
+        "`[{name, mount_path, host_path | pvc | secret | config_map | empty_dir, read_only, sub_path}]`"))
+    hide_evaluator: bool = field(metadata=key("keep the evaluator out of every replica's cluster", default="false"))
+    code: CodeSource | None = field(metadata=key(
+        "`{uri, entrypoint, sha256, image, mount_path}`: code fetched before the container starts"))
+    roles: Mapping[str, RoleSpec] = field(default_factory=dict)
 
     # ----------------------------------------------------------------- loading
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, max_replicas: int = DEFAULT_MAX_REPLICAS,
-                  overrides: Iterable[str] = ()) -> TFJobSpec:
-        """Validate and freeze. Raises :class:`SpecError` listing every problem."""
-        if not isinstance(data, Mapping):
-            raise SpecError(Problem("spec", f"must be a mapping, got {type(data).__name__}",
-                                    "write the spec as a YAML/JSON object with name, image, worker..."))
-        data = apply_overrides(data, overrides)
-        return _Parser(data, max_replicas).parse()
+                  overrides: Iterable[str] = (), policy: DeploymentPolicy | None = None) -> TFJobSpec:
+        """Validate and freeze. Raises :class:`SpecError` listing every problem.
+
+        With ``policy`` (the deployment's), a valid spec must also be one the deployment
+        admits (host paths, ServiceAccount, token, Secrets); without, only the spec is checked.
+        """
+        from tfk8s_airflow.job.parse import parse_spec  # the parser builds the classes of this module
+
+        spec = parse_spec(data, max_replicas=max_replicas, overrides=overrides)
+        return policy.admit(spec) if policy is not None else spec
 
     @classmethod
     def from_file(cls, path: str | Path, **kwargs: Any) -> TFJobSpec:
@@ -197,531 +399,19 @@ class TFJobSpec:
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as plain data; ``TFJobSpec.from_dict(s.to_dict()) == s``."""
-        out: dict[str, Any] = {
-            "name": self.name, "namespace": self.namespace, "image": self.image,
-            "image_pull_policy": self.image_pull_policy, "port": self.port,
-            "tf_wiring": self.tf_wiring, "success_policy": self.success_policy,
-            "restart_policy": self.restart_policy, "max_restarts": self.max_restarts,
-            "schedule_timeout": self.schedule_timeout, "startup_timeout": self.startup_timeout,
-            "hide_evaluator": self.hide_evaluator,
-        }
-        if self.command is not None:
-            out["command"] = list(self.command)
-        if self.args:
-            out["args"] = list(self.args)
-        for key in ("env", "resources", "labels", "annotations"):
-            if getattr(self, key):
-                out[key] = dict(getattr(self, key))
-        if self.active_deadline is not None:
-            out["active_deadline"] = self.active_deadline
-        if self.service_account:
-            out["service_account"] = self.service_account
-        if self.volumes:
-            out["volumes"] = [vol.to_dict() for vol in self.volumes]
-        if self.code:
-            out["code"] = self.code.to_dict()
+        out: dict[str, Any] = {}
+        for f in spec_fields(TFJobSpec):
+            value = getattr(self, f.name)
+            if not _empty(value):
+                out[f.name] = plain(value)
         for role, rs in self.roles.items():
-            block: dict[str, Any] = {"replicas": rs.replicas, "tracked": rs.tracked,
-                                     "restart_policy": rs.restart_policy}
-            if rs.image != self.image:
-                block["image"] = rs.image
-            if rs.command != self.command and rs.command is not None:
-                block["command"] = list(rs.command)
-            if rs.args != self.args:
-                block["args"] = list(rs.args)
-            extra_env = {k: val for k, val in rs.env.items() if self.env.get(k) != val}
-            if extra_env:
-                block["env"] = extra_env
-            if dict(rs.resources) != dict(self.resources):
-                block["resources"] = dict(rs.resources)
-            if rs.node_selector:
-                block["node_selector"] = dict(rs.node_selector)
-            if rs.tolerations:
-                block["tolerations"] = [dict(t) for t in rs.tolerations]
-            extra_ann = {k: val for k, val in rs.annotations.items() if self.annotations.get(k) != val}
-            if extra_ann:
-                block["annotations"] = extra_ann
-            out[role] = block
+            out[role] = rs.to_dict(self)
         return out
 
 
-# --------------------------------------------------------------------- loading
-def load_spec_file(path: str | Path) -> dict[str, Any]:
-    """Read a YAML or JSON spec file into a dict, with a clear error for bad syntax."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError(Problem(str(path), f"cannot read spec file: {exc.strerror or exc}",
-                                "check the path")) from exc
-    try:
-        data = yaml.safe_load(text) if path.suffix != ".json" else json.loads(text)
-    except (yaml.YAMLError, json.JSONDecodeError) as exc:
-        raise SpecError(Problem(str(path), f"not valid YAML/JSON: {exc}",
-                                "fix the syntax at the position shown")) from exc
-    if not isinstance(data, dict):
-        raise SpecError(Problem(str(path), "the file must hold one mapping (name:, image:, worker: ...)",
-                                "see the README's spec format"))
-    return data
-
-
-def apply_overrides(data: Mapping[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
-    """Apply ``key.sub=value`` overrides (values parsed as YAML) to a copy of data."""
-    out = copy.deepcopy(dict(data))
-    for item in overrides:
-        if "=" not in item:
-            raise SpecError(Problem(f"--set {item}", "expected key=value",
-                                    "write e.g. --set worker.replicas=4"))
-        key, _, raw = item.partition("=")
-        parts = [p for p in key.strip().split(".") if p]
-        if not parts:
-            raise SpecError(Problem(f"--set {item}", "empty key", "write e.g. --set worker.replicas=4"))
-        try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError:
-            value = raw
-        node: dict[str, Any] = out
-        for part in parts[:-1]:
-            child = node.get(part)
-            if not isinstance(child, dict):
-                child = {}
-                node[part] = child
-            node = child
-        node[parts[-1]] = value
-    return out
-
-
-class _Parser:
-    """Collects every problem of a raw spec, then builds the frozen spec."""
-
-    def __init__(self, data: Mapping[str, Any], max_replicas: int):
-        self.data = data
-        self.max_replicas = max_replicas
-        self.problems: list[Problem] = []
-
-    def add(self, fld: str, message: str, fix: str = "") -> None:
-        self.problems.append(Problem(fld, message, fix))
-
-    # -- small typed getters that record problems and return a safe default --
-    def _str(self, d: Mapping[str, Any], key: str, fld: str, default: str | None = None) -> str | None:
-        val = d.get(key, default)
-        if val is None:
-            return default
-        if isinstance(val, bool) or not isinstance(val, (str, int, float)):
-            self.add(fld, f"must be a string, got {type(val).__name__}", f"write {key}: \"...\"")
-            return default
-        return str(val)
-
-    def _int(self, d: Mapping[str, Any], key: str, fld: str, default: int) -> int:
-        val = d.get(key, default)
-        if isinstance(val, bool) or not isinstance(val, int):
-            if isinstance(val, str) and val.strip().lstrip("-").isdigit():
-                return int(val)
-            self.add(fld, f"must be an integer, got {val!r}", f"write {key}: {default}")
-            return default
-        return val
-
-    def _bool(self, d: Mapping[str, Any], key: str, fld: str, default: bool) -> bool:
-        val = d.get(key, default)
-        if isinstance(val, bool):
-            return val
-        if isinstance(val, str) and val.lower() in ("true", "false"):
-            return val.lower() == "true"
-        self.add(fld, f"must be true or false, got {val!r}", f"write {key}: {str(default).lower()}")
-        return default
-
-    def _list_of_str(self, d: Mapping[str, Any], key: str, fld: str) -> tuple[str, ...] | None:
-        val = d.get(key)
-        if val is None:
-            return None
-        if isinstance(val, str):
-            self.add(fld, "must be a list of strings, got a single string",
-                     f"write {key}: [\"python\", \"train.py\"] (one item per argument)")
-            return None
-        if not isinstance(val, (list, tuple)) or not all(isinstance(x, (str, int, float)) and
-                                                          not isinstance(x, bool) for x in val):
-            self.add(fld, "must be a list of strings", f"write {key}: [\"...\", \"...\"]")
-            return None
-        return tuple(str(x) for x in val)
-
-    def _map(self, d: Mapping[str, Any], key: str, fld: str) -> dict[str, Any]:
-        val = d.get(key)
-        if val is None:
-            return {}
-        if not isinstance(val, Mapping):
-            self.add(fld, f"must be a mapping, got {type(val).__name__}", f"write {key}: {{KEY: VALUE}}")
-            return {}
-        return dict(val)
-
-    def _duration(self, d: Mapping[str, Any], key: str, fld: str, default: int | None) -> int | None:
-        val = d.get(key, default)
-        if val is None:
-            return None
-        secs = v.parse_duration(val)
-        if secs is None or secs <= 0:
-            self.add(fld, f"must be a positive duration, got {val!r}",
-                     "write seconds (300) or a duration like 90s, 5m, 2h")
-            return default
-        return secs
-
-    def _unknown(self, d: Mapping[str, Any], allowed: set[str], prefix: str) -> None:
-        for key in d:
-            if key not in allowed:
-                fld = f"{prefix}{key}"
-                guess = v.did_you_mean(str(key), allowed)
-                self.add(fld, "unknown key", f"did you mean '{guess}'?" if guess else
-                         f"remove it; known keys: {', '.join(sorted(allowed))}")
-
-    # ------------------------------------------------------------------ parse
-    def parse(self) -> TFJobSpec:
-        d = self.data
-        self._unknown(d, _TOP_KEYS, "")
-        name = self._str(d, "name", "name")
-        if not name:
-            self.add("name", "is required", "add name: my-job (lowercase letters, digits, '-')")
-            name = "job"
-        else:
-            self.problems += v.check_dns_label(name, "name")
-        namespace = self._str(d, "namespace", "namespace", "default") or "default"
-        self.problems += v.check_dns_label(namespace, "namespace")
-        image = self._str(d, "image", "image", "") or ""
-        pull = self._str(d, "image_pull_policy", "image_pull_policy", "IfNotPresent") or "IfNotPresent"
-        if pull not in PULL_POLICIES:
-            self.add("image_pull_policy", f"must be one of {', '.join(PULL_POLICIES)}, got {pull!r}",
-                     "write image_pull_policy: IfNotPresent")
-        command = self._list_of_str(d, "command", "command")
-        args = self._list_of_str(d, "args", "args") or ()
-        env = self._env(d, "env", "env")
-        resources = self._resources(d, "resources", "resources")
-        node_selector = self._labels(d, "node_selector", "node_selector")
-        tolerations = self._tolerations(d, "tolerations", "tolerations")
-        port = self._int(d, "port", "port", DEFAULT_PORT)
-        if not 1 <= port <= 65535:
-            self.add("port", f"must be between 1 and 65535, got {port}", f"write port: {DEFAULT_PORT}")
-        wiring = self._choice(d, "tf_wiring", WIRINGS, "tf_config")
-        success = self._choice(d, "success_policy", SUCCESS_POLICIES, "default")
-        restart = self._choice(d, "restart_policy", RESTART_POLICIES, "OnFailure")
-        max_restarts = self._int(d, "max_restarts", "max_restarts", 3)
-        if max_restarts < 0:
-            self.add("max_restarts", f"must be >= 0, got {max_restarts}", "write max_restarts: 3")
-        schedule_timeout = self._duration(d, "schedule_timeout", "schedule_timeout", 300) or 300
-        startup_timeout = self._duration(d, "startup_timeout", "startup_timeout", 600) or 600
-        active_deadline = self._duration(d, "active_deadline", "active_deadline", None)
-        labels = self._labels(d, "labels", "labels")
-        for key in labels:
-            if key.startswith("tfk8s.io/"):
-                self.add(f"labels.{key}", "the tfk8s.io/ prefix is reserved for the job's own labels",
-                         "use another prefix, e.g. team.example.com/" + key.split("/", 1)[1])
-        annotations = self._annotations(d)
-        service_account = self._str(d, "service_account", "service_account")
-        if service_account:
-            self.problems += v.check_dns_subdomain(service_account, "service_account")
-        volumes = self._volumes(d)
-        hide_evaluator = self._bool(d, "hide_evaluator", "hide_evaluator", False)
-        code = self._code(d)
-
-        roles: dict[str, RoleSpec] = {}
-        for role in ROLES:
-            block = d.get(role)
-            if block is None:
-                continue
-            if isinstance(block, int) and not isinstance(block, bool):
-                block = {"replicas": block}
-            if not isinstance(block, Mapping):
-                self.add(role, f"must be a mapping, got {type(block).__name__}",
-                         f"write {role}: {{replicas: 1}}")
-                continue
-            roles[role] = self._role(role, block, image, command, args, env, resources,
-                                     node_selector, tolerations, restart, annotations)
-        self._check_roles(roles, success, hide_evaluator, image)
-        if self.problems:
-            raise SpecError(self.problems)
-        return TFJobSpec(
-            name=name, namespace=namespace, image=image, image_pull_policy=pull,
-            command=command, args=args, env=_frozen_map(env), resources=_frozen_map(resources),
-            port=port, tf_wiring=wiring, success_policy=success, restart_policy=restart,
-            max_restarts=max_restarts, schedule_timeout=schedule_timeout,
-            startup_timeout=startup_timeout, active_deadline=active_deadline,
-            labels=_frozen_map(labels), annotations=_frozen_map(annotations),
-            service_account=service_account, volumes=volumes, hide_evaluator=hide_evaluator,
-            roles=_frozen_map(roles), code=code, raw=_frozen_map(d),
-        )
-
-    def _choice(self, d: Mapping[str, Any], key: str, choices: tuple[str, ...], default: str,
-                prefix: str = "") -> str:
-        val = d.get(key, default)
-        if val not in choices:
-            self.add(prefix + key, f"must be one of {', '.join(choices)}, got {val!r}",
-                     f"write {key}: {default}")
-            return default
-        return str(val)
-
-    def _env(self, d: Mapping[str, Any], key: str, fld: str) -> dict[str, str]:
-        raw = d.get(key)
-        if raw is None:
-            return {}
-        if isinstance(raw, list):  # Kubernetes style [{name: X, value: Y}]
-            env: dict[str, Any] = {}
-            for i, item in enumerate(raw):
-                if not isinstance(item, Mapping) or "name" not in item:
-                    self.add(f"{fld}[{i}]", "must be {name: ..., value: ...}", "or write env as a mapping NAME: value")
-                    continue
-                env[str(item["name"])] = item.get("value", "")
-            raw = env
-        if not isinstance(raw, Mapping):
-            self.add(fld, "must be a mapping of NAME: value", f"write {key}: {{LOG_LEVEL: info}}")
-            return {}
-        out: dict[str, str] = {}
-        for name, value in raw.items():
-            name = str(name)
-            if not v.is_env_name(name):
-                self.add(f"{fld}.{name}", "is not a valid environment variable name",
-                         "use letters, digits, '_', '-', '.' and do not start with a digit")
-            elif name in RESERVED_ENV or name.startswith(ENV_PREFIX):
-                self.add(f"{fld}.{name}", "is set by tfk8s-airflow itself",
-                         "remove it; TF_CONFIG and TFK8S_* are derived from the spec")
-            if isinstance(value, (dict, list)):
-                self.add(f"{fld}.{name}", "value must be a string", "quote it or JSON-encode it")
-                continue
-            out[name] = "" if value is None else (str(value).lower() if isinstance(value, bool) else str(value))
-        return out
-
-    def _resources(self, d: Mapping[str, Any], key: str, fld: str) -> dict[str, str]:
-        raw = self._map(d, key, fld)
-        out: dict[str, str] = {}
-        for rname, qty in raw.items():
-            rname = str(rname)
-            path = f"{fld}.{rname}"
-            if rname not in v.KNOWN_RESOURCES and "/" not in rname:
-                guess = v.RESOURCE_ALIASES.get(rname.lower()) or v.did_you_mean(rname, set(v.KNOWN_RESOURCES))
-                self.add(path, "unknown resource name",
-                         f"did you mean '{guess}'?" if guess
-                         else "use cpu, memory, nvidia.com/gpu or a domain/name extended resource")
-                continue
-            problem = v.check_quantity(qty, path, integer=rname not in ("cpu", "memory", "ephemeral-storage"))
-            if problem:
-                self.problems.append(problem)
-                continue
-            out[rname] = str(qty)
-        return out
-
-    def _labels(self, d: Mapping[str, Any], key: str, fld: str) -> dict[str, str]:
-        raw = self._map(d, key, fld)
-        out: dict[str, str] = {}
-        for lk, lv in raw.items():
-            lk = str(lk)
-            self.problems += v.check_label_key(lk, f"{fld}.{lk}")
-            lv = "" if lv is None else (str(lv).lower() if isinstance(lv, bool) else str(lv))
-            self.problems += v.check_label_value(lv, f"{fld}.{lk}")
-            out[lk] = lv
-        return out
-
-    def _annotations(self, d: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
-        raw = self._map(d, "annotations", prefix + "annotations")
-        out: dict[str, str] = {}
-        for ak, av in raw.items():
-            ak = str(ak)
-            self.problems += v.check_label_key(ak, f"{prefix}annotations.{ak}")
-            out[ak] = "" if av is None else str(av)
-        if sum(len(k) + len(x) for k, x in out.items()) > 256 * 1024:
-            self.add("annotations", "total size exceeds 256 KiB", "move large data to a ConfigMap or volume")
-        return out
-
-    def _tolerations(self, d: Mapping[str, Any], key: str, fld: str) -> tuple[Mapping[str, Any], ...]:
-        raw = d.get(key)
-        if raw is None:
-            return ()
-        if not isinstance(raw, list):
-            self.add(fld, "must be a list of tolerations", "write tolerations: [{key: gpu, operator: Exists}]")
-            return ()
-        out = []
-        allowed = {"key", "operator", "value", "effect", "toleration_seconds", "tolerationSeconds"}
-        for i, t in enumerate(raw):
-            path = f"{fld}[{i}]"
-            if not isinstance(t, Mapping):
-                self.add(path, "must be a mapping", "write {key: ..., operator: Exists, effect: NoSchedule}")
-                continue
-            self._unknown(t, allowed, path + ".")
-            op = t.get("operator", "Equal")
-            if op not in ("Equal", "Exists"):
-                self.add(path + ".operator", f"must be Equal or Exists, got {op!r}", "write operator: Exists")
-            eff = t.get("effect")
-            if eff is not None and eff not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
-                self.add(path + ".effect", f"must be NoSchedule, PreferNoSchedule or NoExecute, got {eff!r}",
-                         "write effect: NoSchedule")
-            if op == "Exists" and t.get("value"):
-                self.add(path + ".value", "must be empty when operator is Exists",
-                         "remove value or use operator: Equal")
-            tol: dict[str, Any] = {}
-            for src, dst in (("key", "key"), ("operator", "operator"), ("value", "value"), ("effect", "effect")):
-                if t.get(src) is not None:
-                    tol[dst] = str(t[src])
-            secs = t.get("toleration_seconds", t.get("tolerationSeconds"))
-            if secs is not None:
-                if isinstance(secs, bool) or not isinstance(secs, int):
-                    self.add(path + ".toleration_seconds", "must be an integer", "write toleration_seconds: 300")
-                else:
-                    tol["tolerationSeconds"] = secs
-            out.append(MappingProxyType(tol))
-        return tuple(out)
-
-    def _volumes(self, d: Mapping[str, Any]) -> tuple[Volume, ...]:
-        raw = d.get("volumes")
-        if raw is None:
-            return ()
-        if isinstance(raw, Mapping):  # {data: {...}, logs: {...}}
-            raw = [{"name": k, **(val if isinstance(val, Mapping) else {"_bad": val})} for k, val in raw.items()]
-        if not isinstance(raw, list):
-            self.add("volumes", "must be a list of {name, mount_path, host_path|pvc}",
-                     "write volumes: [{name: data, mount_path: /data, host_path: /mnt/gluster/data}]")
-            return ()
-        out: list[Volume] = []
-        names: set[str] = set()
-        paths: set[str] = set()
-        for i, item in enumerate(raw):
-            path = f"volumes[{i}]"
-            if not isinstance(item, Mapping) or "_bad" in item:
-                self.add(path, "must be a mapping", "write {name: data, mount_path: /data, host_path: /srv/data}")
-                continue
-            self._unknown(item, _VOLUME_KEYS, path + ".")
-            vname = self._str(item, "name", path + ".name") or ""
-            if not vname:
-                self.add(path + ".name", "is required", "add name: data")
-            else:
-                self.problems += v.check_dns_label(vname, path + ".name")
-                if vname in names:
-                    self.add(path + ".name", f"duplicate volume name {vname!r}", "give each volume its own name")
-                names.add(vname)
-            mount = self._str(item, "mount_path", path + ".mount_path") or ""
-            if not mount.startswith("/"):
-                self.add(path + ".mount_path", f"must be an absolute path, got {mount!r}", "write mount_path: /data")
-            elif mount in paths:
-                self.add(path + ".mount_path", f"{mount} is mounted twice", "give each volume its own mount_path")
-            paths.add(mount)
-            host = self._str(item, "host_path", path + ".host_path")
-            pvc = self._str(item, "pvc", path + ".pvc")
-            if bool(host) == bool(pvc):
-                self.add(path, "needs exactly one of host_path or pvc",
-                         "write host_path: /mnt/tfk8s-gluster/data (a node-mounted GlusterFS) or pvc: claim-name")
-            if host and not host.startswith("/"):
-                self.add(path + ".host_path", f"must be an absolute path, got {host!r}", "write host_path: /mnt/...")
-            if pvc:
-                self.problems += v.check_dns_subdomain(pvc, path + ".pvc")
-            sub = self._str(item, "sub_path", path + ".sub_path")
-            if sub and not is_safe_relative(sub):
-                self.add(path + ".sub_path", "must be a relative path without '..'", "write sub_path: models/run1")
-            out.append(Volume(vname, mount, host or None, pvc or None,
-                              self._bool(item, "read_only", path + ".read_only", False), sub or None))
-        return tuple(out)
-
-    def _code(self, d: Mapping[str, Any]) -> CodeSource | None:
-        raw = d.get("code")
-        if raw is None:
-            return None
-        if isinstance(raw, str):
-            raw = {"uri": raw}
-        if not isinstance(raw, Mapping):
-            self.add("code", "must be a mapping", "write code: {uri: https://host/algo.tar.gz, entrypoint: run.sh}")
-            return None
-        self._unknown(raw, _CODE_KEYS, "code.")
-        uri = self._str(raw, "uri", "code.uri") or ""
-        if not uri.startswith(("http://", "https://", "hdfs://", "webhdfs://")):
-            self.add("code.uri", f"must be an http(s):// or hdfs:// URI, got {uri!r}",
-                     "write code: {uri: https://host/algo.tar.gz}")
-        entry = self._str(raw, "entrypoint", "code.entrypoint", "run.sh") or "run.sh"
-        if not is_safe_relative(entry):
-            self.add("code.entrypoint", "must be a relative path inside the code archive", "write entrypoint: run.sh")
-        sha = self._str(raw, "sha256", "code.sha256")
-        if sha and not v.is_sha256(sha):
-            self.add("code.sha256", "must be 64 hex characters", "write the output of sha256sum")
-        img = self._str(raw, "image", "code.image")
-        if img:
-            self.problems += v.check_image(img, "code.image")
-        mount = self._str(raw, "mount_path", "code.mount_path", DEFAULT_CODE_DIR) or DEFAULT_CODE_DIR
-        if not mount.startswith("/"):
-            self.add("code.mount_path", "must be an absolute path", "write mount_path: /opt/tfk8s/code")
-        return CodeSource(uri, entry, sha.lower() if sha else None, img or None, mount)
-
-    def _role(self, role: str, block: Mapping[str, Any], image: str, command: tuple[str, ...] | None,
-              args: tuple[str, ...], env: dict[str, str], resources: dict[str, str],
-              node_selector: dict[str, str], tolerations: tuple[Mapping[str, Any], ...],
-              restart: str, annotations: dict[str, str]) -> RoleSpec:
-        p = f"{role}."
-        self._unknown(block, _ROLE_KEYS, p)
-        replicas = self._int(block, "replicas", p + "replicas", 1 if role != "ps" else 0)
-        r_image = self._str(block, "image", p + "image") or image
-        r_command = self._list_of_str(block, "command", p + "command")
-        r_args = self._list_of_str(block, "args", p + "args")
-        r_env = {**env, **self._env(block, "env", p + "env")}
-        r_res = self._resources(block, "resources", p + "resources") if "resources" in block else resources
-        r_sel = self._labels(block, "node_selector", p + "node_selector") if "node_selector" in block else node_selector
-        r_tol = self._tolerations(block, "tolerations", p + "tolerations") if "tolerations" in block else tolerations
-        default_restart = "Never" if role == "ps" else restart
-        r_restart = self._choice(block, "restart_policy", RESTART_POLICIES, default_restart, p)
-        if role == "ps" and r_restart != "Never":
-            self.add(p + "restart_policy", "a parameter server loses every variable when it restarts",
-                     "use Never: a dead PS fails the job, and a retry of the group resumes from the checkpoint")
-        default_tracked = role != "ps"
-        tracked = self._bool(block, "tracked", p + "tracked", default_tracked)
-        if role == "ps" and tracked:
-            self.add(p + "tracked", "parameter servers never exit, so they cannot be tracked",
-                     "remove tracked from ps")
-        r_annotations = {**annotations, **self._annotations(block, p)}
-        return RoleSpec(role=role, replicas=replicas, image=r_image, annotations=_frozen_map(r_annotations),
-                        command=r_command if r_command is not None else command,
-                        args=r_args if r_args is not None else args,
-                        env=_frozen_map(r_env), resources=_frozen_map(r_res),
-                        node_selector=_frozen_map(r_sel), tolerations=r_tol,
-                        restart_policy=r_restart, tracked=tracked)
-
-    def _check_roles(self, roles: dict[str, RoleSpec], success: str, hide_evaluator: bool,
-                     image: str) -> None:
-        worker = roles.get("worker")
-        if worker is None:
-            self.add("worker", "is required", "add worker: {replicas: 2}")
-        elif worker.replicas < 1:
-            self.add("worker.replicas", f"must be at least 1, got {worker.replicas}", "write worker: {replicas: 1}")
-        for role, limit in (("chief", 1), ("evaluator", 1)):
-            rs = roles.get(role)
-            if rs and not 0 <= rs.replicas <= limit:
-                self.add(f"{role}.replicas", f"must be 0 or 1, got {rs.replicas}",
-                         f"write {role}: {{replicas: 1}}; TensorFlow has one {role}")
-        ps = roles.get("ps")
-        if ps and ps.replicas < 0:
-            self.add("ps.replicas", f"must be >= 0, got {ps.replicas}", "write ps: {replicas: 1}")
-        total = sum(max(r.replicas, 0) for r in roles.values())
-        if total > self.max_replicas:
-            self.add("replicas", f"the job has {total} replicas, more than the maximum {self.max_replicas}",
-                     "use fewer replicas or raise the maximum (--max-replicas / TFK8S_MAX_REPLICAS)")
-        if not image and not any(rs.image for rs in roles.values()):
-            self.add("image", "is required", "add image: registry.example.com/team/trainer:1.0")
-        checked: set[tuple[str, str]] = {("image", "")}
-        if image:
-            checked.add(("image", image))
-            self.problems += v.check_image(image, "image")
-        for rs in roles.values():
-            if rs.replicas <= 0:
-                continue
-            fld = "image" if rs.image == image else f"{rs.role}.image"
-            if (fld, rs.image) in checked:
-                continue
-            checked.add((fld, rs.image))
-            if not rs.image:
-                self.add(fld, "is required", "add image: registry.example.com/team/trainer:1.0")
-            else:
-                self.problems += v.check_image(rs.image, fld)
-        has_chief = bool(roles.get("chief") and roles["chief"].replicas)
-        if worker and worker.replicas >= 1 and not worker.tracked:
-            if not has_chief:
-                self.add("worker.tracked", "untracked workers need a chief to decide success",
-                         "add chief: {replicas: 1} (TF2 ParameterServerStrategy) or remove tracked: false")
-            if success == "all_workers":
-                self.add("success_policy", "all_workers conflicts with worker.tracked: false",
-                         "use success_policy: default, or track the workers")
-        chief = roles.get("chief")
-        if chief and chief.replicas and not chief.tracked:
-            self.add("chief.tracked", "the chief decides success and must be tracked", "remove tracked: false")
-        if hide_evaluator and not (roles.get("evaluator") and roles["evaluator"].replicas):
-            self.add("hide_evaluator", "is set but the job has no evaluator",
-                     "add evaluator: {replicas: 1} or remove hide_evaluator")
-
+#: Job-wide keys a role block may set too, and how (override or merge).
+_JOB_ROLE_KEYS: dict[str, str] = {f.name: f.metadata["role"] for f in spec_fields(TFJobSpec) if "role" in f.metadata}
+#: Every key of a spec document: the job-wide ones and the role blocks.
+SPEC_KEYS: tuple[str, ...] = tuple(f.name for f in spec_fields(TFJobSpec)) + ROLES
+#: Every key of a role block: its own (replicas, tracked) and the job-wide ones it may set.
+ROLE_KEYS: tuple[str, ...] = tuple(f.name for f in spec_fields(RoleSpec)) + tuple(_JOB_ROLE_KEYS)

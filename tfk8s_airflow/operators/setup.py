@@ -37,23 +37,12 @@ from tfk8s_airflow.job.objects import (
 )
 from tfk8s_airflow.job.records import JobRecord
 from tfk8s_airflow.job.resolve import as_spec_input, job_record, resolve_spec
+from tfk8s_airflow.job.shardmap import normalize_shards
 from tfk8s_airflow.k8s.client import DEFAULT_CONCURRENCY, JobClient
 from tfk8s_airflow.k8s.recovery import templates_configmap
 from tfk8s_airflow.operators.base import fail_permanently
 
 __all__ = ["TFJobSetupOperator", "normalize_shards", "replica_task_labels"]
-
-
-def normalize_shards(shards: Any) -> Mapping[str, Sequence[str]] | None:
-    """Accept a {"worker-0": [...]} mapping or a staging result holding one under 'shards'."""
-    if shards in (None, "", {}):
-        return None
-    if isinstance(shards, Mapping) and "shards" in shards and isinstance(shards["shards"], Mapping):
-        shards = shards["shards"]
-    if not isinstance(shards, Mapping):
-        raise SpecError(f"shards must be a mapping like {{'worker-0': [paths]}}, got {type(shards).__name__} "
-                        "(fix: pass the staging task's output)", field="shards")
-    return {str(k): [str(p) for p in val] for k, val in shards.items()}
 
 
 def replica_task_labels(dag_id: str, task_id: str, run_id: str, map_index: int) -> dict[str, str]:
@@ -111,9 +100,11 @@ class TFJobSetupOperator(BaseOperator):
     def _setup(self, context: Any) -> list[dict[str, str]]:
         dag = context["dag"]
         base_dir = os.path.dirname(dag.fileloc) if getattr(dag, "fileloc", None) else None
-        spec = resolve_spec(self.spec, base_dir=base_dir, max_replicas=self.max_replicas, overrides=self.overrides)
+        policy = deployment_policy()
+        spec = resolve_spec(self.spec, base_dir=base_dir, max_replicas=self.max_replicas, overrides=self.overrides,
+                            policy=policy)
         shards = normalize_shards(self.shards)
-        deadline = deployment_policy().active_deadline(spec)
+        deadline = policy.active_deadline(spec)
         group = self.job_group if self.job_group is not None else (
             self.task_group.group_id if self.task_group and self.task_group.group_id else "")
         names = JobNames.for_run(spec, context["run_id"], group or "", dag.dag_id)
@@ -130,9 +121,9 @@ class TFJobSetupOperator(BaseOperator):
             if problems:
                 raise QuotaExceededError(f"job {names.job} does not fit the quota of namespace {names.namespace}; "
                                          "nothing was created:\n  - " + "\n  - ".join(problems))
-        replicas = plan_replicas(spec, names, shards)
+        replicas = plan_replicas(spec, names, shards, policy)
         task_id = self.replica_task_id or (f"{group}.replica" if group else "replica")
-        pods = [pod_manifest(spec, names, r, gated=True, active_deadline=deadline,
+        pods = [pod_manifest(spec, names, r, gated=True,
                              extra_labels=replica_task_labels(dag.dag_id, task_id, context["run_id"], i))
                 for i, r in enumerate(replicas)]
         objs = [service_manifest(spec, names)]
@@ -155,8 +146,8 @@ class TFJobSetupOperator(BaseOperator):
         self.log.info("created %d pod(s)%s in %.2fs, all held by the gate; released the gates of all %d in %.2fs",
                       len(batch.created), f", adopted {len(batch.adopted)} of an earlier try" if batch.adopted else "",
                       batch.seconds, len(pods), released)
-        policy = JobPolicy.from_spec(spec, active_deadline=deadline)
-        record: JobRecord = job_record(spec, names, replicas, policy=policy, has_shards=shards is not None,
+        judged_by = JobPolicy.from_spec(spec, active_deadline=deadline)
+        record: JobRecord = job_record(spec, names, replicas, policy=judged_by, has_shards=shards is not None,
                                        kubernetes_conn_id=self.kubernetes_conn_id, poll_interval=self.poll_interval)
         context["ti"].xcom_push(key="job", value=record.to_xcom())
         return [{"replica": ref.key} for ref in record.replicas]

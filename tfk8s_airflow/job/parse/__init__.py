@@ -1,0 +1,85 @@
+"""Parsing a spec document into a :class:`~tfk8s_airflow.job.spec.TFJobSpec`, one module per concern.
+
+``reader`` (typed getters that record problems), ``shared`` (the readers of the keys a role
+block may set too), ``env``, ``resources``, ``metadata`` (labels and annotations),
+``scheduling`` (tolerations), ``volumes``, ``code`` and ``roles``. This module reads the
+job-wide keys in the order of the spec's declaration and assembles the spec; it raises one
+:class:`~tfk8s_airflow.exceptions.SpecError` listing every problem found.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+from tfk8s_airflow.contract import DEFAULT_PORT
+from tfk8s_airflow.exceptions import Problem, SpecError
+from tfk8s_airflow.job import fields as v
+from tfk8s_airflow.job.document import apply_overrides, document_problems
+from tfk8s_airflow.job.parse import code, metadata, roles, volumes
+from tfk8s_airflow.job.parse.reader import Reader
+from tfk8s_airflow.job.parse.shared import READERS
+from tfk8s_airflow.job.spec import PULL_POLICIES, SPEC_KEYS, SUCCESS_POLICIES, WIRINGS, TFJobSpec
+
+__all__ = ["parse_spec"]
+
+
+def parse_spec(data: Any, *, max_replicas: int, overrides: Iterable[str] = ()) -> TFJobSpec:
+    """Validate a spec document and freeze it. Raises :class:`SpecError` listing every problem."""
+    if not isinstance(data, Mapping):
+        raise SpecError(Problem("spec", f"must be a mapping, got {type(data).__name__}",
+                                "write the spec as a YAML/JSON object with name, image, worker..."))
+    problems = document_problems(data)
+    if problems:
+        raise SpecError(problems)
+    overrides = list(overrides)
+    d = apply_overrides(data, overrides)
+    if overrides and (problems := document_problems(d)):
+        raise SpecError(problems)
+    r = Reader()
+    r.unknown(d, SPEC_KEYS, "")
+    name = r.string(d, "name", "name")
+    if not name:
+        r.add("name", "is required", "add name: my-job (lowercase letters, digits, '-')")
+        name = "job"
+    else:
+        r.extend(v.check_dns_label(name, "name"))
+    namespace = r.string(d, "namespace", "namespace", "default") or "default"
+    r.extend(v.check_dns_label(namespace, "namespace"))
+    inherited = {key: read(r, d, key, key) for key, read in READERS.items()}
+    pull = r.string(d, "image_pull_policy", "image_pull_policy", "IfNotPresent") or "IfNotPresent"
+    if pull not in PULL_POLICIES:
+        r.add("image_pull_policy", f"must be one of {', '.join(PULL_POLICIES)}, got {pull!r}",
+              "write image_pull_policy: IfNotPresent")
+    port = r.integer(d, "port", "port", DEFAULT_PORT)
+    if not 1 <= port <= 65535:
+        r.add("port", f"must be between 1 and 65535, got {port}", f"write port: {DEFAULT_PORT}")
+    max_restarts = r.integer(d, "max_restarts", "max_restarts", 3)
+    if max_restarts < 0:
+        r.add("max_restarts", f"must be >= 0, got {max_restarts}", "write max_restarts: 3")
+    service_account = r.string(d, "service_account", "service_account")
+    if service_account:
+        r.extend(v.check_dns_subdomain(service_account, "service_account"))
+    success = r.choice(d, "success_policy", "success_policy", SUCCESS_POLICIES, "default")
+    hide_evaluator = r.boolean(d, "hide_evaluator", "hide_evaluator", False)
+    token = r.boolean(d, "automount_service_account_token", "automount_service_account_token", False)
+    job = dict(
+        name=name, namespace=namespace, image_pull_policy=pull, port=port,
+        tf_wiring=r.choice(d, "tf_wiring", "tf_wiring", WIRINGS, "tf_config"),
+        success_policy=success, max_restarts=max_restarts,
+        schedule_timeout=r.duration(d, "schedule_timeout", "schedule_timeout", 300) or 300,
+        startup_timeout=r.duration(d, "startup_timeout", "startup_timeout", 600) or 600,
+        active_deadline=r.duration(d, "active_deadline", "active_deadline", None),
+        labels=metadata.job_labels(r, d), service_account=service_account, automount_service_account_token=token,
+        volumes=volumes.volumes(r, d), hide_evaluator=hide_evaluator, code=code.code(r, d),
+        **inherited,
+    )
+    volumes.check_code_mount(r, job["volumes"], job["code"])
+    role_specs = roles.roles(r, d, inherited)
+    roles.check_roles(r, role_specs, success, hide_evaluator, inherited["image"], max_replicas)
+    if r.problems:
+        raise SpecError(r.problems)
+    for key in ("env", "node_selector", "annotations", "labels"):
+        job[key] = MappingProxyType(dict(job[key]))
+    return TFJobSpec(roles=MappingProxyType(role_specs), **job)
