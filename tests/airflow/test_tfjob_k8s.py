@@ -195,7 +195,7 @@ def test_shards_too_large_for_a_configmap_fail_setup_before_anything_exists(k8s_
     spec = {"name": "big", "namespace": k8s_namespace, "image": "tfk8s/trainer:0.1", "ps": 1, "worker": 2}
     shards = {f"worker-{w}": [f"/mnt/tfk8s-gluster/tfk8s/cache/clicks/dt=2026-01-01/part-{i:06d}.csv"
                               for i in range(w, 20_000, 2)] for w in range(2)}
-    with PodRecorder(core, k8s_namespace) as rec:
+    with PodWatch(core, k8s_namespace) as rec:
         dr = run_dag("tfk8s_t_from_conf", k8s_namespace, spec=spec, shards=shards)
     assert dr.state == "failed" and states(dr)[("train.setup", -1)] == "failed"
     ti = next(t for t in dr.get_task_instances() if t.task_id == "train.setup")

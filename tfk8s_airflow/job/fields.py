@@ -99,6 +99,22 @@ def parse_int(value: Any) -> int | None:
     return None
 
 
+_DECIMAL_NUMBER = re.compile(r"^[0-9]{1,12}(\.[0-9]{1,12})?$")
+
+
+def parse_number(value: Any) -> float | None:
+    """A finite non-negative number from an int, a float or a plain decimal string ("1.5"); None otherwise."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return float(value) if abs(value) <= INT64_MAX else None
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, str) and _DECIMAL_NUMBER.match(value.strip()):
+        return float(value.strip())
+    return None
+
+
 def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
     if len(word) > 64:
         return None

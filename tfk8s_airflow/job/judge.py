@@ -63,7 +63,6 @@ class JobPolicy:
     def from_spec(cls, spec: Any, active_deadline: float | None = None) -> JobPolicy:
         """``active_deadline`` (seconds) overrides the spec's, e.g. with the deployment's default."""
         deadline = active_deadline if active_deadline is not None else spec.active_deadline
-        straggler = getattr(spec, "straggler_timeout", None)
         return cls(
             replicas={r.role: r.replicas for r in spec.active_roles},
             tracked={r.role: r.tracked for r in spec.active_roles},
@@ -73,7 +72,7 @@ class JobPolicy:
             schedule_timeout=float(spec.schedule_timeout),
             startup_timeout=float(spec.startup_timeout),
             active_deadline=float(deadline) if deadline else None,
-            straggler_timeout=float(straggler) if straggler else None,
+            straggler_timeout=float(spec.straggler_timeout) if spec.straggler_timeout else None,
             lead=("chief", 0) if spec.replicas("chief") else ("worker", 0),
         )
 

@@ -33,7 +33,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfk8s_airflow.job.judge import CODE, CONFIG, FAILED, INFRASTRUCTURE, OOM, RUNNING, STALLED, JobStatus
+from tfk8s_airflow.job.quantity import quantity_to_float
 from tfk8s_airflow.job.records import Attempt
+from tfk8s_airflow.job.spec import TFJobSpec
 
 NONE, FAIL, RESTART_GROUP, REPLACE = "none", "fail", "restart_group", "replace"
 
@@ -51,17 +53,12 @@ class RecoveryPolicy:
     max_memory: float | None = None  # bytes
 
     @classmethod
-    def from_spec(cls, spec: Any) -> RecoveryPolicy:
-        def num(name: str, default: Any) -> Any:
-            value = getattr(spec, name, None)
-            return default if value is None else value
-        def opt(name: str) -> float | None:
-            value = getattr(spec, name, None)
-            return float(value) if value else None
-        return cls(group_restarts=int(num("group_restarts", 0)), infra_restarts=int(num("infra_restarts", 3)),
-                   restart_backoff=float(num("restart_backoff", 10.0)), progress_timeout=opt("progress_timeout"),
-                   node_lost_grace=float(num("node_lost_grace", 60.0)), oom_memory_factor=opt("oom_memory_factor"),
-                   max_memory=opt("max_memory_bytes"))
+    def from_spec(cls, spec: TFJobSpec) -> RecoveryPolicy:
+        return cls(group_restarts=spec.group_restarts, infra_restarts=spec.infra_restarts,
+                   restart_backoff=float(spec.restart_backoff),
+                   progress_timeout=float(spec.progress_timeout) if spec.progress_timeout else None,
+                   node_lost_grace=float(spec.node_lost_grace), oom_memory_factor=spec.oom_memory_factor,
+                   max_memory=quantity_to_float(spec.max_memory) if spec.max_memory else None)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

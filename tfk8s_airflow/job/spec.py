@@ -204,6 +204,26 @@ class CodeSource:
 
 
 @dataclass(frozen=True)
+class TensorBoard:
+    """A TensorBoard for the job (``tensorboard:``): one pod serving the summaries under ``log_dir``.
+
+    It mounts the volume that holds ``log_dir`` read-only, is reached on the job's Service at
+    ``port``, and is deleted with the job. ``image`` defaults to the job's (a TensorFlow image
+    ships the ``tensorboard`` program).
+    """
+
+    log_dir: str  # a path inside the pods, under one of the job's volumes
+    image: str | None = None
+    port: int = 6006
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"enabled": True, "log_dir": self.log_dir, "port": self.port}
+        if self.image:
+            out["image"] = self.image
+        return out
+
+
+@dataclass(frozen=True)
 class Resources:
     """A container's requests and limits (``resources:`` in either of its two forms).
 
@@ -334,6 +354,31 @@ class TFJobSpec:
     active_deadline: int | None = field(metadata=key(
         "the whole job's deadline (a duration), also the pods' activeDeadlineSeconds",
         default="the deployment's default_active_deadline"))
+    group_restarts: int = field(metadata=key(
+        "group restarts (every pod recreated, training resumes from the checkpoint) for a `code` or "
+        "`stalled` failure", default="0"))
+    infra_restarts: int = field(metadata=key(
+        "replacements and group restarts for `infrastructure` failures (preemption, eviction, node loss) "
+        "and OOM relaunches; never spends group_restarts or max_restarts", default="3"))
+    restart_backoff: int = field(metadata=key("wait before a group restart or a replacement (a duration)",
+                                              default="10s"))
+    progress_timeout: int | None = field(metadata=key(
+        "no new global step for this long fails the replica group as `stalled` (a duration)", default="off"))
+    straggler_timeout: int | None = field(metadata=key(
+        "once the success policy is met (all_workers: once the lead finished), the tracked replicas still "
+        "running get this long: then all_workers fails naming them, default stops them (a duration)",
+        default="off"))
+    node_lost_grace: int = field(metadata=key(
+        "a NotReady or unreachable node's replicas count as lost after this long and are replaced elsewhere "
+        "(a duration)", default="60s"))
+    oom_memory_factor: float | None = field(metadata=key(
+        "relaunch an OOMKilled replica with its memory times this (> 1), up to max_memory", default="off"))
+    max_memory: str | None = field(metadata=key(
+        "the most memory an OOM relaunch may give a replica (a quantity, e.g. 16Gi)",
+        default="none: infra_restarts bounds the relaunches"))
+    tensorboard: TensorBoard | None = field(metadata=key(
+        "`{enabled: true, log_dir, image, port: 6006}`: a TensorBoard pod for the job's summaries, on the "
+        "job's Service; log_dir defaults to the `model` volume's mount path", default="off"))
     labels: Mapping[str, str] = field(metadata=key("labels of every object; `tfk8s.io/` is reserved"))
     annotations: Mapping[str, str] = field(metadata=key("annotations of every pod", role=MERGE))
     service_account: str | None = field(metadata=key(

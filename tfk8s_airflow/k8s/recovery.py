@@ -23,7 +23,7 @@ from typing import Any
 
 from tfk8s_airflow.contract import CONTAINER_NAME, GANG_GATE, LABEL_ATTEMPT
 from tfk8s_airflow.exceptions import KubernetesApiError
-from tfk8s_airflow.job.fields import quantity_to_float
+from tfk8s_airflow.job.quantity import quantity_to_float
 from tfk8s_airflow.job.records import Attempt, JobRecord
 from tfk8s_airflow.job.recovery import REPLACE, RESTART_GROUP, Decision
 from tfk8s_airflow.k8s.client import wrap_api_error

@@ -2,7 +2,8 @@
 
 ``reader`` (typed getters that record problems), ``shared`` (the readers of the keys a role
 block may set too), ``env``, ``resources``, ``metadata`` (labels and annotations),
-``scheduling`` (tolerations), ``volumes``, ``code`` and ``roles``. This module reads the
+``scheduling`` (tolerations), ``volumes``, ``code``, ``recovery`` (restart budgets and
+timeouts), ``tensorboard`` and ``roles``. This module reads the
 job-wide keys in the order of the spec's declaration and assembles the spec; it raises one
 :class:`~tfk8s_airflow.exceptions.SpecError` listing every problem found.
 """
@@ -17,7 +18,7 @@ from tfk8s_airflow.contract import DEFAULT_PORT
 from tfk8s_airflow.exceptions import Problem, SpecError
 from tfk8s_airflow.job import fields as v
 from tfk8s_airflow.job.document import apply_overrides, document_problems
-from tfk8s_airflow.job.parse import code, metadata, roles, volumes
+from tfk8s_airflow.job.parse import code, metadata, recovery, roles, tensorboard, volumes
 from tfk8s_airflow.job.parse.reader import Reader
 from tfk8s_airflow.job.parse.shared import READERS
 from tfk8s_airflow.job.spec import PULL_POLICIES, SPEC_KEYS, SUCCESS_POLICIES, WIRINGS, TFJobSpec
@@ -73,11 +74,13 @@ def parse_spec(data: Any, *, max_replicas: int, overrides: Iterable[str] = ()) -
         active_deadline=r.duration(d, "active_deadline", "active_deadline", None),
         labels=metadata.job_labels(r, d), service_account=service_account, automount_service_account_token=token,
         volumes=volumes.volumes(r, d), hide_evaluator=hide_evaluator, code=code.code(r, d),
-        **inherited,
+        **recovery.recovery(r, d), **inherited,
     )
     volumes.check_code_mount(r, job["volumes"], job["code"])
+    job["tensorboard"] = tensorboard.tensorboard(r, d, job["volumes"], port)
     role_specs = roles.roles(r, d, inherited)
     roles.check_roles(r, role_specs, success, hide_evaluator, inherited["image"], max_replicas)
+    recovery.check_recovery(r, job, role_specs)
     if r.problems:
         raise SpecError(r.problems)
     for key in ("env", "node_selector", "annotations", "labels"):
