@@ -34,13 +34,23 @@ class PodLife:
     def key(self) -> str:
         return f"{self.labels.get('tfk8s.io/role')}-{self.labels.get('tfk8s.io/index')}"
 
+    @property
+    def attempt(self) -> int:
+        """The job attempt this pod belongs to (recovery labels the pods it recreates)."""
+        return int(self.labels.get("tfk8s.io/attempt", "1"))
+
 
 class PodWatch:
-    """``with PodWatch(core, ns) as w: ...``; then ``w.pods`` (name -> newest V1Pod) and ``w.lives``."""
+    """``with PodWatch(core, ns) as w: ...``; then ``w.pods`` (name -> newest V1Pod) and ``w.lives``.
+
+    ``lives`` holds the newest incarnation of each pod name; ``incarnations`` every pod (by UID),
+    so a pod that recovery deleted and recreated under the same name shows twice there.
+    """
 
     def __init__(self, core: Any, namespace: str, label_selector: str | None = None):
         self.core, self.namespace, self.selector = core, namespace, label_selector
         self.lives: dict[str, PodLife] = {}
+        self.incarnations: dict[str, PodLife] = {}
         self.max_live = 0
         self.errors = 0
         self._live: set[str] = set()
@@ -56,11 +66,12 @@ class PodWatch:
 
     def _record(self, kind: str, pod: Any) -> None:
         now = time.monotonic()
-        name = pod.metadata.name
+        name, uid = pod.metadata.name, pod.metadata.uid
         with self._lock:
-            life = self.lives.get(name)
+            life = self.incarnations.get(uid)
             if life is None:
-                life = self.lives[name] = PodLife(name, now, bool(pod.spec.scheduling_gates))
+                life = self.incarnations[uid] = PodLife(name, now, bool(pod.spec.scheduling_gates))
+                self.lives[name] = life
             life.pod = pod
             if life.ungated is None and not pod.spec.scheduling_gates:
                 life.ungated = now
@@ -110,3 +121,21 @@ class PodWatch:
 
     def of_job(self, job: str) -> list[PodLife]:
         return [life for life in self.lives.values() if life.labels.get("tfk8s.io/job") == job]
+
+    def history(self, key: str) -> list[PodLife]:
+        """Every incarnation of one replica (``worker-1``), oldest first."""
+        with self._lock:
+            lives = [life for life in self.incarnations.values() if life.pod is not None and life.key == key]
+        return sorted(lives, key=lambda life: life.added)
+
+    def wait_for(self, predicate: Any, timeout: float = 120.0, what: str = "a pod") -> PodLife:
+        """The first incarnation for which ``predicate(life)`` holds, waiting for it as events arrive."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                hit = next((life for life in self.incarnations.values() if life.pod is not None and predicate(life)),
+                           None)
+            if hit is not None:
+                return hit
+            time.sleep(0.1)
+        raise TimeoutError(f"no {what} within {timeout:.0f}s")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pendulum
 from airflow.providers.standard.operators.python import PythonOperator
@@ -24,6 +25,9 @@ DATA, MODEL, PROGRAMS = "/mnt/tfk8s-realpod/data", "/mnt/tfk8s-realpod/model", "
 LOCAL = {"type": "local"}
 TOLERATE_AGENT = [{"key": "tfk8s.io/node-agent", "operator": "Exists", "effect": "NoSchedule"}]
 GOOD = 0.8  # the synthetic data's Bayes accuracy is ~0.91, chance 0.5
+#: The node agent runs ``python`` as its pods' interpreter; the reference trainer they import is
+#: this checkout's (the one under test), whichever checkout that interpreter was installed from.
+CHECKOUT = str(Path(__file__).resolve().parents[2])
 
 
 def evaluate_model(params: dict, **_context) -> dict:
@@ -41,7 +45,12 @@ def _params(**extra) -> dict:
     return {"namespace": Param("default", type="string"), "data_dir": Param("/nonexistent", type="string"),
             "model_dir": Param("/nonexistent", type="string"), "shards": Param({}, type="object"),
             "steps": Param(300, type="integer"), "step_delay": Param(0.0, type="number"),
-            "checkpoint_every": Param(100, type="integer"), **extra}
+            "checkpoint_every": Param(100, type="integer"),
+            # recovery (docs/recovery.md): the spec's budgets and timeouts
+            "group_restarts": Param(0, type="integer"), "infra_restarts": Param(3, type="integer"),
+            "restart_backoff": Param("2s", type="string"),
+            "progress_timeout": Param(None, type=["null", "string"]),
+            "straggler_timeout": Param(None, type=["null", "string"]), **extra}
 
 
 def _volumes() -> list[dict]:
@@ -49,19 +58,27 @@ def _volumes() -> list[dict]:
             {"name": "model", "mount_path": MODEL, "host_path": "{{ params.model_dir }}"}]
 
 
-def trainer_dag(dag_id: str, mode: str, roles: dict, evaluate: bool = True) -> DAG:
+RECOVERY_KEYS = ("group_restarts", "infra_restarts", "restart_backoff", "progress_timeout", "straggler_timeout")
+
+
+def _recovery() -> dict:
+    return {key: f"{{{{ params.{key} }}}}" for key in RECOVERY_KEYS}
+
+
+def trainer_dag(dag_id: str, mode: str, roles: dict, evaluate: bool = True, extra_args: tuple = (),
+                **params) -> DAG:
     spec = {
         "name": f"rp-{mode}", "namespace": "{{ params.namespace }}", "image": "tfk8s/trainer:0.1",
         "node_selector": LOCAL, "tolerations": TOLERATE_AGENT,
         "command": ["python", "-m", "tfk8s_airflow.trainer"],
         "args": ["--mode", mode, "--model-dir", MODEL, "--steps={{ params.steps }}",
                  "--step-delay={{ params.step_delay }}", "--checkpoint-every={{ params.checkpoint_every }}",
-                 "--log-every", "10", "--heldout", f"{DATA}/heldout.csv", "--peer-timeout", "90"],
-        "env": {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"},
-        "volumes": _volumes(), "max_restarts": 2, **roles,
+                 "--log-every", "10", "--heldout", f"{DATA}/heldout.csv", "--peer-timeout", "90", *extra_args],
+        "env": {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1", "PYTHONPATH": CHECKOUT},
+        "volumes": _volumes(), "max_restarts": 2, **_recovery(), **roles,
     }
     with DAG(dag_id, schedule=None, start_date=START, catchup=False, render_template_as_native_obj=True,
-             params=_params(), tags=["tfk8s-test", "realpods"]) as dag:
+             params=_params(**params), tags=["tfk8s-test", "realpods"]) as dag:
         train = tf_job("train", spec=spec, shards="{{ params.shards }}", poll_interval=1,
                        sensor_timeout=600)
         if evaluate:
@@ -73,6 +90,32 @@ def trainer_dag(dag_id: str, mode: str, roles: dict, evaluate: bool = True) -> D
 tf1 = trainer_dag("tfk8s_rp_tf1", "tf1", {"ps": 1, "worker": {"replicas": 2}})
 # TF2 ParameterServerStrategy: the chief decides; PS and workers are untracked servers.
 tf2 = trainer_dag("tfk8s_rp_tf2", "tf2", {"chief": 1, "ps": 1, "worker": {"replicas": 2, "tracked": False}})
+
+# TF1 with one worker whose program stops making progress after a step (--stall-after).
+tf1_stall = trainer_dag("tfk8s_rp_tf1_stall", "tf1", {"ps": 1, "worker": {"replicas": 1}}, evaluate=False,
+                        extra_args=("--stall-after={{ params.stall_after }}",),
+                        stall_after=Param(50, type="integer"))
+
+# A program of 2017 (flags, between-graph replication, no device filters) whose worker 1 comes
+# to its session only after the chief finished: it hangs in session creation, waiting for the
+# chief's server, as such programs did. The success policy comes from the params.
+with DAG("tfk8s_rp_flags_straggler", schedule=None, start_date=START, catchup=False,
+         render_template_as_native_obj=True,
+         params=_params(programs_dir=Param("/nonexistent", type="string"),
+                        success_policy=Param("default", type="string")),
+         tags=["tfk8s-test", "realpods"]) as flags_straggler:
+    tf_job("train", spec={
+        "name": "rp-flags", "namespace": "{{ params.namespace }}", "image": "tensorflow/tensorflow:1.15.5",
+        "node_selector": LOCAL, "tolerations": TOLERATE_AGENT, "tf_wiring": "flags",
+        "success_policy": "{{ params.success_policy }}",
+        "command": ["python3", f"{PROGRAMS}/flags_2017.py"],
+        "args": ["--train_steps={{ params.steps }}", f"--late_until={MODEL}/chief.done", f"--model_dir={MODEL}"],
+        "env": {"TF_CPP_MIN_LOG_LEVEL": "0", "PYTHONUNBUFFERED": "1"},
+        "volumes": [{"name": "programs", "mount_path": PROGRAMS, "host_path": "{{ params.programs_dir }}",
+                     "read_only": True},
+                    {"name": "model", "mount_path": MODEL, "host_path": "{{ params.model_dir }}"}],
+        "ps": 1, "worker": 2, **_recovery(),
+    }, poll_interval=1, sensor_timeout=600)
 
 # A program written for Kubeflow's TFJob (reads only TF_CONFIG), run unchanged from a
 # hostPath volume; it writes its result JSON to the model volume.

@@ -29,9 +29,10 @@ from urllib.parse import urlparse
 import pytest
 
 from tests.dagrun import states, xcom
-from tests.realpods.test_realpods import JobWatch, run_dag
+from tests.realpods.support import JobWatch, run_dag
 
-pytestmark = [pytest.mark.k8s, pytest.mark.airflow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.k8s, pytest.mark.airflow, pytest.mark.timeout(600),
+              pytest.mark.usefixtures("allowed_host_paths")]
 
 FETCH = "fetch-code"
 OUT = "/mnt/tfk8s-codefetch/out"  # the scenario DAGs' OUT: the out volume inside the pods
@@ -210,17 +211,18 @@ FEW_RESTARTS = 5
 def failing_code(kind: str, host_server: CodeServer, loopback_server: CodeServer) -> tuple[dict, str, int]:
     """(code, the fetcher's message expected in the reason, the fetcher's exit code)."""
     archive = targz({"run.sh": run_sh("unused"), "lib/params.txt": b"x\n"})
+    sha = hashlib.sha256(archive).hexdigest()  # a plain http:// code URI needs one
     if kind == "http-404":
         url = host_server.url("/missing.tar.gz")
-        return {"uri": url}, f"HTTP 404 Not Found fetching {url}", 1
+        return {"uri": url, "sha256": sha}, f"HTTP 404 Not Found fetching {url}", 1
     if kind == "wrong-entrypoint":
         host_server.files["/algo.tar.gz"] = archive
         url = host_server.url("/algo.tar.gz")
-        return ({"uri": url, "entrypoint": "train.sh"},
+        return ({"uri": url, "entrypoint": "train.sh", "sha256": sha},
                 f"entrypoint 'train.sh' not found in the code from {url} (top level holds: lib, run.sh)", 1)
     loopback_server.files["/algo.tar.gz"] = archive  # served, but on the host's loopback
     url = loopback_server.url("/algo.tar.gz")
-    return {"uri": url}, f"cannot reach {url}: [Errno 111] Connection refused", 138
+    return {"uri": url, "sha256": sha}, f"cannot reach {url}: [Errno 111] Connection refused", 138
 
 
 @pytest.mark.parametrize("topology", ["with-ps", "workers-only"])

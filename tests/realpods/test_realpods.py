@@ -9,9 +9,6 @@ and the agent removes their processes and namespaces, which every test checks.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 
@@ -20,155 +17,20 @@ import pytest
 from tests.dagrun import states, xcom
 from tests.fixtures.k8s import wait_for
 from tests.fixtures.nodeagent import LOCAL_NODE_SELECTOR, LOCAL_TOLERATIONS
+from tests.realpods.support import (
+    GOOD,
+    REPO,
+    JobWatch,
+    checkpoint_step,
+    conf,
+    in_background,
+    read_json,
+    report,
+    run_dag,
+)
 
-pytestmark = [pytest.mark.k8s, pytest.mark.tf, pytest.mark.airflow, pytest.mark.timeout(600)]
-
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "dags"))
-GOOD = 0.8  # Bayes accuracy of the synthetic data is ~0.91, chance 0.5
-CLEANUP_TIMEOUT_S = 30
-
-
-def _report(name: str, seconds: float, **values) -> None:
-    print(f"\n[realpods {name}] {seconds:.1f}s " + json.dumps(values, default=str), file=sys.stderr)
-
-
-# ----------------------------------------------------------------------------- fixtures
-@pytest.fixture(scope="module")
-def agent(nodeagent):
-    """The node agent, and a pod interpreter that really has TensorFlow (fail, never skip)."""
-    probe = subprocess.run([nodeagent.python, "-c", "import importlib.util, sys; "
-                            "sys.exit(importlib.util.find_spec('tensorflow') is None)"], timeout=60)
-    if probe.returncode != 0:
-        pytest.fail(f"{nodeagent.python} (the pods' python) has no TensorFlow: run scripts/setup --tf",
-                    pytrace=False)
-    return nodeagent
-
-
-@pytest.fixture(autouse=True)
-def allowed_host_paths(monkeypatch, tmp_path_factory):
-    """The data, model and program directories of these tests are host paths outside the GlusterFS
-    volume, so the deployment allows them ([tfk8s] allowed_host_paths), as its administrator would."""
-    monkeypatch.setenv("AIRFLOW__TFK8S__ALLOWED_HOST_PATHS",
-                       f"{tmp_path_factory.getbasetemp()},{REPO / 'tests' / 'tf' / 'programs'}")
-
-
-@pytest.fixture(scope="module")
-def dataset(tmp_path_factory) -> dict:
-    out = tmp_path_factory.mktemp("realpod-data")
-    subprocess.run([sys.executable, "-m", "tfk8s_airflow.trainer.dataset", "--out", str(out), "--files", "4",
-                    "--rows", "1000", "--seed", "7", "--workers", "2"], check=True, timeout=120)
-    from tfk8s_realpod_scenarios import DATA  # noqa: PLC0415 - imports Airflow
-    host = json.loads((out / "shards.json").read_text())
-    # The pods see the data at DATA (a bind mount of the host directory): same file names.
-    shards = {key: [f"{DATA}/{Path(p).name}" for p in files] for key, files in host.items()}
-    return {"dir": str(out), "shards": shards, "heldout": str(out / "heldout.csv")}
-
-
-@pytest.fixture
-def model_dir(tmp_path) -> Path:
-    d = tmp_path / "model"
-    d.mkdir()
-    return d
-
-
-class JobWatch:
-    """Records the namespace's pods (uids, hostnames) and the agent's processes for them
-    while a DAG runs; everything is gone after teardown, so the checks need the record."""
-
-    def __init__(self, agent, namespace: str):
-        self.agent, self.core, self.namespace = agent, agent.cluster.core_v1, namespace
-        self.pods: dict[str, object] = {}
-        self.pids: set[int] = set()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self):
-        while not self._stop.is_set():
-            try:
-                for p in self.core.list_namespaced_pod(self.namespace).items:
-                    self.pods[p.metadata.name] = p
-            except Exception:  # noqa: BLE001 - namespace may be terminating at the end
-                pass
-            self.pids.update(self.agent.pids(self.namespace).values())
-            self._stop.wait(0.3)
-
-    def pod(self, hostname: str):
-        return next((p for p in self.pods.values() if p.spec.hostname == hostname), None)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join(5)
-
-    def assert_nothing_left(self):
-        core, ns = self.core, self.namespace
-        objects = ([f"pod/{p.metadata.name}" for p in core.list_namespaced_pod(ns).items]
-                   + [f"service/{s.metadata.name}" for s in core.list_namespaced_service(ns).items]
-                   + [f"configmap/{c.metadata.name}" for c in core.list_namespaced_config_map(ns).items
-                      if c.metadata.name != "kube-root-ca.crt"])
-        assert objects == [], objects
-        uids = [p.metadata.uid for p in self.pods.values()]
-        assert self.pods, "no pod was seen"
-        wait_for(lambda: not self.agent.leftovers(ns, uids, sorted(self.pids)), CLEANUP_TIMEOUT_S,
-                 f"the node agent to remove every process, netns and directory of {ns}")
-
-
-def run_dag(dag, namespace: str, **conf):
-    return dag.test(run_conf={"namespace": namespace, **conf})
-
-
-
-def read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (FileNotFoundError, ValueError):
-        return {}
-
-
-def checkpoint_step(model_dir: Path) -> int:
-    """Step of the latest checkpoint, from the `checkpoint` index file (no TensorFlow here)."""
-    try:
-        text = (model_dir / "checkpoint").read_text()
-    except FileNotFoundError:
-        return 0
-    for line in text.splitlines():
-        if line.startswith("model_checkpoint_path:"):
-            return int(line.split('"')[1].rsplit("-", 1)[1])
-    return 0
-
-
-def chief_step(model_dir: Path, key: str) -> int:
-    runs = read_json(model_dir / "replicas" / f"{key}.json").get("runs") or [{}]
-    return int(runs[-1].get("last_step") or 0)
-
-
-def conf(dataset: dict, model_dir: Path, **extra) -> dict:
-    return {"data_dir": dataset["dir"], "model_dir": str(model_dir), "shards": dataset["shards"], **extra}
-
-
-def _in_background(fn):
-    """Run ``fn`` in a thread during dag.test(); re-raise its error afterwards."""
-    box: dict = {}
-
-    def target():
-        try:
-            box["result"] = fn()
-        except BaseException as exc:  # noqa: BLE001
-            box["error"] = exc
-
-    t = threading.Thread(target=target, daemon=True)
-    t.start()
-
-    def result(timeout: float = 30):
-        t.join(timeout)
-        if "error" in box:
-            raise box["error"]
-        return box.get("result")
-    return result
+pytestmark = [pytest.mark.k8s, pytest.mark.tf, pytest.mark.airflow, pytest.mark.timeout(600),
+              pytest.mark.usefixtures("allowed_host_paths")]
 
 
 # -------------------------------------------------------------------------------- tests
@@ -182,7 +44,7 @@ def test_tf1_async_ps_workers_train_and_evaluate(agent, k8s_namespace, airflow_d
     assert dr.state == "success", (st, xcom(dr, "train.wait", "summary"))
     result = xcom(dr, "evaluate")
     summary = xcom(dr, "train.wait", "summary")
-    _report("tf1", elapsed, accuracy=result["accuracy"], global_step=result["global_step"])
+    report("tf1", elapsed, accuracy=result["accuracy"], global_step=result["global_step"])
     assert result["accuracy"] >= GOOD and result["global_step"] >= 400
     assert summary["replicas"]["worker-0"]["exit_code"] == 0
     assert summary["replicas"]["ps-0"]["phase"] == "Running"  # a PS never exits; teardown stopped it
@@ -203,7 +65,7 @@ def test_tf2_parameter_server_strategy_trains_and_evaluates(agent, k8s_namespace
     assert dr.state == "success", (states(dr), xcom(dr, "train.wait", "summary"))
     result = xcom(dr, "evaluate")
     summary = xcom(dr, "train.wait", "summary")
-    _report("tf2", elapsed, accuracy=result["accuracy"], global_step=result["global_step"])
+    report("tf2", elapsed, accuracy=result["accuracy"], global_step=result["global_step"])
     assert result["accuracy"] >= GOOD and result["global_step"] == 300
     assert summary["replicas"]["chief-0"]["phase"] == "Succeeded"
     for key in ("ps-0", "worker-0", "worker-1"):  # untracked servers kept serving
@@ -240,7 +102,7 @@ def test_killed_worker_restarts_in_place_and_resumes(agent, k8s_namespace, airfl
 
     t0 = time.monotonic()
     with JobWatch(agent, k8s_namespace) as watch:
-        done = _in_background(killer)
+        done = in_background(killer)
         dr = run_dag(s.tf1, k8s_namespace, **conf(dataset, model_dir, steps=600, step_delay=0.03,
                                                  checkpoint_every=50))
         done(60)
@@ -249,7 +111,7 @@ def test_killed_worker_restarts_in_place_and_resumes(agent, k8s_namespace, airfl
     runs = read_json(model_dir / "train_state.json")["runs"]
     summary = xcom(dr, "train.wait", "summary")
     result = xcom(dr, "evaluate")
-    _report("worker-kill", elapsed, checkpoint=facts["checkpoint"], starts=[r["start_step"] for r in runs],
+    report("worker-kill", elapsed, checkpoint=facts["checkpoint"], starts=[r["start_step"] for r in runs],
             accuracy=result["accuracy"], restarts=summary["replicas"]["worker-0"]["restarts"])
     assert facts["last_exit"] == 137  # 128 + SIGKILL, as a container runtime reports it
     assert facts["new_pid"] and facts["new_pid"] != facts["killed_pid"]
@@ -259,31 +121,6 @@ def test_killed_worker_restarts_in_place_and_resumes(agent, k8s_namespace, airfl
     assert runs[1]["start_step"] >= facts["checkpoint"] >= 150  # resumed, not restarted at 0
     assert runs[1]["status"] == "finished" and runs[1]["final_step"] >= 600
     assert result["accuracy"] >= GOOD
-    watch.assert_nothing_left()
-
-
-def test_killed_ps_fails_the_job_naming_it(agent, k8s_namespace, airflow_db, dataset, model_dir):
-    import tfk8s_realpod_scenarios as s
-    facts: dict = {}
-
-    def killer():
-        wait_for(lambda: chief_step(model_dir, "worker-0") >= 50, 300, "training under way", interval=0.2)
-        facts["pid"] = agent.kill(k8s_namespace, watch.pod("ps-0").metadata.name)
-
-    t0 = time.monotonic()
-    with JobWatch(agent, k8s_namespace) as watch:
-        done = _in_background(killer)
-        dr = run_dag(s.tf1, k8s_namespace, **conf(dataset, model_dir, steps=100000, step_delay=0.02))
-        done(60)
-    elapsed = time.monotonic() - t0
-    st = states(dr)
-    summary = xcom(dr, "train.wait", "summary")
-    _report("ps-kill", elapsed, reason=summary["reason"])
-    assert dr.state == "failed"
-    assert st[("train.wait", -1)] == "failed" and st[("evaluate", -1)] == "upstream_failed"
-    assert st[("train.teardown", -1)] == "success"
-    assert "ps-0" in summary["reason"] and "exit code 137" in summary["reason"], summary["reason"]
-    assert summary["failed_pod"].endswith("-ps-0")
     watch.assert_nothing_left()
 
 
@@ -324,7 +161,7 @@ def test_worker_without_peers_fails_in_bounded_time_naming_the_peer(agent, k8s_n
         log = core.read_namespaced_pod_log("lonely-worker-0", ns, container="tensorflow",
                                            _preload_content=False).data.decode()
         term = p.status.container_statuses[0].state.terminated
-        _report("peer-timeout", elapsed, exit_code=term.exit_code)
+        report("peer-timeout", elapsed, exit_code=term.exit_code)
         assert p.status.phase == "Failed" and term.exit_code == 138, log
         assert f"ps-0 ({missing}): dns failed" in log, log
         assert f"ps-0 ({missing})" in (term.message or ""), term.message
@@ -346,7 +183,7 @@ def test_tfjob_style_program_runs_unchanged(agent, k8s_namespace, airflow_db, mo
     elapsed = time.monotonic() - t0
     assert dr.state == "success", (states(dr), xcom(dr, "train.wait", "summary"))
     chief = read_json(model_dir / "worker-0.json")
-    _report("tfjob-style", elapsed, **chief)
+    report("tfjob-style", elapsed, **chief)
     # Async training: the chief stops when the shared global step reaches 300; the last step
     # it saw itself may be a few lower when the other worker made the final increments.
     assert chief["chief"] is True and chief["step"] >= 290 and chief["accuracy"] >= GOOD

@@ -243,6 +243,9 @@ def test_failure_classes_from_what_kubernetes_reports():
     assert st.failure_class == "oom" and "OOMKilled" in st.reason
     assert classed(pod("worker", 1, "Failed", exit_code=3)).failure_class == "code"
     assert classed(pod("worker", 1, "Failed", exit_code=143)).failure_class == "infrastructure"  # a signal
+    assert classed(pod("worker", 1, "Failed", exit_code=137)).failure_class == "infrastructure"  # SIGKILL
+    assert classed(pod("worker", 1, "Failed", exit_code=139)).failure_class == "code"  # its own SIGSEGV
+    assert classed(pod("worker", 1, "Failed", exit_code=134)).failure_class == "code"  # its own abort()
     assert classed(pod("worker", 1, "Pending", waiting="ImagePullBackOff")).failure_class == "config"
     node_gone = pod("worker", 1, "Failed")
     node_gone["status"]["reason"] = "NodeLost"

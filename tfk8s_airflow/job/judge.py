@@ -41,6 +41,9 @@ INFRA_POD_REASONS = ("Evicted", "Preempting", "NodeLost", "Shutdown", "Terminate
 CODE, INFRASTRUCTURE, OOM = "code", "infrastructure", "oom"
 STALLED, STRAGGLER, CONFIG = "stalled", "straggler", "config"
 FAILURE_CLASSES = (CODE, INFRASTRUCTURE, OOM, STALLED, STRAGGLER, CONFIG)
+#: Signals that end a process from outside (exit code 128 + n): SIGHUP, SIGINT, SIGQUIT, SIGKILL,
+#: SIGTERM. A program's own crash (SIGSEGV 139, SIGABRT 134, SIGBUS, SIGFPE, SIGILL) is its code's.
+EXTERNAL_SIGNALS = frozenset({1, 2, 3, 9, 15})
 MESSAGE_MAX = 2000  # characters of a container's termination message kept in a reason
 
 
@@ -447,9 +450,9 @@ def _exit_class(st: ReplicaState, code: int | None) -> str:
         return INFRASTRUCTURE
     if st.oom:
         return OOM
-    if code is not None and is_retryable_exit(code):
-        return INFRASTRUCTURE  # killed by a signal (>= 128): SIGKILL, SIGTERM from outside the program
-    return CODE
+    if code is not None and is_retryable_exit(code) and code - 128 in EXTERNAL_SIGNALS:
+        return INFRASTRUCTURE  # killed from outside the program: SIGKILL (OOM killer, node), SIGTERM...
+    return CODE  # its own exit, or a signal the program raised itself (SIGSEGV, SIGABRT, SIGFPE...)
 
 
 # ----------------------------------------------------------------------------- replica outcome

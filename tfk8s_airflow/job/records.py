@@ -220,7 +220,7 @@ class JobProgress:
     def to_xcom(self) -> dict[str, Any]:
         out = asdict(self)
         out["history"] = [asdict(p) for p in self.history]
-        out["attempts"] = [asdict(a) for a in self.attempts]
+        out["attempts"] = [{**asdict(a), "replicas": list(a.replicas)} for a in self.attempts]
         out["replicas"] = {k: dict(v) for k, v in self.replicas.items()}
         return out
 

@@ -125,8 +125,6 @@ def train(cfg: runtime.TFConfig, args: argparse.Namespace) -> dict | None:
             loss, local_steps = float("nan"), 0
             began = time.monotonic()
             while not sess.should_stop():
-                if args.stall_after is not None and step >= args.stall_after:
-                    _stall(cfg, step)
                 idx = rng.integers(0, len(ys), size=args.batch_size)
                 _, loss, step = sess.run([g["train_op"], g["loss"], g["global_step"]],
                                          feed_dict={g["x"]: xs[idx], g["y"]: ys[idx]})
@@ -136,6 +134,8 @@ def train(cfg: runtime.TFConfig, args: argparse.Namespace) -> dict | None:
                     recorder.progress(step, loss)
                     rate = local_steps * args.batch_size / max(time.monotonic() - began, 1e-9)
                     runtime.report(int(step), loss=float(loss), examples_per_sec=rate, target_step=args.steps)
+                    if args.stall_after is not None and step >= args.stall_after:
+                        _stall(cfg, step)  # after a report: the last step anyone saw is where it stopped
                 if args.step_delay:
                     time.sleep(args.step_delay)
     final_step = int(step)  # as fetched with the last train op: may lag by one
