@@ -184,16 +184,22 @@ class JobClient:
                     namespace=namespace, label_selector=selector).items
 
     def log_tail(self, namespace: str, pod: str, lines: int = 50, previous: bool = False) -> str:
-        """The last lines of a replica's log; '' when the node serves no logs."""
+        """The last lines of a replica's log; a ``<log unavailable: ...>`` line when it cannot be read."""
+        text, error = self.try_log_tail(namespace, pod, lines, previous)
+        return text if error is None else f"<log unavailable: {error}>"
+
+    def try_log_tail(self, namespace: str, pod: str, lines: int = 50, previous: bool = False
+                     ) -> tuple[str, str | None]:
+        """``(text, None)``, or ``("", why)`` when the log cannot be read (a log tail never fails teardown)."""
         try:
             text = self.core.read_namespaced_pod_log(
                 name=pod, namespace=namespace, container=CONTAINER_NAME, tail_lines=lines,
                 previous=previous, _request_timeout=30, _preload_content=False).data
-            return text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text or "")
+            return (text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text or "")), None
         except ApiException as exc:
-            return f"<log unavailable: HTTP {exc.status} {exc.reason}>"
+            return "", f"HTTP {exc.status} {exc.reason}"
         except Exception as exc:  # noqa: BLE001 - a log tail must never fail teardown
-            return f"<log unavailable: {exc}>"
+            return "", str(exc)
 
     def service_account_exists(self, namespace: str, name: str) -> bool:
         try:
