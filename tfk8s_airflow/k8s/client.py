@@ -177,6 +177,25 @@ class JobClient:
                 return False
             raise wrap_api_error(f"creating {kind} {ns}/{name}", exc) from exc
 
+    def ensure_service(self, obj: Mapping[str, Any]) -> tuple[bool, str]:
+        """Create the job's Service, or find the one an earlier try made: ``(created, uid)``.
+
+        The uid is what the job's other objects name as their owner. A Service of that name
+        being deleted is a transient error (its dependents would be collected at once).
+        """
+        ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+        try:
+            created = self.core.create_namespaced_service(namespace=ns, body=obj)
+            return True, created.metadata.uid
+        except ApiException as exc:
+            if exc.status != 409:
+                raise wrap_api_error(f"creating Service {ns}/{name}", exc) from exc
+        existing = call(f"reading Service {ns}/{name}", self.core.read_namespaced_service, name=name, namespace=ns)
+        if existing.metadata.deletion_timestamp is not None:
+            raise KubernetesApiError(f"creating Service {ns}/{name}", 409,
+                                     "a Service of that name is being deleted (an earlier run's teardown); retry")
+        return False, existing.metadata.uid
+
     # ------------------------------------------------------------------- read
     def list_pods(self, namespace: str, selector: str) -> list[Any]:
         """One LIST call for every pod of the job, whatever the replica count."""
