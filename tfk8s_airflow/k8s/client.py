@@ -220,6 +220,28 @@ class JobClient:
         except Exception as exc:  # noqa: BLE001 - a log tail must never fail teardown
             return "", str(exc)
 
+    def read_pod(self, namespace: str, name: str) -> Any | None:
+        """The pod, or ``None`` when there is none of that name."""
+        try:
+            return self.core.read_namespaced_pod(name=name, namespace=namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise wrap_api_error(f"reading pod {namespace}/{name}", exc) from exc
+
+    def delete_pod(self, namespace: str, name: str, grace_period_seconds: int = 0) -> bool:
+        """Delete one pod; ``False`` when it was already gone."""
+        return bool(self._delete(self.core.delete_namespaced_pod, "Pod", namespace, name, grace_period_seconds))
+
+    def wait_pod_gone(self, namespace: str, name: str, timeout: float = 60, interval: float = 1) -> bool:
+        """Poll until the pod no longer exists; ``False`` when it still does at the timeout."""
+        deadline = time.monotonic() + timeout
+        while self.read_pod(namespace, name) is not None:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(interval)
+        return True
+
     def service_account_exists(self, namespace: str, name: str) -> bool:
         try:
             self.core.read_namespaced_service_account(name=name, namespace=namespace)
