@@ -72,8 +72,11 @@ def test_planted_links_are_not_written_through_and_a_retry_keeps_the_archive(
 
     _running_with_log(k8s_cluster, ns, "job-a", "job-a-worker-0", ["step 1 loss 0.9", "step 2 loss 0.4"])
     _running_with_log(k8s_cluster, ns, "job-b", "job-b-worker-0", ["import os  # the pod's own log"])
+    _running_with_log(k8s_cluster, ns, "job-c", "job-c-worker-0", ["a first run: no log directory yet"])
     first = _teardown("job-a", ns, logs)
     _teardown("job-b", ns, logs)
+    _teardown("job-c", ns, gluster_dir / "new" / "logs")
+    assert (gluster_dir / "new" / "logs" / "job-c" / "job-c-worker-0.log").read_text().startswith("a first run")
 
     assert victim.read_text() == DAG_TEXT
     assert sorted(p.name for p in dags.iterdir()) == ["retrain.py"]
@@ -81,7 +84,7 @@ def test_planted_links_are_not_written_through_and_a_retry_keeps_the_archive(
     assert not archive.is_symlink() and "step 2 loss 0.4" in archive.read_text()
     assert first["archived"] == [str(archive)]
     assert (logs / "job-b").is_symlink()  # refused, left as it was; the job was still deleted
-    assert core.list_namespaced_pod(ns, label_selector="tfk8s.io/job in (job-a,job-b)").items == []
+    assert core.list_namespaced_pod(ns, label_selector="tfk8s.io/job in (job-a,job-b,job-c)").items == []
 
     # Retries: the job's pods are listed again but their logs cannot be read (HTTP 400), or are empty.
     core.create_namespaced_pod(ns, _pod("job-a", "job-a-worker-0", container="main"))

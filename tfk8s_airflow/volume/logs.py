@@ -49,7 +49,7 @@ def archive_tail(log_dir: str | os.PathLike[str], job: str, pod: str, text: str,
     """
     rel = log_path(job, pod)
     data = text.encode("utf-8", "replace")
-    with safe.SafeDir.open(log_dir) as d:
+    with safe.SafeDir.open(log_dir, create=True) as d:  # the configured directory: made on first use
         if available:
             d.write_atomic(rel, data, make_parents=True)
             return "written"
@@ -61,4 +61,6 @@ def append_log(log_dir: str | os.PathLike[str], job: str, pod: str, data: bytes)
 
     The file must be a regular file of one link; see :meth:`tfk8s_airflow.volume.safe.SafeDir.append`.
     """
-    return safe.append(log_dir, log_path(job, pod), data, make_parents=True)
+    rel = log_path(job, pod)
+    with safe.SafeDir.open(log_dir, create=True) as d:
+        return d.append(rel, data, make_parents=True)
