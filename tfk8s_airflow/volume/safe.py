@@ -171,8 +171,8 @@ class SafeDir:
         return f"SafeDir({self.path!r})"
 
     def where(self, rel: str | os.PathLike[str] = "") -> str:
-        """The path of ``rel`` for messages."""
-        text = "/".join(_parts(rel))
+        """The path of ``rel`` for messages (not checked: messages name what was refused too)."""
+        text = "/".join(p for p in os.fspath(rel).split("/") if p not in ("", "."))
         return f"{self.path}/{text}" if text else self.path
 
     # ------------------------------------------------------------ directories
