@@ -6,7 +6,9 @@ Both build the same pipeline from the same spec and operators:
 
 * ``tfk8s_retrain_daily``: waits for ``/data/clicks/dt={{ ds }}/_SUCCESS`` on HDFS, copies the
   partition onto the GlusterFS cache, trains a PS/worker job on it, evaluates the model on
-  the held-out file and promotes it to ``serving/`` only if it beats the last promoted one.
+  the held-out file in an evaluation pod built from the same spec (never inside the Airflow
+  worker: a SavedModel is a program) and promotes it to ``serving/`` only if it beats the
+  last promoted one.
   Everything is keyed by the logical date (cache, model directory, version, job name), so
   backfills and clears are idempotent and concurrent runs share nothing.
 * ``tfk8s_train_manual``: no schedule; the Params form (image, PS and worker counts, GPUs per
@@ -16,10 +18,13 @@ Both build the same pipeline from the same spec and operators:
 Paths: ``TFK8S_GLUSTER_MOUNT`` (default ``/mnt/tfk8s-gluster``) is where both the Airflow
 worker and the nodes see the GlusterFS volume; the pods mount the same paths (hostPath).
 ``TFK8S_ROOT`` (default ``$TFK8S_GLUSTER_MOUNT/tfk8s``, a directory on the volume) holds
-``cache/``, ``models/``, ``serving/`` and ``logs/``.
+``cache/``, ``models/``, ``serving/`` and ``logs/``. ``TFK8S_POD_ENV`` (a JSON object) adds to
+every pod's environment, e.g. ``{"PYTHONPATH": "/src/tfk8s-airflow"}`` for the devstack's node
+agent (which runs pods with this machine's Python) to import a checkout other than its own.
 """
 from __future__ import annotations
 
+import json
 import os
 
 import pendulum
@@ -38,7 +43,7 @@ from tfk8s_airflow.taskgroup import tf_job
 VOLUME = os.environ.get("TFK8S_GLUSTER_MOUNT", "/mnt/tfk8s-gluster")
 # Everything of these DAGs (cache, models, serving, logs) lives under ROOT, on the volume.
 ROOT = os.environ.get("TFK8S_ROOT") or f"{VOLUME}/tfk8s"
-PYTHON = os.environ.get("TFK8S_EVAL_PYTHON")  # an interpreter with TensorFlow (default: Airflow's)
+POD_ENV = json.loads(os.environ.get("TFK8S_POD_ENV") or "{}")
 #: An event per staged partition (extra: partition, manifest, files, bytes) and per promoted
 #: model (extra: version, metric, value, path); dags/tfk8s_deploy.py is scheduled on the model.
 STAGED = Asset("tfk8s-clicks-staged")
@@ -71,6 +76,7 @@ def training_spec(model_dir: str) -> dict:
         "args": ["--mode", "tf1", "--steps", "{{ params.steps }}", "--batch-size", "64",
                  "--learning-rate", "{{ params.learning_rate }}", "--peer-timeout", "120"],
         "resources": {"cpu": "500m", "memory": "1Gi"},
+        **({"env": POD_ENV} if POD_ENV else {}),
         "restart_policy": "OnFailure",
         "max_restarts": 3,
         "schedule_timeout": "2m",
@@ -101,8 +107,9 @@ def pipeline(data_path: str, key: str, promote: bool) -> None:
                                 manifest_path=f"{cache}/_heldout_manifest.json")
     train = tf_job("train", spec=training_spec(model_dir), shards=stage.output, poll_interval=2,
                    archive_dir=f"{ROOT}/logs")
-    evaluate = TFEvaluateOperator(task_id="evaluate", model_dir=model_dir, heldout=f"{cache}/heldout.csv",
-                                  threshold="{{ params.threshold }}", python=PYTHON)
+    # A pod of the job's kind (its image, node placement, volumes read-only) runs the evaluator.
+    evaluate = TFEvaluateOperator(task_id="evaluate", spec=training_spec(model_dir), model_dir=model_dir,
+                                  heldout=f"{cache}/heldout.csv", threshold="{{ params.threshold }}")
     wait >> [stage, heldout]
     stage >> train
     [train, heldout] >> evaluate

@@ -29,6 +29,8 @@ SHARDS_KEY = "shards.json"
 DEFAULT_SHARDS_FILE = f"{SHARDS_MOUNT}/{SHARDS_KEY}"
 DEFAULT_CODE_DIR = "/opt/tfk8s/code"
 TERMINATION_LOG = "/dev/termination-log"
+#: Where a container's termination message goes when the node names another file (the devstack's node agent).
+TERMINATION_LOG_ENV = "TFK8S_TERMINATION_LOG"
 #: A spec volume of this name with a host path is where teardown archives the replicas' logs.
 LOGS_VOLUME = "logs"
 #: A spec volume of this name with a host path holds the chief's checkpoints: its ``checkpoint`` file
@@ -47,6 +49,8 @@ LABEL_RUN = "tfk8s.io/run"
 LABEL_DAG = "tfk8s.io/dag"
 #: The job's attempt a pod belongs to (1, then one more per group restart or replacement).
 LABEL_ATTEMPT = "tfk8s.io/attempt"
+#: An evaluation pod (``TFEvaluateOperator``): the evaluation's name. Not a job's pod (no ``tfk8s.io/job``).
+LABEL_EVALUATION = "tfk8s.io/evaluation"
 
 #: The scheduling gate that holds every pod of a job until all of them exist.
 GANG_GATE = "tfk8s.io/gang"
@@ -79,6 +83,12 @@ def volume_dir_env(volume_name: str) -> str:
 #: newest such line (the chief, else worker 0) from its log. Keys: step (int, required), loss,
 #: examples_per_sec, target_step.
 PROGRESS_PREFIX = "tfk8s.progress "
+
+# ----------------------------------------------------------------------------- evaluation
+#: The evaluator's result (``python -m tfk8s_airflow.trainer.evaluate``), the only keys the worker accepts.
+EVAL_RESULT_KEYS = ("accuracy", "examples", "global_step", "source", "positive_rate")
+#: The largest result the worker reads: a kubelet's termination message limit.
+EVAL_RESULT_MAX_BYTES = 4096
 
 # ----------------------------------------------------------------------------- exit codes
 #: As Kubeflow's TFJob ``ExitCode`` restart policy reads them: 1-127 permanent, >= 128 retryable.

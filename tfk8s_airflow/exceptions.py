@@ -139,5 +139,10 @@ class MetricBelowThresholdError(PermanentError):
         super().__init__(f"{metric} {value:.4f} is below the threshold {threshold:.4f}{extra}")
 
 
+class EvaluationResultError(PermanentError):
+    """What an evaluation pod or child process reported is not an evaluation result (wrong keys,
+    a number out of range, too large): the model is not judged by it."""
+
+
 class MissingInputError(DataError):
     """An input path (HDFS or volume) does not exist; waiting for it is the sensor's job."""

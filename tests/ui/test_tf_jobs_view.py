@@ -31,7 +31,7 @@ import requests
 from tests.e2e._support import E2E_MARKS, env_root, leftovers, publish, task_states, wait_gone
 from tests.fixtures.k8s import wait_for
 from tests.ui.conftest import password, screenshot, token
-from tfk8s_airflow.volume.archive import archive_path
+from tfk8s_airflow.volume.logs import archive_path
 
 pytestmark = [*E2E_MARKS, pytest.mark.ui, pytest.mark.timeout(1500)]
 

@@ -4,7 +4,7 @@ import os
 import pytest
 
 from tfk8s_airflow.exceptions import DataError
-from tfk8s_airflow.volume.archive import archive_path, archive_root_of, read_archived_log
+from tfk8s_airflow.volume.logs import archive_path, archive_root_of, read_archived_log
 
 
 def write(root, job, pod, text):

@@ -15,7 +15,7 @@ from tfk8s_airflow.ui.rows import (
     sort_rows,
     wants_pod_list,
 )
-from tfk8s_airflow.volume.archive import archive_path
+from tfk8s_airflow.volume.logs import archive_path
 
 SPEC = TFJobSpec.from_dict({"name": "ctr", "image": "i:1", "ps": 1, "worker": 2})
 LINKS = Links(ui="/", app="/tfk8s")

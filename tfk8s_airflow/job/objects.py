@@ -40,7 +40,8 @@ from tfk8s_airflow.job.wiring import cluster_spec, legacy_flags, tf_config_dict
 __all__ = ["CODE_VOLUME", "CONTAINER_NAME", "FETCH_CONTAINER", "LABEL_DAG", "LABEL_INDEX", "LABEL_JOB",
            "LABEL_ROLE", "LABEL_RUN", "LABEL_TRACKED", "PORT_NAME", "SHARDS_KEY", "SHARDS_MOUNT",
            "SHARDS_VOLUME", "JobNames", "Replica", "job_labels", "plan_replicas", "pod_manifest",
-           "service_manifest", "configmap_manifest", "shards_json", "job_manifests"]
+           "service_manifest", "configmap_manifest", "shards_json", "job_manifests", "owner_reference",
+           "owned_by"]
 
 @dataclass(frozen=True)
 class JobNames:
@@ -332,6 +333,25 @@ def service_manifest(spec: TFJobSpec, names: JobNames) -> dict[str, Any]:
                  "ports": [{"name": PORT_NAME, "port": spec.port, "targetPort": spec.port,
                             "protocol": "TCP"}]},
     }
+
+
+def owner_reference(service: str, uid: str) -> dict[str, Any]:
+    """The reference that makes an object a dependent of the job's Service.
+
+    Why the Service: it is created first and lives exactly as long as the job, so deleting it
+    (teardown, or a person with ``kubectl delete service``) lets Kubernetes' garbage collector
+    remove every pod and ConfigMap of the job, even when teardown never ran. Not
+    ``blockOwnerDeletion``: that needs permission on the Service's finalizers, and nothing
+    waits on the Service's deletion.
+    """
+    return {"apiVersion": "v1", "kind": "Service", "name": service, "uid": uid}
+
+
+def owned_by(obj: Mapping[str, Any], reference: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``obj`` with ``reference`` as its owner."""
+    out = dict(obj)
+    out["metadata"] = {**obj["metadata"], "ownerReferences": [dict(reference)]}
+    return out
 
 
 def configmap_manifest(spec: TFJobSpec, names: JobNames, shards: Mapping[str, Sequence[str]]

@@ -177,6 +177,25 @@ class JobClient:
                 return False
             raise wrap_api_error(f"creating {kind} {ns}/{name}", exc) from exc
 
+    def ensure_service(self, obj: Mapping[str, Any]) -> tuple[bool, str]:
+        """Create the job's Service, or find the one an earlier try made: ``(created, uid)``.
+
+        The uid is what the job's other objects name as their owner. A Service of that name
+        being deleted is a transient error (its dependents would be collected at once).
+        """
+        ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+        try:
+            created = self.core.create_namespaced_service(namespace=ns, body=obj)
+            return True, created.metadata.uid
+        except ApiException as exc:
+            if exc.status != 409:
+                raise wrap_api_error(f"creating Service {ns}/{name}", exc) from exc
+        existing = call(f"reading Service {ns}/{name}", self.core.read_namespaced_service, name=name, namespace=ns)
+        if existing.metadata.deletion_timestamp is not None:
+            raise KubernetesApiError(f"creating Service {ns}/{name}", 409,
+                                     "a Service of that name is being deleted (an earlier run's teardown); retry")
+        return False, existing.metadata.uid
+
     # ------------------------------------------------------------------- read
     def list_pods(self, namespace: str, selector: str) -> list[Any]:
         """One LIST call for every pod of the job, whatever the replica count."""
@@ -184,16 +203,44 @@ class JobClient:
                     namespace=namespace, label_selector=selector).items
 
     def log_tail(self, namespace: str, pod: str, lines: int = 50, previous: bool = False) -> str:
-        """The last lines of a replica's log; '' when the node serves no logs."""
+        """The last lines of a replica's log; a ``<log unavailable: ...>`` line when it cannot be read."""
+        text, error = self.try_log_tail(namespace, pod, lines, previous)
+        return text if error is None else f"<log unavailable: {error}>"
+
+    def try_log_tail(self, namespace: str, pod: str, lines: int = 50, previous: bool = False
+                     ) -> tuple[str, str | None]:
+        """``(text, None)``, or ``("", why)`` when the log cannot be read (a log tail never fails teardown)."""
         try:
             text = self.core.read_namespaced_pod_log(
                 name=pod, namespace=namespace, container=CONTAINER_NAME, tail_lines=lines,
                 previous=previous, _request_timeout=30, _preload_content=False).data
-            return text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text or "")
+            return (text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text or "")), None
         except ApiException as exc:
-            return f"<log unavailable: HTTP {exc.status} {exc.reason}>"
+            return "", f"HTTP {exc.status} {exc.reason}"
         except Exception as exc:  # noqa: BLE001 - a log tail must never fail teardown
-            return f"<log unavailable: {exc}>"
+            return "", str(exc)
+
+    def read_pod(self, namespace: str, name: str) -> Any | None:
+        """The pod, or ``None`` when there is none of that name."""
+        try:
+            return self.core.read_namespaced_pod(name=name, namespace=namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise wrap_api_error(f"reading pod {namespace}/{name}", exc) from exc
+
+    def delete_pod(self, namespace: str, name: str, grace_period_seconds: int = 0) -> bool:
+        """Delete one pod; ``False`` when it was already gone."""
+        return bool(self._delete(self.core.delete_namespaced_pod, "Pod", namespace, name, grace_period_seconds))
+
+    def wait_pod_gone(self, namespace: str, name: str, timeout: float = 60, interval: float = 1) -> bool:
+        """Poll until the pod no longer exists; ``False`` when it still does at the timeout."""
+        deadline = time.monotonic() + timeout
+        while self.read_pod(namespace, name) is not None:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(interval)
+        return True
 
     def service_account_exists(self, namespace: str, name: str) -> bool:
         try:

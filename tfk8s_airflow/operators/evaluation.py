@@ -1,60 +1,170 @@
-"""Evaluation of a trained model as an Airflow task.
+"""Evaluation of a trained model as an Airflow task, never inside the Airflow worker.
 
-Why evaluation runs ``python -m tfk8s_airflow.trainer.evaluate`` in a child
-process: TensorFlow stays out of the Airflow task process (and may live in
-another interpreter, ``python=``), and the JSON it prints becomes the XCom. The
-model and held-out data are read from a path this worker sees (the GlusterFS
-volume the pods wrote to). A missing model or a metric below the threshold is a
-permanent failure with the evaluator's message.
+Why: a SavedModel is a program. Loaded in the worker it runs with the worker's environment
+(connection passwords), descriptors and files, and whatever it prints the worker would take
+for the result. So the evaluator (``python -m tfk8s_airflow.trainer.evaluate``) runs elsewhere
+and the worker only takes its small result, validated
+(:func:`tfk8s_airflow.job.evaluation.read_result`), and applies the threshold itself:
+
+* ``mode="pod"`` (given a ``spec``): an evaluation pod of the job's kind on Kubernetes, with
+  the job's image, resources, node placement and volumes (read-only), reporting through its
+  termination message (:mod:`tfk8s_airflow.job.evaluation`, :mod:`tfk8s_airflow.k8s.evaluation`).
+  The isolation is the pod's: nothing of the worker is in it.
+* ``mode="subprocess"``: a child process with a scrubbed environment, a fresh working
+  directory and no inherited descriptors (:mod:`tfk8s_airflow.isolation`), writing its result
+  to a file there. It keeps the worker's secrets out of the model's reach through the
+  environment, not through the file system: for trusted models, or where no cluster runs it.
+
+A missing model, a metric below the threshold or a result that is not one is a permanent
+failure; a timeout, an evicted pod or a retryable exit code (>= 128) is left to retries.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+from tfk8s_airflow.contract import is_retryable_exit
+from tfk8s_airflow.exceptions import DataError, MetricBelowThresholdError, SpecError
+from tfk8s_airflow.isolation import run_isolated
+from tfk8s_airflow.job.evaluation import (
+    EVALUATOR,
+    evaluation_names,
+    evaluation_pod,
+    evaluator_args,
+    printable,
+    read_result,
+)
+from tfk8s_airflow.job.resolve import as_spec_input, resolve_spec
+from tfk8s_airflow.k8s.client import JobClient
+from tfk8s_airflow.k8s.evaluation import run_pod
+from tfk8s_airflow.operators.base import fail_permanently
+
+MODES = ("pod", "subprocess")
 
 
 class TFEvaluateOperator(BaseOperator):
-    """Accuracy of the trained model on held-out files; pushes the result dict.
+    """Accuracy of the trained model on held-out files; pushes the validated result dict.
 
-    :param model_dir: the job's model directory (templated).
-    :param heldout: held-out CSV file(s) (templated).
+    :param model_dir: the job's model directory (templated), as the evaluator sees it (in pod
+        mode: the path inside the pod, i.e. under one of the spec's mount paths).
+    :param heldout: held-out CSV file(s) (templated), seen the same way.
     :param threshold: fail below this accuracy (no promotion of a bad model).
-    :param python: interpreter with TensorFlow (default: this one).
+    :param spec: the job's spec (as for ``tf_job``; templated): the evaluation pod is built from it.
+    :param mode: ``"pod"`` (the default with a spec) or ``"subprocess"`` (the default without).
+    :param source: ``auto`` (the SavedModel, else the latest checkpoint), ``saved_model`` or
+        ``checkpoint`` (the weights only, evaluated by the evaluator's own code: no graph of the
+        job's runs).
+    :param env: extra environment of the evaluation pod or child process (templated).
+    :param python: subprocess mode: an interpreter with TensorFlow (default: this one).
+    :param timeout: seconds the evaluation may take (the pod's ``activeDeadlineSeconds``).
     """
 
-    template_fields: Sequence[str] = ("model_dir", "heldout", "threshold")
+    template_fields: Sequence[str] = ("model_dir", "heldout", "threshold", "spec", "env")
+    template_ext: Sequence[str] = ()
 
     def __init__(self, *, model_dir: str, heldout: str | list[str], threshold: float | None = None,
-                 python: str | None = None, timeout: float = 600, **kwargs: Any) -> None:
+                 spec: Any = None, mode: str | None = None, source: str = "auto",
+                 env: Mapping[str, str] | None = None, python: str | None = None, timeout: float = 600,
+                 kubernetes_conn_id: str = "kubernetes_default", poll_interval: float = 2.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        mode = mode or ("pod" if spec is not None else "subprocess")
+        if mode not in MODES:
+            raise SpecError(f"must be one of {', '.join(MODES)}, got {mode!r}", field="mode")
+        if mode == "pod" and spec is None:
+            raise SpecError("the pod mode builds the evaluation pod from the job's spec: give spec=", field="spec")
         self.model_dir = model_dir
         self.heldout = heldout
         self.threshold = threshold
+        self.spec = as_spec_input(spec)
+        self.mode = mode
+        self.source = source
+        self.env = env or {}
         self.python = python or sys.executable
         self.timeout = timeout
+        self.kubernetes_conn_id = kubernetes_conn_id
+        self.poll_interval = poll_interval
+
+    def _threshold(self) -> float | None:
+        return None if self.threshold in (None, "") else float(self.threshold)
 
     def execute(self, context: Any) -> dict[str, Any]:
-        files = [self.heldout] if isinstance(self.heldout, str) else list(self.heldout)
-        cmd = [self.python, "-m", "tfk8s_airflow.trainer.evaluate", "--model-dir", str(self.model_dir)]
-        for f in files:
-            cmd += ["--heldout", str(f)]
-        if self.threshold not in (None, ""):
-            cmd += ["--threshold", str(self.threshold)]
-        self.log.info("evaluating: %s", " ".join(cmd))
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout)
-        if proc.stderr.strip():
-            self.log.info("%s", proc.stderr.strip()[-4000:])
-        if proc.returncode != 0:
-            message = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
-            raise AirflowFailException(f"evaluation of {self.model_dir} failed: {message}")
-        result = json.loads(proc.stdout.strip().splitlines()[-1])
-        self.log.info("accuracy %.4f on %d examples (global step %s)", result["accuracy"],
-                      result["examples"], result.get("global_step"))
+        files = [self.heldout] if isinstance(self.heldout, str) else [str(f) for f in self.heldout]
+        threshold = self._threshold()
+        with fail_permanently():
+            if self.mode == "pod":
+                exit_code, reason, message = self._in_pod(context, files, threshold)
+            else:
+                exit_code, reason, message = self._in_child(evaluator_args(str(self.model_dir), files, threshold,
+                                                                           self.source))
+            if exit_code != 0:
+                self._failed(exit_code, reason)
+            result = read_result(message)
+            if threshold is not None and result["accuracy"] < threshold:  # the worker's own gate
+                raise MetricBelowThresholdError("accuracy", result["accuracy"], threshold,
+                                                f"{result['source']}, {result['examples']} examples")
+        self.log.info("accuracy %.4f on %d examples (global step %s, %s)", result["accuracy"], result["examples"],
+                      result["global_step"], result["source"])
         return result
+
+    def _failed(self, exit_code: int | None, reason: str) -> None:
+        text = f"evaluation of {self.model_dir} failed: {reason}"
+        if exit_code is None or is_retryable_exit(exit_code):
+            raise AirflowException(text)  # an eviction, a deadline, a signal: a retry may pass
+        raise AirflowFailException(text)
+
+    def _in_pod(self, context: Any, files: list[str], threshold: float | None) -> tuple[int | None, str, str]:
+        dag = context["dag"]
+        base_dir = os.path.dirname(dag.fileloc) if getattr(dag, "fileloc", None) else None
+        spec = resolve_spec(self.spec, base_dir=base_dir)
+        ti = context.get("ti")
+        task = self.task_id if ti is None or getattr(ti, "map_index", -1) in (None, -1) \
+            else f"{self.task_id}-{ti.map_index}"
+        names = evaluation_names(spec, dag.dag_id, context["run_id"], task)
+        pod = evaluation_pod(spec, names, model_dir=str(self.model_dir), heldout=files, threshold=threshold,
+                             source=self.source, timeout=int(self.timeout), env=self.env)
+        self.log.info("evaluating %s in pod %s/%s (image %s)", self.model_dir, names.namespace, names.job,
+                      pod["spec"]["containers"][0]["image"])
+        client = JobClient.from_conn(self.kubernetes_conn_id, pool_size=2)
+        try:
+            # The pod's own deadline ends it; the wait adds time for scheduling and the image.
+            ending = run_pod(client, pod, timeout=self.timeout + 120, poll_interval=self.poll_interval,
+                             logger=self.log)
+        except TimeoutError as exc:
+            raise AirflowException(str(exc)) from None
+        if ending.log:
+            self.log.info("evaluation pod %s, the end of its log:\n%s", names.job, printable(ending.log).rstrip())
+        if ending.exit_code == 0:
+            return 0, "", ending.message
+        why = _last_line(ending.message) if ending.exit_code is not None else ending.reason
+        return ending.exit_code, f"{why or 'no message'} (pod {names.job}, {ending.phase}, exit code " \
+                                 f"{ending.exit_code})", ""
+
+    def _in_child(self, args: list[str]) -> tuple[int | None, str, str]:
+        cmd = [self.python, *EVALUATOR[1:], *args]
+        self.log.info("evaluating %s in a scrubbed child process: %s", self.model_dir, " ".join(cmd))
+        try:
+            run = run_isolated(lambda out: [*cmd, "--out", out], timeout=self.timeout, env=self.env)
+        except TimeoutError as exc:
+            raise AirflowException(str(exc)) from None
+        except DataError as exc:  # the result file is a link, a FIFO, too large
+            raise AirflowFailException(f"evaluation of {self.model_dir}: {exc}") from None
+        if run.output.strip():
+            self.log.info("evaluator output (the end):\n%s", printable(run.output).rstrip())
+        code = run.returncode if run.returncode >= 0 else 128 - run.returncode  # killed by a signal: 128 + signal
+        if code == 0:
+            return 0, "", (run.result or b"").decode("utf-8", "replace")
+        return code, f"{_last_line(run.output) or 'no message'} (exit code {code})", ""
+
+
+def _last_line(output: str) -> str:
+    """The evaluator's own closing line (``tfk8s: permanent failure (...)``), else the last line.
+    Either may come from the model (it shares the evaluator's output): only ever a message."""
+    lines = printable(output, 8000).strip().splitlines()
+    ours = [line for line in lines if line.startswith("tfk8s: ")]
+    return (ours or lines or [""])[-1][:1000]

@@ -31,6 +31,8 @@ from tfk8s_airflow.job.objects import (
     JobNames,
     configmap_manifest,
     job_labels,
+    owned_by,
+    owner_reference,
     plan_replicas,
     pod_manifest,
     service_manifest,
@@ -57,6 +59,9 @@ def replica_task_labels(dag_id: str, task_id: str, run_id: str, map_index: int) 
 
 class TFJobSetupOperator(BaseOperator):
     """Validates the spec and creates the job: headless Service, shard ConfigMap, every pod.
+
+    Every object but the Service is owned by the Service (``ownerReferences``), so deleting
+    the Service removes the whole job through Kubernetes' garbage collector.
 
     Returns one ``{"replica": "<role>-<i>"}`` per replica (the replica tasks map over it) and
     pushes the job record (:class:`~tfk8s_airflow.job.records.JobRecord`) under the XCom key
@@ -126,15 +131,19 @@ class TFJobSetupOperator(BaseOperator):
         pods = [pod_manifest(spec, names, r, gated=True,
                              extra_labels=replica_task_labels(dag.dag_id, task_id, context["run_id"], i))
                 for i, r in enumerate(replicas)]
-        objs = [service_manifest(spec, names)]
-        if shards is not None:
-            objs.append(configmap_manifest(spec, names, shards))
-        # The pods as created: recovery recreates replicas from them (docs/recovery.md).
-        objs.append(templates_configmap(names.job, names.namespace, naming.templates_name(names.job),
-                                        job_labels(spec, names), pods))
         try:
+            # The Service first: every other object of the job is its dependent, so deleting it
+            # (teardown, or by hand when teardown never ran) lets Kubernetes remove them all.
+            created, uid = client.ensure_service(service_manifest(spec, names))
+            self.log.info("Service %s %s", names.service, "created" if created else "reused (retry or cleared run)")
+            owner = owner_reference(names.service, uid)
+            pods = [owned_by(p, owner) for p in pods]
+            objs = [configmap_manifest(spec, names, shards)] if shards is not None else []
+            # The pods as created: recovery recreates replicas from them (docs/recovery.md).
+            objs.append(templates_configmap(names.job, names.namespace, naming.templates_name(names.job),
+                                            job_labels(spec, names), pods))
             for obj in objs:
-                verb = "created" if client.create_if_absent(obj) else "reused (retry or cleared run)"
+                verb = "created" if client.create_if_absent(owned_by(obj, owner)) else "reused (retry or cleared run)"
                 self.log.info("%s %s %s", obj["kind"], obj["metadata"]["name"], verb)
             batch = client.create_pods(pods, self.create_concurrency)
             released = client.release_gates(names.namespace, [p["metadata"]["name"] for p in pods],

@@ -5,7 +5,10 @@ cleanup (kubeflow/training-operator#536, #877, #1059). Each replica task has alr
 written its replica's log into its own task log; when the job has an archive
 directory (``archive_dir`` or a ``logs`` volume with a host path visible here), each
 replica's tail (and its previous container's, after restarts) also goes into this
-task's log and into ``<dir>/<job>/<pod>.log``. Then every pod,
+task's log and into ``<dir>/<job>/<pod>.log``, through the volume's safe-file rules
+(:mod:`tfk8s_airflow.volume.logs`): the pods write to that directory too, so a link, a FIFO
+or a hard link planted there is never written through, and a log that cannot be read (a
+retry after the pods are gone) never replaces an archive already written. Then every pod,
 Service and ConfigMap with the job label is deleted, parameter servers included,
 and the task waits until they are gone: nothing of a job outlives its run.
 Idempotent: a second run finds nothing and succeeds.
@@ -21,10 +24,11 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException
 
+from tfk8s_airflow.exceptions import DataError
 from tfk8s_airflow.job.records import JobRecord
 from tfk8s_airflow.k8s.client import JobClient
 from tfk8s_airflow.operators.base import fail_permanently
-from tfk8s_airflow.volume.archive import archive_path
+from tfk8s_airflow.volume import logs
 
 
 class TFJobTeardownOperator(BaseOperator):
@@ -76,7 +80,9 @@ class TFJobTeardownOperator(BaseOperator):
                           "logs are in the replica tasks' logs")
         for pod in pods:
             name = pod.metadata.name
-            text = client.log_tail(ns, name, self.log_tail_lines)
+            text, error = client.try_log_tail(ns, name, self.log_tail_lines)
+            if error is not None:
+                text = f"<log unavailable: {error}>"
             restarts = sum((cs.restart_count or 0) for cs in (pod.status.container_statuses or []))
             if restarts:
                 text = (f"--- previous container (restarts: {restarts}) ---\n"
@@ -85,10 +91,16 @@ class TFJobTeardownOperator(BaseOperator):
             self.log.info("=== %s (phase %s): last %d log lines ===\n%s", name, pod.status.phase,
                           self.log_tail_lines, text.rstrip())
             if root is not None:
-                target = archive_path(root, job, name)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_text(text, encoding="utf-8")
-                archived.append(str(target))
+                try:
+                    # An empty tail (a pod never started, its log gone) replaces no archive either.
+                    outcome = logs.archive_tail(root, job, name, text, available=error is None and bool(text))
+                except (DataError, OSError) as exc:  # archiving never stops the deletion below
+                    self.log.warning("log of %s not archived: %s", name, exc)
+                    continue
+                if outcome == "kept":
+                    self.log.info("log of %s %s: the archive written earlier is kept", name,
+                                  f"unavailable ({error})" if error else "empty")
+                archived.append(str(root / logs.log_path(job, name)))
         counts = client.delete_job_objects(ns, selector, self.grace_period_seconds)
         self.log.info("deleted %s of job %s", counts, job)
         left = client.wait_gone(ns, selector, timeout=self.wait_timeout)

@@ -29,24 +29,24 @@ Format (JSON, ``version`` 1)::
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tfk8s_airflow.exceptions import DataError
+from tfk8s_airflow.exceptions import DataError, PathSafetyError
 from tfk8s_airflow.staging.listing import FileEntry
 from tfk8s_airflow.staging.shards import ShardPlan
+from tfk8s_airflow.volume.safe import SafeDir
 
 __all__ = ["MANIFEST_NAME", "FORMAT_VERSION", "build_manifest", "write_local_atomic",
            "read_local", "remove_local"]
 
 MANIFEST_NAME = "_tfk8s_manifest.json"  # hidden by Hadoop's rule: never listed as data
 FORMAT_VERSION = 1
+#: A manifest lists every file with its checksum: about 300 bytes a file.
+MANIFEST_READ_LIMIT = 256 << 20
 
 
 def build_manifest(files: Sequence[FileEntry], paths: Sequence[str], plan: ShardPlan, *,
@@ -77,57 +77,48 @@ def build_manifest(files: Sequence[FileEntry], paths: Sequence[str], plan: Shard
     }
 
 
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+def _parent(path: str | os.PathLike[str], trusted: str | os.PathLike[str] | None, create: bool) -> SafeDir:
+    """The manifest's directory: walked without following links below ``trusted`` (the volume's
+    mount, or any directory the caller trusts), or opened as given when there is none."""
+    parent = Path(path).parent
+    if trusted is None:
+        return SafeDir.open(parent, create=create)
+    return SafeDir.open_under(trusted, parent, create=create)
 
 
-def write_local_atomic(path: str | os.PathLike[str], doc: Any) -> Path:
-    """Write JSON to ``path`` via a temporary file in the same directory and a rename."""
+def write_local_atomic(path: str | os.PathLike[str], doc: Any, *,
+                       trusted: str | os.PathLike[str] | None = None) -> Path:
+    """Write JSON to ``path`` via a temporary file in the same directory, fsync and a rename (see
+    :meth:`tfk8s_airflow.volume.safe.SafeDir.write_atomic`: what a pod left at the name is replaced,
+    never written through)."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=1, sort_keys=True)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(target.parent)
+    with _parent(target, trusted, create=True) as d:
+        d.write_json_atomic(target.name, doc, mode=0o644)
     return target
 
 
-def read_local(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a manifest; :class:`DataError` when it is missing or not a manifest."""
+def read_local(path: str | os.PathLike[str], *, trusted: str | os.PathLike[str] | None = None,
+               limit: int = MANIFEST_READ_LIMIT) -> dict[str, Any]:
+    """Read a manifest (a regular file, at most ``limit`` bytes); :class:`DataError` when it is
+    missing or not a manifest."""
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        with _parent(path, trusted, create=False) as d:
+            doc = d.read_json(Path(path).name, limit)
     except FileNotFoundError:
         raise DataError(f"no manifest at {path}: the data was never staged completely") from None
-    except ValueError as exc:
+    except PathSafetyError:
+        raise
+    except DataError as exc:
         raise DataError(f"{path} is not a JSON manifest: {exc}") from None
     if not isinstance(doc, dict) or doc.get("version") != FORMAT_VERSION:
         raise DataError(f"{path} is not a version {FORMAT_VERSION} tfk8s data manifest")
     return doc
 
 
-def remove_local(path: str | os.PathLike[str]) -> bool:
+def remove_local(path: str | os.PathLike[str], *, trusted: str | os.PathLike[str] | None = None) -> bool:
     """Delete a manifest before its data changes (it would describe data in flux)."""
     try:
-        os.unlink(path)
-        return True
+        with _parent(path, trusted, create=False) as d:
+            return d.unlink(Path(path).name)
     except FileNotFoundError:
         return False

@@ -32,19 +32,23 @@ The HDFS to GlusterFS copy, and why it is shaped this way:
   same partition; the lock holder removes partial files left by a killed run.
 * **The manifest goes last.** An earlier manifest in the cache directory is deleted before
   any file changes and the new one written only after every file is verified.
+* **Nothing on the volume is followed.** Pods write to the same volume, so every file
+  operation of the copy (the lock, the survey, partial files, renames, the manifest) goes
+  through :mod:`tfk8s_airflow.volume.safe`: below the volume's mount each directory is
+  opened without following a link, partial files are created new (``O_EXCL``, never
+  opened through a name a pod planted), a file is only read back when it is a regular file
+  of one link, and a rename replaces whatever stood at the final name.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import hashlib
 import logging
 import os
 import posixpath
 import re
-import shutil
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -61,6 +65,7 @@ from tfk8s_airflow.staging.glusterfs import GlusterVolume
 from tfk8s_airflow.staging.listing import FileEntry
 from tfk8s_airflow.staging.shards import assign_shards, parse_num_workers
 from tfk8s_airflow.staging.webhdfs import WebHdfs
+from tfk8s_airflow.volume.safe import SafeDir
 
 log = logging.getLogger(__name__)
 
@@ -162,50 +167,32 @@ def staging_dir(dest: Path) -> Path:
     return dest.with_name(f".{dest.name}{PARTIAL_SUFFIX}")
 
 
-def _has_entries(path: Path) -> bool:
-    try:
-        with os.scandir(path) as it:
-            return next(it, None) is not None
-    except FileNotFoundError:
-        return False
-
-
 @contextlib.contextmanager
-def _dest_lock(lock: Path, timeout: float) -> Iterator[None]:
-    fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
+def _dest_lock(parent: SafeDir, name: str, timeout: float) -> Iterator[None]:
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
-                if time.monotonic() > deadline:
-                    raise StagingError(f"another stager holds {lock} for more than "
-                                       f"{timeout:.0f}s (a concurrent run on the same partition)") from None
-                time.sleep(0.5)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
+        with parent.lock(name, timeout=timeout, posix=True):
+            yield
+    except TimeoutError:
+        raise StagingError(f"another stager holds {parent.where(name)} for more than "
+                           f"{timeout:.0f}s (a concurrent run on the same partition)") from None
 
 
-def _survey(dest: Path) -> tuple[set[Path], int]:
-    """One walk of ``dest``: the files already there, and how many partial files left by
-    an interrupted run were removed. One directory listing per directory instead of one
-    lookup per file to copy: every file operation on the FUSE mount is a round trip to
-    the GlusterFS brick, and on a first copy every such lookup would find nothing."""
-    present: set[Path] = set()
+def _survey(root: SafeDir) -> tuple[set[str], int]:
+    """One walk of the copy's root: the regular files already there (relative paths), and how
+    many partial files left by an interrupted run were removed. One directory listing per
+    directory instead of one lookup per file to copy: every file operation on the FUSE mount
+    is a round trip to the GlusterFS brick, and on a first copy every such lookup would find
+    nothing. Links and special files are not taken for files (a copy replaces them)."""
+    present: set[str] = set()
     removed = 0
-    for dirpath, _dirs, names in os.walk(dest):
-        for name in names:
+    for rel, _dirs, entries in root.walk():
+        for name, st in entries:
+            path = posixpath.join(rel, name) if rel else name
             if name.endswith(PARTIAL_SUFFIX):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(os.path.join(dirpath, name))
+                if root.unlink(path):
                     removed += 1
-            else:
-                present.add(Path(dirpath, name))
+            elif stat.S_ISREG(st.st_mode):
+                present.add(path)
     return present, removed
 
 
@@ -221,15 +208,13 @@ def _with_checksum(entry: FileEntry, checksum: Mapping[str, Any] | None) -> File
                      dict(checksum) if checksum is not None else None)
 
 
-def _local_matches(hdfs: WebHdfs, target: Path, entry: FileEntry,
+def _local_matches(hdfs: WebHdfs, where: SafeDir, name: str, entry: FileEntry,
                    verify: bool) -> FileEntry | None:
-    """``entry`` (with HDFS's checksum when ``verify``) if the file at ``target`` already
-    holds its bytes, else ``None``. HDFS is asked for the checksum only when a file of the
-    right size is there, so a first copy makes no lookup for this."""
-    try:
-        if target.stat().st_size != entry.size:
-            return None
-    except (FileNotFoundError, NotADirectoryError):
+    """``entry`` (with HDFS's checksum when ``verify``) if the file ``name`` in ``where`` already
+    holds its bytes, else ``None``. HDFS is asked for the checksum only when a regular file of
+    the right size is there, so a first copy makes no lookup for this."""
+    st = where.lstat(name)
+    if st is None or not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_size != entry.size:
         return None
     if not verify:
         return entry  # the size is all we are asked to compare
@@ -237,12 +222,26 @@ def _local_matches(hdfs: WebHdfs, target: Path, entry: FileEntry,
         entry = _with_checksum(entry, hdfs.checksum(entry.path))
     if not verifiable(entry.checksum):
         return entry  # no checksum we can recompute: the size is all we can compare
-    local = file_checksum(target, block_size=entry.block_size or 128 * 2**20,
-                          bytes_per_crc=params_from_remote(entry.checksum))
+    try:
+        with where.open_read(name) as fh:
+            local = file_checksum(fh, block_size=entry.block_size or 128 * 2**20,
+                                  bytes_per_crc=params_from_remote(entry.checksum))
+    except (PathSafetyError, FileNotFoundError):
+        return None  # replaced meanwhile: copied again
     return entry if checksums_match(local, entry.checksum) else None
 
 
-def _copy_one(hdfs: WebHdfs, entry: FileEntry, target: Path, progress: _Progress,
+def _open_partial(where: SafeDir, name: str) -> Any:
+    """A new file ``name`` (``O_EXCL``): what stands there (a survivor that did not match, a
+    link or a FIFO a pod planted) is removed first, never opened."""
+    try:
+        return where.open_new(name)
+    except FileExistsError:
+        where.unlink(name)
+        return where.open_new(name)
+
+
+def _copy_one(hdfs: WebHdfs, entry: FileEntry, where: SafeDir, name: str, progress: _Progress,
               chunk_size: int, fsync: bool, cancel: threading.Event, verify: bool,
               in_place: bool) -> tuple[FileEntry, Callable[[], None]]:
     """Stream one file to the volume and check it. Returns ``entry`` with its checksum
@@ -251,14 +250,14 @@ def _copy_one(hdfs: WebHdfs, entry: FileEntry, target: Path, progress: _Progress
     ``in_place`` (the target directory is visible, so the file was written under a partial
     name), rename. The caller runs that step on another thread: waiting for the disk then
     overlaps the next file's stream (an fsync per 64 MB file cost the copy ~12% inline)."""
-    partial = partial_path(target) if in_place else target
+    partial = f".{name}{PARTIAL_SUFFIX}" if in_place else name
     block = entry.block_size or 128 * 2**20
     expected = entry.checksum
     bytes_per_crc = params_from_remote(expected)  # HDFS's default (512) when not known yet
     summer = (HdfsChecksum(block, bytes_per_crc)
               if expected is None or verifiable(expected) else None)
     written = 0
-    out = open(partial, "wb", buffering=0)  # noqa: SIM115 - closed by the finisher pool
+    out = _open_partial(where, partial)  # closed by the finisher pool
     try:
         with hdfs.open_chunks(entry.path, chunk_size=chunk_size) as chunks:
             for chunk in chunks:
@@ -280,16 +279,16 @@ def _copy_one(hdfs: WebHdfs, entry: FileEntry, target: Path, progress: _Progress
             expected = hdfs.checksum(entry.path, datanode=datanode)
             if verifiable(expected) and params_from_remote(expected) != bytes_per_crc:
                 # The file has another bytes-per-CRC than HDFS's default: recompute.
-                received = file_checksum(partial, block_size=block,
-                                         bytes_per_crc=params_from_remote(expected))
+                with where.open_read(partial) as again:
+                    received = file_checksum(again, block_size=block,
+                                             bytes_per_crc=params_from_remote(expected))
         if expected is not None and verifiable(expected) \
                 and not checksums_match(received, expected):
             raise StagingError(f"checksum mismatch copying {entry.path}: HDFS "
                                f"{expected}, received {received}")
     except BaseException:
         out.close()
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(partial)
+        where.unlink(partial)
         progress.add(-written)
         raise
 
@@ -299,11 +298,10 @@ def _copy_one(hdfs: WebHdfs, entry: FileEntry, target: Path, progress: _Progress
                 os.fsync(out.fileno())
             out.close()
             if in_place:
-                os.replace(partial, target)
+                where.replace(partial, name)
         except BaseException:
             out.close()
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(partial)
+            where.unlink(partial)
             raise
 
     return _with_checksum(entry, expected if expected is not None else received), finish
@@ -313,9 +311,11 @@ def copy_to_volume(hdfs: WebHdfs, files: Sequence[FileEntry], dest: Path, *,
                    parallelism: int = 4, chunk_size: int = DEFAULT_CHUNK, fsync: bool = True,
                    attempts: int = 3, lock_timeout: float = 300.0,
                    progress_interval: float = 10.0, verify: Any = DEFAULT_VERIFY,
+                   trusted_root: str | os.PathLike[str] | None = None,
                    logger: Logger | None = None) -> CopyStats:
     """Copy ``files`` to ``dest / entry.relpath``: parallel, resumable, verified (see the
-    module docstring). ``dest`` must already be a checked path on the volume.
+    module docstring). ``dest`` must already be a checked path on the volume; below
+    ``trusted_root`` (the volume's mount; default ``dest``'s parent) no link is followed.
 
     ``verify`` (see :data:`VERIFY_LEVELS`) says what is compared with HDFS:
 
@@ -339,102 +339,20 @@ def copy_to_volume(hdfs: WebHdfs, files: Sequence[FileEntry], dest: Path, *,
         rel = Path(entry.relpath)
         if not is_safe_relative(entry.relpath):
             raise PathSafetyError(f"refusing to copy {entry.path} to {rel}: it would leave {dest}")
-    dest.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    with _dest_lock(lock_path(dest), lock_timeout):
-        staging = staging_dir(dest)
-        fresh = not _has_entries(dest) and not os.path.ismount(dest)
-        if fresh:
-            root = staging  # renamed into place once everything is verified
-        else:
-            root = dest
-            if staging.exists():  # a first copy interrupted before dest was filled otherwise
-                shutil.rmtree(staging)
-        root.mkdir(exist_ok=True)
-        present, swept = _survey(root)
-        if swept:
-            logger.info("removed %d partial file(s) left by an interrupted run", swept)
-        if fresh and present:
-            logger.info("resuming an interrupted first copy: %d file(s) already in %s",
-                        len(present), staging)
-        targets = [root / e.relpath for e in files]
-        real_root = os.path.realpath(root)
-        for d in sorted({t.parent for t in targets}):
-            real = os.path.realpath(d)  # checked before mkdir, which would follow a link
-            if real != real_root and not real.startswith(real_root + os.sep):
-                raise PathSafetyError(f"{d} resolves to {real}, outside {dest} (a symbolic "
-                                      "link in the cache directory); remove the link")
-            d.mkdir(parents=True, exist_ok=True)
-        progress = _Progress(len(files), stats.bytes_total, logger, progress_interval)
-        cancel = threading.Event()
-        counts_lock = threading.Lock()
-        # Files written and checked, waiting for their fsync (and rename): bounded, as each
-        # holds an open file.
-        finisher = ThreadPoolExecutor(max_workers=max(1, parallelism),
-                                      thread_name_prefix="stage-sync")
-        slots = threading.BoundedSemaphore(2 * max(1, parallelism))
-        finishing: list[Future[None]] = []
-
-        def finish_later(finish: Callable[[], None]) -> None:
-            slots.acquire()
-
-            def run() -> None:
-                try:
-                    finish()
-                finally:
-                    slots.release()
-            future = finisher.submit(run)
-            with counts_lock:
-                finishing.append(future)
-
-        def work(index: int, entry: FileEntry, target: Path) -> None:
-            # A survivor of an interrupted first copy may be cut short or, after a crash,
-            # unflushed: always compared with HDFS's checksum, whatever ``verify`` says.
-            kept = (_local_matches(hdfs, target, entry, level != "size" or fresh)
-                    if target in present else None)
-            if kept is not None:
-                results[index] = kept
-                with counts_lock:
-                    stats.skipped += 1
-                progress.add(entry.size, files=1)
-                return
-            for attempt in range(1, attempts + 1):
-                try:
-                    results[index], finish = _copy_one(hdfs, entry, target, progress,
-                                                       chunk_size, fsync, cancel,
-                                                       level == "hdfs", in_place=not fresh)
-                    break
-                except StagingError as exc:
-                    if cancel.is_set() or attempt == attempts or isinstance(exc, DataError):
-                        raise
-                    logger.warning("copying %s failed (attempt %d/%d): %s; retrying",
-                                   entry.path, attempt, attempts, exc)
-                    time.sleep(min(2 ** attempt, 10))
-            finish_later(finish)
-            with counts_lock:
-                stats.copied += 1
-                stats.bytes_copied += entry.size
-            progress.add(0, files=1)
-
-        with ThreadPoolExecutor(max_workers=max(1, parallelism),
-                                thread_name_prefix="stage-copy") as pool:
-            futures = [pool.submit(work, i, e, t) for i, (e, t) in enumerate(zip(files, targets, strict=True))]
-            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-            failed = next((f for f in done if f.exception() is not None), None)
-            if failed is not None:
-                cancel.set()
-                for fut in futures:
-                    fut.cancel()
-                wait(futures)
-        finisher.shutdown(wait=True)  # every started file is closed (and synced) after this
-        if failed is None:
-            failed = next((f for f in finishing if f.exception() is not None), None)
-        if failed is not None:
-            raise failed.exception()  # type: ignore[misc]
-        if fresh:
-            with contextlib.suppress(FileNotFoundError):
-                dest.rmdir()  # empty (checked under the lock)
-            os.rename(staging, dest)
+    if trusted_root is None:
+        parent = SafeDir.open(dest.parent, create=True)
+    else:
+        parent = SafeDir.open_under(trusted_root, dest.parent, create=True)
+    dirs: dict[str, SafeDir] = {}
+    try:
+        with parent, _dest_lock(parent, lock_path(dest).name, lock_timeout):
+            _copy_locked(hdfs, files, dest, parent, dirs, stats, results, parallelism=parallelism,
+                         chunk_size=chunk_size, fsync=fsync, attempts=attempts, level=level,
+                         progress_interval=progress_interval, logger=logger)
+    finally:
+        for d in dirs.values():
+            d.close()
     stats.seconds = time.monotonic() - started
     stats.entries = results
     unverifiable = [f for f in results if f.checksum is not None and not verifiable(f.checksum)]
@@ -446,6 +364,102 @@ def copy_to_volume(hdfs: WebHdfs, files: Sequence[FileEntry], dest: Path, *,
                 "verified", stats.copied, stats.bytes_copied / 2**20, stats.mib_per_s,
                 stats.skipped)
     return stats
+
+
+def _copy_locked(hdfs: WebHdfs, files: Sequence[FileEntry], dest: Path, parent: SafeDir,
+                 dirs: dict[str, SafeDir], stats: CopyStats, results: list[FileEntry], *, parallelism: int,
+                 chunk_size: int, fsync: bool, attempts: int, level: str, progress_interval: float,
+                 logger: Logger) -> None:
+    """The copy, under the destination's lock; ``dirs`` collects the open directories (the caller closes them)."""
+    staging = staging_dir(dest).name
+    fresh = parent.is_empty(dest.name) and not os.path.ismount(dest)
+    if fresh:
+        root_name = staging  # renamed into place once everything is verified
+    else:
+        root_name = dest.name
+        parent.rmtree(staging)  # a first copy interrupted before dest was filled otherwise
+    root = parent.subdir(root_name, create=True)
+    dirs[""] = root
+    present, swept = _survey(root)
+    if swept:
+        logger.info("removed %d partial file(s) left by an interrupted run", swept)
+    if fresh and present:
+        logger.info("resuming an interrupted first copy: %d file(s) already in %s",
+                    len(present), root.path)
+    targets = [posixpath.normpath(e.relpath) for e in files]
+    # Every directory the copy writes into, opened once, before any file is written: a link
+    # among them is refused here.
+    for d in sorted({posixpath.dirname(t) for t in targets}):
+        if d not in dirs:
+            dirs[d] = root.subdir(d, create=True)
+    progress = _Progress(len(files), stats.bytes_total, logger, progress_interval)
+    cancel = threading.Event()
+    counts_lock = threading.Lock()
+    # Files written and checked, waiting for their fsync (and rename): bounded, as each
+    # holds an open file.
+    finisher = ThreadPoolExecutor(max_workers=max(1, parallelism), thread_name_prefix="stage-sync")
+    slots = threading.BoundedSemaphore(2 * max(1, parallelism))
+    finishing: list[Future[None]] = []
+
+    def finish_later(finish: Callable[[], None]) -> None:
+        slots.acquire()
+
+        def run() -> None:
+            try:
+                finish()
+            finally:
+                slots.release()
+        future = finisher.submit(run)
+        with counts_lock:
+            finishing.append(future)
+
+    def work(index: int, entry: FileEntry, target: str) -> None:
+        where, name = dirs[posixpath.dirname(target)], posixpath.basename(target)
+        # A survivor of an interrupted first copy may be cut short or, after a crash,
+        # unflushed: always compared with HDFS's checksum, whatever ``verify`` says.
+        kept = (_local_matches(hdfs, where, name, entry, level != "size" or fresh)
+                if target in present else None)
+        if kept is not None:
+            results[index] = kept
+            with counts_lock:
+                stats.skipped += 1
+            progress.add(entry.size, files=1)
+            return
+        for attempt in range(1, attempts + 1):
+            try:
+                results[index], finish = _copy_one(hdfs, entry, where, name, progress,
+                                                   chunk_size, fsync, cancel,
+                                                   level == "hdfs", in_place=not fresh)
+                break
+            except StagingError as exc:
+                if cancel.is_set() or attempt == attempts or isinstance(exc, DataError):
+                    raise
+                logger.warning("copying %s failed (attempt %d/%d): %s; retrying",
+                               entry.path, attempt, attempts, exc)
+                time.sleep(min(2 ** attempt, 10))
+        finish_later(finish)
+        with counts_lock:
+            stats.copied += 1
+            stats.bytes_copied += entry.size
+        progress.add(0, files=1)
+
+    with ThreadPoolExecutor(max_workers=max(1, parallelism), thread_name_prefix="stage-copy") as pool:
+        futures = [pool.submit(work, i, e, t) for i, (e, t) in enumerate(zip(files, targets, strict=True))]
+        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        failed = next((f for f in done if f.exception() is not None), None)
+        if failed is not None:
+            cancel.set()
+            for fut in futures:
+                fut.cancel()
+            wait(futures)
+    finisher.shutdown(wait=True)  # every started file is closed (and synced) after this
+    if failed is None:
+        failed = next((f for f in finishing if f.exception() is not None), None)
+    if failed is not None:
+        raise failed.exception()  # type: ignore[misc]
+    if fresh:
+        parent.rmdir(dest.name)  # empty (checked under the lock)
+        parent.replace(staging, dest.name)
 
 
 # ----------------------------------------------------------------------- orchestration
@@ -527,12 +541,13 @@ def stage_hdfs(hdfs: WebHdfs, input_path: str, num_workers: Any, *,
                 sum(f.size for f in files) / 2**20)
 
     stats = None
+    trusted = volume.mount if volume is not None else None
     if dest is not None and volume is not None:
         if local_manifest is not None:
-            mf.remove_local(local_manifest)
+            mf.remove_local(local_manifest, trusted=trusted)
         stats = copy_to_volume(hdfs, files, dest, parallelism=parallelism,
                                chunk_size=chunk_size, fsync=fsync, verify=verify,
-                               logger=logger)
+                               trusted_root=volume.mount, logger=logger)
         files = stats.entries
         pod_root = volume.pod_path(dest)
         # The copy wrote every file itself under dest: joined, not resolved one by one
@@ -551,14 +566,18 @@ def stage_hdfs(hdfs: WebHdfs, input_path: str, num_workers: Any, *,
     if hdfs_manifest is not None:
         hdfs.write_json_atomic(hdfs_manifest, doc)
     else:
-        mf.write_local_atomic(local_manifest, doc)  # type: ignore[arg-type]
+        mf.write_local_atomic(local_manifest, doc, trusted=trusted)  # type: ignore[arg-type]
     _log_shards(logger, plan, manifest_at)
     return _result(plan, manifest_at, files, f"hdfs:{input_path}", data_root, stats)
 
 
-def _file_digest(path: str, algorithm: str) -> dict[str, Any]:
+def _file_digest(volume: GlusterVolume, path: str, algorithm: str) -> dict[str, Any]:
+    """The digest of a listed file: its resolved path, opened from the mount without following
+    a link (one retargeted since the listing is refused) and only when it is a regular file
+    (a hard link is fine: it is data the DAG named, under a second name)."""
     digest = hashlib.new(algorithm)
-    with open(path, "rb", buffering=0) as fh:
+    with SafeDir.open_under(volume.mount, os.path.dirname(path)) as d, \
+            d.open_read(os.path.basename(path), single_link=False) as fh:
         while chunk := fh.read(4 << 20):
             digest.update(chunk)
     return {"algorithm": algorithm.upper(), "bytes": digest.hexdigest(),
@@ -581,7 +600,7 @@ def stage_volume(volume: GlusterVolume, input_path: str, num_workers: Any, *,
     target = volume.safe_path(manifest_path or (base / mf.MANIFEST_NAME), "manifest_path")
     if checksum:
         with ThreadPoolExecutor(max_workers=max(1, parallelism)) as pool:
-            sums = list(pool.map(lambda f: _file_digest(f.path, checksum), files))
+            sums = list(pool.map(lambda f: _file_digest(volume, f.path, checksum), files))
         files = [FileEntry(f.path, f.relpath, f.size, f.mtime, None, s) for f, s in zip(files, sums, strict=True)]
     logger.info("volume input %s: %d file(s), %.1f MiB", input_path, len(files),
                 sum(f.size for f in files) / 2**20)
@@ -592,7 +611,7 @@ def stage_volume(volume: GlusterVolume, input_path: str, num_workers: Any, *,
         source={"kind": "glusterfs", "input": str(input_path), "root": str(root),
                 "pattern": pattern},
         location={"kind": "glusterfs", "root": str(base), "pod_root": volume.pod_path(base)})
-    mf.write_local_atomic(target, doc)
+    mf.write_local_atomic(target, doc, trusted=volume.mount)
     _log_shards(logger, plan, str(target))
     return _result(plan, str(target), files, str(input_path), volume.pod_path(base))
 

@@ -5,9 +5,11 @@ what the job left in the model directory (the SavedModel if present, else the la
 checkpoint, so a chief that died after its last checkpoint is still judged), computes
 accuracy on held-out files, and raises a :class:`PermanentError` subclass when the model
 is missing or worse than the threshold: retrying an evaluation cannot improve a model.
-It is plain Python + TensorFlow so an Airflow operator (or a pod) can call
-:func:`evaluate` directly; ``python -m tfk8s_airflow.trainer.evaluate`` prints the result
-as JSON and exits 0 / 1 (permanent) like the trainer.
+It is plain Python + TensorFlow so a pod can call :func:`evaluate` directly;
+``python -m tfk8s_airflow.trainer.evaluate`` prints the result as JSON and exits 0 / 1
+(permanent) like the trainer. ``TFEvaluateOperator`` runs it in an evaluation pod (the result
+goes to the container's termination message, ``--termination-log``) or in a scrubbed child
+process (``--out``), never inside the Airflow worker: a SavedModel is a program.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from tfk8s_airflow import runtime
+from tfk8s_airflow.contract import TERMINATION_LOG, TERMINATION_LOG_ENV
 from tfk8s_airflow.exceptions import DataError, MetricBelowThresholdError, ModelMissingError
 from tfk8s_airflow.trainer.dataset import read_csv
 from tfk8s_airflow.trainer.inputs import split_files
@@ -93,6 +96,14 @@ def evaluate(model_dir: str, heldout_files: Sequence[str], threshold: float | No
     return result
 
 
+def write_termination_message(text: str) -> None:
+    """Write ``text`` in place (the kubelet's file is a mount point: no temporary file and rename),
+    after the model ran, so nothing the model wrote there earlier survives."""
+    path = os.environ.get(TERMINATION_LOG_ENV) or TERMINATION_LOG
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tfk8s_airflow.trainer.evaluate",
                                 description="Accuracy of a trained model on held-out CSV files.")
@@ -101,6 +112,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--threshold", type=float, default=None, help="fail (exit 1) below this accuracy")
     p.add_argument("--source", choices=("auto", "saved_model", "checkpoint"), default="auto")
     p.add_argument("--out", default=None, help="also write the result JSON here")
+    p.add_argument("--termination-log", action="store_true",
+                   help=f"also write the result JSON as the container's termination message (${TERMINATION_LOG_ENV}, "
+                        f"else {TERMINATION_LOG})")
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
 
@@ -110,6 +124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = evaluate(a.model_dir, split_files(a.heldout), a.threshold, a.source)
         if a.out:
             write_json_atomic(a.out, result)
+        if a.termination_log:
+            write_termination_message(json.dumps(result, separators=(",", ":")))
         print(json.dumps(result), flush=True)
 
     return runtime.run_main(run)

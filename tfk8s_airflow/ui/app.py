@@ -34,7 +34,7 @@ from tfk8s_airflow.exceptions import DataError
 from tfk8s_airflow.ui import PREFIX
 from tfk8s_airflow.ui.rows import JobSources, Links, archive_roots, job_row, sort_rows
 from tfk8s_airflow.ui.sources import DEFAULT_LIMIT, find_jobs
-from tfk8s_airflow.volume.archive import read_archived_log
+from tfk8s_airflow.volume.logs import read_archived_log
 
 STATIC = files("tfk8s_airflow.ui") / "static"
 #: The page may load only its own script and style, and talk only to its own origin.

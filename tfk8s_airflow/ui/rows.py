@@ -18,7 +18,7 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from tfk8s_airflow.job.records import JobProgress, JobRecord, ReplicaResult
 from tfk8s_airflow.ui import PREFIX
-from tfk8s_airflow.volume.archive import archive_path, archive_root_of
+from tfk8s_airflow.volume.logs import archive_path, archive_root_of
 
 #: The task ids of a group, after its prefix (``train.``): what the view reads from each.
 SETUP, REPLICA, WAIT, TEARDOWN = "setup", "replica", "wait", "teardown"

@@ -1,0 +1,51 @@
+"""DAGs of the security tests (tests/security), run with dag.test().
+
+``tfk8s_t_setup_only``: a job's setup and nothing else, so its teardown never runs (the
+ownership test deletes the job's Service and watches the garbage collector remove the rest).
+
+``tfk8s_t_eval_subprocess`` and ``tfk8s_t_eval_pod``: a model evaluated twice, without a
+threshold (``evaluate``) and with one it cannot reach (``gate``), in a scrubbed child process
+and in an evaluation pod on the node agent; the test hands them a malicious SavedModel.
+"""
+from __future__ import annotations
+
+import pendulum
+from airflow.sdk import DAG, Param
+
+from tfk8s_airflow.operators.evaluation import TFEvaluateOperator
+from tfk8s_airflow.operators.setup import TFJobSetupOperator
+
+START = pendulum.datetime(2026, 1, 1, tz="UTC")
+
+with DAG("tfk8s_t_setup_only", schedule=None, start_date=START, catchup=False,
+         params={"namespace": Param("default", type="string")}, tags=["tfk8s-test"]) as setup_only:
+    TFJobSetupOperator(task_id="setup", replica_task_id="replica",
+                       spec={"name": "orphan", "namespace": "{{ params.namespace }}", "image": "tfk8s/trainer:0.1",
+                             "node_selector": {"type": "kwok"}, "ps": 1, "worker": 2},
+                       shards={"worker-0": ["/data/a"], "worker-1": ["/data/b"]})
+
+EVAL_PARAMS = {"namespace": Param("default", type="string"), "root": Param("/nonexistent", type="string"),
+               "pythonpath": Param("", type="string")}
+MODEL, HELDOUT = "{{ params.root }}/models/evil", "{{ params.root }}/cache/heldout.csv"
+
+with DAG("tfk8s_t_eval_subprocess", schedule=None, start_date=START, catchup=False, params=EVAL_PARAMS,
+         tags=["tfk8s-test"]) as eval_subprocess:
+    TFEvaluateOperator(task_id="evaluate", model_dir=MODEL, heldout=HELDOUT, timeout=300, retries=0)
+    TFEvaluateOperator(task_id="gate", model_dir=MODEL, heldout=HELDOUT, threshold=0.9, timeout=300, retries=0)
+
+# The job's spec as a retraining DAG gives it: the evaluation pod takes its image, node
+# placement and volumes (the node agent's node; the directory holding model and data).
+EVAL_SPEC = {"name": "evil", "namespace": "{{ params.namespace }}", "image": "tfk8s/trainer:0.1",
+             "node_selector": {"type": "local"},
+             "tolerations": [{"key": "tfk8s.io/node-agent", "operator": "Exists", "effect": "NoSchedule"}],
+             "command": ["python", "-m", "tfk8s_airflow.trainer"], "env": {"PYTHONPATH": "{{ params.pythonpath }}"},
+             "resources": {"cpu": "500m", "memory": "1Gi"},
+             "volumes": [{"name": "model", "mount_path": "{{ params.root }}", "host_path": "{{ params.root }}"}],
+             "ps": 1, "worker": 1}
+
+with DAG("tfk8s_t_eval_pod", schedule=None, start_date=START, catchup=False, params=EVAL_PARAMS,
+         render_template_as_native_obj=True, tags=["tfk8s-test"]) as eval_pod:
+    TFEvaluateOperator(task_id="evaluate", spec=EVAL_SPEC, model_dir=MODEL, heldout=HELDOUT, timeout=300, retries=0,
+                       poll_interval=1)
+    TFEvaluateOperator(task_id="gate", spec=EVAL_SPEC, model_dir=MODEL, heldout=HELDOUT, threshold=0.9, timeout=300,
+                       retries=0, poll_interval=1)
