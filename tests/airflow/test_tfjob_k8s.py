@@ -303,20 +303,20 @@ def test_example_dag_with_form_values(k8s_cluster, k8s_namespace, airflow_db):
     assert leftovers(k8s_cluster.core_v1, k8s_namespace) == []
 
 
-def test_rbac_manifest_is_enough_for_a_whole_job(k8s_cluster, k8s_namespace, airflow_db, tmp_path, monkeypatch):
-    """Run a job as a service account that has only deploy/rbac.yaml's Role in the namespace."""
+def _job_account(k8s_cluster, namespace, tmp_path, monkeypatch, role=None):
+    """The Airflow connection of a service account with only deploy/rbac.yaml's Role (or ``role``) there."""
     import yaml
     core = k8s_cluster.core_v1
     docs = list(yaml.safe_load_all((REPO / "deploy" / "rbac.yaml").read_text()))
-    core.create_namespaced_service_account(k8s_namespace, {"metadata": {"name": "airflow-worker"}})
+    core.create_namespaced_service_account(namespace, {"metadata": {"name": "airflow-worker"}})
     binding = docs[1]
-    binding["subjects"][0]["namespace"] = k8s_namespace
+    binding["subjects"][0]["namespace"] = namespace
     from kubernetes import client
     rbac = client.RbacAuthorizationV1Api(k8s_cluster.api_client)
-    rbac.create_namespaced_role(k8s_namespace, docs[0])
-    rbac.create_namespaced_role_binding(k8s_namespace, binding)
+    rbac.create_namespaced_role(namespace, role or docs[0])
+    rbac.create_namespaced_role_binding(namespace, binding)
     token = core.create_namespaced_service_account_token(
-        "airflow-worker", k8s_namespace, {"spec": {"expirationSeconds": 3600}}).status.token
+        "airflow-worker", namespace, {"spec": {"expirationSeconds": 3600}}).status.token
     admin = yaml.safe_load(Path(k8s_cluster.kubeconfig).read_text())
     cluster = admin["clusters"][0]
     kubeconfig = tmp_path / "sa-kubeconfig"
@@ -326,15 +326,51 @@ def test_rbac_manifest_is_enough_for_a_whole_job(k8s_cluster, k8s_namespace, air
         "contexts": [{"name": "sa", "context": {"cluster": cluster["name"], "user": "sa"}}],
         "current-context": "sa"}))
     monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", json.dumps(
-        {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig), "namespace": k8s_namespace}}))
+        {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig), "namespace": namespace}}))
+    return kubeconfig
+
+
+def preempted_worker_spec(namespace: str, name: str) -> dict:
+    return {"name": name, "namespace": namespace, "image": "tfk8s/trainer:0.1",
+            "node_selector": {"type": "kwok"}, "ps": 1, "restart_backoff": "1s",
+            "worker": {"replicas": 1, "annotations": {"tfk8s.io/sim-duration": "4s", "tfk8s.io/sim-fault": "preempt",
+                                                      "tfk8s.io/sim-fault-after": "1s"}}}
+
+
+def test_rbac_manifest_is_enough_for_a_whole_job(k8s_cluster, k8s_namespace, airflow_db, tmp_path, monkeypatch):
+    """Run a job, and a recovery, as a service account that has only deploy/rbac.yaml's Role in the namespace."""
+    from kubernetes import client
+    core = k8s_cluster.core_v1
+    kubeconfig = _job_account(k8s_cluster, k8s_namespace, tmp_path, monkeypatch)
     dr = run_dag("tfk8s_t_ps_workers", k8s_namespace)
     assert dr.state == "success", states(dr)
+    assert leftovers(core, k8s_namespace) == []
+    # recovery too: a preempted worker is replaced (the attempt is recorded by patching the Service)
+    dr = run_dag("tfk8s_t_from_conf", k8s_namespace, spec=preempted_worker_spec(k8s_namespace, "rbac-recovery"))
+    assert dr.state == "success", states(dr)
+    assert [a["failure_class"] for a in xcom(dr, "train.wait", "summary")["attempts"]] == ["infrastructure"]
     assert leftovers(core, k8s_namespace) == []
     # and the Role is not more than that: the account cannot read secrets
     sa_api = client.CoreV1Api(_client_from(kubeconfig))
     with pytest.raises(client.exceptions.ApiException) as denied:
         sa_api.list_namespaced_secret(k8s_namespace)
     assert denied.value.status == 403
+
+
+def test_recovery_refused_by_rbac_fails_the_job_naming_the_permission(k8s_cluster, k8s_namespace, airflow_db,
+                                                                      tmp_path, monkeypatch):
+    """A Role without patch on Services cannot record an attempt: the job fails saying so, never hangs."""
+    import yaml
+    role = list(yaml.safe_load_all((REPO / "deploy" / "rbac.yaml").read_text()))[0]
+    for rule in role["rules"]:
+        if "services" in rule["resources"]:
+            rule["verbs"] = [v for v in rule["verbs"] if v != "patch"]
+    _job_account(k8s_cluster, k8s_namespace, tmp_path, monkeypatch, role=role)
+    dr = run_dag("tfk8s_t_from_conf", k8s_namespace, spec=preempted_worker_spec(k8s_namespace, "rbac-no-patch"))
+    assert dr.state == "failed" and states(dr)[("train.wait", -1)] == "failed"
+    summary = xcom(dr, "train.wait", "summary")
+    assert "recording attempt 2 on Service" in summary["reason"] and "403" in summary["reason"], summary
+    assert leftovers(k8s_cluster.core_v1, k8s_namespace) == []
 
 
 def _client_from(kubeconfig):

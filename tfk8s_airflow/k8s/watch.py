@@ -244,8 +244,8 @@ class JobWatch:
                         self._count_list()
                         status, count = await asyncio.to_thread(_judge, raw, self.policy, time.time(),
                                                                 self.watch_started)
-                        errors = 0
                         judged = await self._recover(seq, status, v1)
+                        errors = 0
                         if judged is not None:
                             await self._publish(self._snapshot(seq, judged, pods=count))
                     except async_client.ApiException as exc:
@@ -260,7 +260,8 @@ class JobWatch:
                         err = exc if isinstance(exc, KubernetesApiError) else KubernetesApiError(
                             f"listing pods {self.key.selector} in {self.key.namespace}", None,
                             f"{type(exc).__name__}: {exc}")
-                        permanent = errors >= MAX_CONSECUTIVE_ERRORS
+                        # e.g. recovery refused by RBAC (403): that will not pass by itself
+                        permanent = isinstance(err, PermanentKubernetesApiError) or errors >= MAX_CONSECUTIVE_ERRORS
                         await self._publish(self._snapshot(seq, None, error=err, permanent=permanent))
                         if permanent:
                             return
