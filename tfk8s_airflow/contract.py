@@ -47,6 +47,12 @@ LABEL_RUN = "tfk8s.io/run"
 LABEL_DAG = "tfk8s.io/dag"
 #: The job's attempt a pod belongs to (1, then one more per group restart or replacement).
 LABEL_ATTEMPT = "tfk8s.io/attempt"
+#: The app.kubernetes.io labels every object of a job gets (a pod template may not set them).
+APP_LABELS = ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/part-of",
+              "app.kubernetes.io/managed-by", "app.kubernetes.io/component")
+#: Labels the cncf.kubernetes provider's KubernetesPodOperator finds a replica task's pod by.
+TASK_LABELS = ("dag_id", "task_id", "run_id", "kubernetes_pod_operator", "map_index", "try_number",
+               "already_checked", "airflow-worker")
 
 #: The scheduling gate that holds every pod of a job until all of them exist.
 GANG_GATE = "tfk8s.io/gang"
