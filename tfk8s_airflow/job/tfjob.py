@@ -33,6 +33,7 @@ The mapping, in short:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -399,10 +400,19 @@ def _hoist(c: _Converter, out: dict[str, Any], roles: Mapping[str, dict[str, Any
                 b.pop(key)
     for key, where in _JOB_ONLY.items():
         values = [b.pop(key, None) for b in blocks]
+        if key == "port":  # TFJob's default port
+            values = [2222 if x is None else x for x in values]
         if not any(x is not None for x in values):
             continue
+        stated = {json.dumps(x) for x in values if x is not None}
+        if key == "image_pull_policy" and len(stated) == 1 and None in values:
+            policy = json.loads(stated.pop())
+            c.notes.append(f"imagePullPolicy {policy} applies to every replica type here (one image_pull_policy "
+                           "per job)")
+            values = [policy] * len(values)
         if all(x == values[0] for x in values):
-            out[key] = values[0]
+            if key != "port" or values[0] != 2222:
+                out[key] = values[0]
         else:
             c.add(f"spec.tfReplicaSpecs.*.template.spec.{where}", "differs between the replica types: tfk8s-airflow "
                   f"has one {key} per job", "give every replica type the same one")
