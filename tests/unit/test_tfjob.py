@@ -238,3 +238,14 @@ def test_import_prints_the_notes_as_comments():
     assert "# note: spec.successPolicy AllWorkers" in res.stdout
     assert pt.thaw(yaml.safe_load(res.stdout))["chief"]["env"]["DB_PASSWORD"] == {
         "value_from": {"secret_key_ref": {"name": "db", "key": "password"}}}
+
+
+def test_the_migration_guides_example_is_the_example_and_its_import():
+    """docs/migration-tfjob.md shows examples/tfjob-dist-mnist.yaml and what tfk8s import prints for it."""
+    import re
+
+    blocks = re.findall(r"<!-- runnable: tfk8s validate -->\n```yaml\n(.*?)```", (ROOT / "docs" /
+                        "migration-tfjob.md").read_text(), re.S)
+    shown, imported = (yaml.safe_load(b) for b in blocks)
+    assert shown == yaml.safe_load((ROOT / "examples" / "tfjob-dist-mnist.yaml").read_text())
+    assert imported == to_native(shown).spec
