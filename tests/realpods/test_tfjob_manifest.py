@@ -10,31 +10,21 @@ host's Python, not the image). Each worker writes the TF_CONFIG it saw: exactly 
 from __future__ import annotations
 
 import json
-import sys
 import time
-from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.dagrun import states, xcom
 from tests.fixtures.nodeagent import LOCAL_NODE_SELECTOR, LOCAL_TOLERATIONS
-from tests.realpods.test_realpods import GOOD, JobWatch, _report, agent, read_json  # noqa: F401 - fixture
+from tests.realpods.support import GOOD, REPO, JobWatch, read_json, report
 
-pytestmark = [pytest.mark.k8s, pytest.mark.tf, pytest.mark.airflow, pytest.mark.timeout(600)]
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "dags"))
+pytestmark = [pytest.mark.k8s, pytest.mark.tf, pytest.mark.airflow, pytest.mark.timeout(600),
+              pytest.mark.usefixtures("allowed_host_paths")]
 PROGRAMS, MODEL = "/opt/tfk8s-programs", "/mnt/tfk8s-realpod/model"
 
 
-@pytest.fixture(autouse=True)
-def allowed_host_paths(monkeypatch, tmp_path_factory):
-    """The program and model directories are host paths the deployment allows, as an administrator would."""
-    monkeypatch.setenv("AIRFLOW__TFK8S__ALLOWED_HOST_PATHS",
-                       f"{tmp_path_factory.getbasetemp()},{REPO / 'tests' / 'tf' / 'programs'}")
-
-
-def manifest(namespace: str, model_dir: Path, steps: int) -> dict:
+def manifest(namespace: str, model_dir, steps: int) -> dict:
     doc = yaml.safe_load((REPO / "examples" / "tfjob-dist-mnist.yaml").read_text())
     doc["metadata"]["namespace"] = namespace
     for rspec in doc["spec"]["tfReplicaSpecs"].values():
@@ -53,10 +43,8 @@ def manifest(namespace: str, model_dir: Path, steps: int) -> dict:
     return doc
 
 
-def test_a_tfjob_manifest_trains_with_tfjobs_tf_config(agent, k8s_namespace, airflow_db, tmp_path):  # noqa: F811
+def test_a_tfjob_manifest_trains_with_tfjobs_tf_config(agent, k8s_namespace, airflow_db, model_dir):
     import tfk8s_scenarios as s
-    model_dir = tmp_path / "model"
-    model_dir.mkdir()
     t0 = time.monotonic()
     with JobWatch(agent, k8s_namespace) as watch:
         dr = s.from_conf.test(run_conf={"namespace": k8s_namespace, "shards": {},
@@ -75,7 +63,7 @@ def test_a_tfjob_manifest_trains_with_tfjobs_tf_config(agent, k8s_namespace, air
         assert json.loads(seen) == {"cluster": cluster, "task": {"type": "worker", "index": i},
                                     "environment": "cloud"}
         assert seen == json.dumps(json.loads(seen), separators=(",", ":"))  # compact, as TFJob's Go encoder writes
-    _report("tfjob-manifest", elapsed, **{k: v for k, v in results[0].items() if k != "tf_config"})
+    report("tfjob-manifest", elapsed, **{k: v for k, v in results[0].items() if k != "tf_config"})
     assert results[0]["chief"] is True and results[0]["step"] >= 290 and results[0]["accuracy"] >= GOOD
     assert watch.pod("worker-0").spec.restart_policy == "OnFailure"  # ExitCode, judged by the sensor
     watch.assert_nothing_left()
