@@ -51,6 +51,12 @@ LABEL_DAG = "tfk8s.io/dag"
 LABEL_ATTEMPT = "tfk8s.io/attempt"
 #: An evaluation pod (``TFEvaluateOperator``): the evaluation's name. Not a job's pod (no ``tfk8s.io/job``).
 LABEL_EVALUATION = "tfk8s.io/evaluation"
+#: The app.kubernetes.io labels every object of a job gets (a pod template may not set them).
+APP_LABELS = ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/part-of",
+              "app.kubernetes.io/managed-by", "app.kubernetes.io/component")
+#: Labels the cncf.kubernetes provider's KubernetesPodOperator finds a replica task's pod by.
+TASK_LABELS = ("dag_id", "task_id", "run_id", "kubernetes_pod_operator", "map_index", "try_number",
+               "already_checked", "airflow-worker")
 
 #: The scheduling gate that holds every pod of a job until all of them exist.
 GANG_GATE = "tfk8s.io/gang"

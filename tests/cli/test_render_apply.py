@@ -25,7 +25,7 @@ def render(*args):
 
 
 @pytest.mark.parametrize("example", sorted((ROOT / "examples").glob("*.yaml")), ids=lambda p: p.stem)
-def test_every_example_is_accepted_by_the_api_server(k8s_cluster, k8s_namespace, example):
+def test_every_example_is_accepted_by_the_api_server(k8s_cluster, k8s_namespace, training_priority_class, example):
     k8s_cluster.core_v1.create_namespaced_service_account(k8s_namespace, {"metadata": {"name": "tf-trainer"}})
     text = render(str(example), "--set", f"namespace={k8s_namespace}", "--run-id", "dry")
     res = k8s_cluster.kubectl_run("apply", "--dry-run=server", "-f", "-", input=text, check=False)

@@ -31,7 +31,7 @@ from tfk8s_airflow.contract import (
     SHARDS_MOUNT,
     SHARDS_VOLUME,
 )
-from tfk8s_airflow.job import naming
+from tfk8s_airflow.job import naming, podtemplate
 from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.shardmap import shards_json
 from tfk8s_airflow.job.spec import CodeSource, EnvFrom, TFJobSpec, ValueFrom, Volume
@@ -100,6 +100,12 @@ class Replica:
     pod_security_context: dict[str, Any]
     security_context: dict[str, Any]
     automount_service_account_token: bool
+    # What the role's pod_template adds (tfk8s_airflow.job.podtemplate.parts); the fields above
+    # already hold its labels, annotations, env, mounts, volumes, init containers and security contexts.
+    extra_ports: list[dict[str, Any]] = field(default_factory=list)
+    container_extra: dict[str, Any] = field(default_factory=dict)
+    sidecars: list[dict[str, Any]] = field(default_factory=list)
+    pod_extra: dict[str, Any] = field(default_factory=dict)
 
 
 def job_labels(spec: TFJobSpec, names: JobNames) -> dict[str, str]:
@@ -132,6 +138,9 @@ def plan_replicas(spec: TFJobSpec, names: JobNames, shards: Mapping[str, Sequenc
     volumes, mounts = _volumes(spec, names, with_shards=shards is not None)
     out = []
     for rs in spec.active_roles:
+        tpl = podtemplate.parts(rs.pod_template, CONTAINER_NAME, pod_security, container_security)
+        role_volumes, role_mounts = volumes + tpl.volumes, mounts + tpl.volume_mounts
+        init = _init_containers(spec, rs.image, container_security) + tpl.init_containers
         for i in range(rs.replicas):
             hostname = naming.replica_hostname(rs.role, i)
             labels = dict(base_labels)
@@ -141,6 +150,7 @@ def plan_replicas(spec: TFJobSpec, names: JobNames, shards: Mapping[str, Sequenc
                 LABEL_INDEX: str(i),
                 LABEL_TRACKED: "true" if rs.tracked else "false",
             })
+            labels.update(tpl.labels)
             env = [{"name": c.JOB_NAME_ENV, "value": names.job},
                    {"name": c.NAMESPACE_ENV, "value": names.namespace},
                    {"name": c.ROLE_ENV, "value": rs.role},
@@ -156,7 +166,7 @@ def plan_replicas(spec: TFJobSpec, names: JobNames, shards: Mapping[str, Sequenc
                 env.append({"name": c.volume_dir_env(vol.name), "value": vol.mount_path})
             if spec.code:
                 env.append({"name": c.CODE_DIR_ENV, "value": spec.code.mount_path})
-            env += [env_var(k, val) for k, val in rs.env.items()]
+            env += [env_var(k, val) for k, val in rs.env.items()] + tpl.env
             args = list(rs.args)
             if spec.tf_wiring in ("flags", "both"):
                 args += legacy_flags(spec, names.service, rs.role, i)
@@ -169,12 +179,14 @@ def plan_replicas(spec: TFJobSpec, names: JobNames, shards: Mapping[str, Sequenc
                 hostname=hostname, image=rs.image, image_pull_policy=spec.image_pull_policy,
                 command=command, args=args, env=env, env_from=[env_from(e) for e in rs.env_from],
                 tf_config=tf_config, labels=labels,
-                annotations=dict(rs.annotations), resources=resources,
+                annotations={**rs.annotations, **tpl.annotations}, resources=resources,
                 restart_policy=rs.pod_restart_policy, node_selector=dict(rs.node_selector),
-                tolerations=[dict(t) for t in rs.tolerations], volumes=volumes,
-                volume_mounts=mounts, init_containers=_init_containers(spec, rs.image, container_security),
-                tracked=rs.tracked, active_deadline=deadline, pod_security_context=pod_security,
-                security_context=container_security, automount_service_account_token=token,
+                tolerations=[dict(t) for t in rs.tolerations], volumes=role_volumes,
+                volume_mounts=role_mounts, init_containers=init,
+                tracked=rs.tracked, active_deadline=deadline, pod_security_context=tpl.pod_security,
+                security_context=tpl.security, automount_service_account_token=token,
+                extra_ports=tpl.ports, container_extra=tpl.container_extra, sidecars=tpl.sidecars,
+                pod_extra=tpl.pod_extra,
             ))
     return out
 
@@ -285,13 +297,14 @@ def pod_manifest(spec: TFJobSpec, names: JobNames, replica: Replica, *, gated: b
     container["env"] = replica.env
     if replica.env_from:
         container["envFrom"] = replica.env_from
-    container["ports"] = [{"name": PORT_NAME, "containerPort": spec.port, "protocol": "TCP"}]
+    container["ports"] = [{"name": PORT_NAME, "containerPort": spec.port, "protocol": "TCP"}, *replica.extra_ports]
     if replica.resources:
         container["resources"] = replica.resources
     if replica.volume_mounts:
         container["volumeMounts"] = replica.volume_mounts
     if replica.security_context:
         container["securityContext"] = replica.security_context
+    container.update(replica.container_extra)
     pod_spec: dict[str, Any] = {
         "hostname": replica.hostname,
         "subdomain": names.service,
@@ -312,9 +325,10 @@ def pod_manifest(spec: TFJobSpec, names: JobNames, replica: Replica, *, gated: b
         pod_spec["tolerations"] = replica.tolerations
     if replica.init_containers:
         pod_spec["initContainers"] = replica.init_containers
-    pod_spec["containers"] = [container]
+    pod_spec["containers"] = [container, *replica.sidecars]
     if replica.volumes:
         pod_spec["volumes"] = replica.volumes
+    pod_spec.update(replica.pod_extra)
     labels = {**replica.labels, **(extra_labels or {})} if extra_labels else replica.labels
     metadata: dict[str, Any] = {"name": replica.pod_name, "namespace": names.namespace, "labels": labels}
     if replica.annotations:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from tfk8s_airflow.exceptions import Problem, SpecError
 from tfk8s_airflow.job.fields import MAX_DURATION_S, parse_duration, show
+from tfk8s_airflow.job.podtemplate import merge
 from tfk8s_airflow.pathrules import has_parent_segment
 
 if TYPE_CHECKING:
@@ -171,25 +172,9 @@ class DeploymentPolicy:
         allowed paths, is seen here too.
         """
         out: list[Problem] = []
-        roots = self.allowed_host_paths
-        shown = ", ".join(roots) or "none"
         for i, vol in enumerate(spec.volumes):
-            if not vol.host_path:
-                continue
-            fld, path = f"volumes[{i}].host_path", posixpath.normpath(vol.host_path)
-            fix = ("use a path under them, or an administrator adds it to [tfk8s] allowed_host_paths "
-                   "(TFK8S_ALLOWED_HOST_PATHS for the tfk8s command)")
-            if path == "/":
-                out.append(Problem(fld, f"/ is the node's whole file system; the allowed host paths are {shown}",
-                                   "use a path under them"))
-            elif not _under(path, roots):
-                out.append(Problem(fld, f"{show(vol.host_path)} is outside the allowed host paths {shown}", fix))
-            else:
-                real = posixpath.normpath(realpath(path))
-                if real != path and not _under(real, roots) and not _under(real, [realpath(r) for r in roots]):
-                    out.append(Problem(fld, f"{show(vol.host_path)} resolves (through a symbolic link) to "
-                                            f"{show(real)}, outside the allowed host paths {shown}",
-                                       "remove the link, or use the directory it should be"))
+            if vol.host_path:
+                out += self._host_path(f"volumes[{i}].host_path", vol.host_path, realpath)
         account = spec.service_account
         if account and account != "default" and not _allowed(account, self.allowed_service_accounts):
             out.append(Problem("service_account", f"{account} is not among the allowed ServiceAccounts "
@@ -207,6 +192,99 @@ class DeploymentPolicy:
                                         f"({', '.join(self.allowed_secrets) or 'none'})",
                                    "an administrator adds it to [tfk8s] allowed_secrets (or * for every Secret "
                                    "of the namespace)"))
+        out += self._templates(spec, realpath)
+        return out
+
+    def _host_path(self, fld: str, host_path: str, realpath: Callable[[str], str]) -> list[Problem]:
+        roots = self.allowed_host_paths
+        shown = ", ".join(roots) or "none"
+        path = posixpath.normpath(host_path)
+        fix = ("use a path under them, or an administrator adds it to [tfk8s] allowed_host_paths "
+               "(TFK8S_ALLOWED_HOST_PATHS for the tfk8s command)")
+        if path == "/":
+            return [Problem(fld, f"/ is the node's whole file system; the allowed host paths are {shown}",
+                            "use a path under them")]
+        if not _under(path, roots):
+            return [Problem(fld, f"{show(host_path)} is outside the allowed host paths {shown}", fix)]
+        real = posixpath.normpath(realpath(path))
+        if real != path and not _under(real, roots) and not _under(real, [realpath(r) for r in roots]):
+            return [Problem(fld, f"{show(host_path)} resolves (through a symbolic link) to {show(real)}, outside "
+                                 f"the allowed host paths {shown}",
+                            "remove the link, or use the directory it should be")]
+        return []
+
+    def _templates(self, spec: TFJobSpec, realpath: Callable[[str], str]) -> list[Problem]:
+        """Everything the pod templates add, as the pods will have it (the deployment's security defaults
+        with the template's merged over them), in every container: the template cannot get past the policy.
+
+        A role's problem that its template inherited from the job's is named once, at the job's.
+        """
+        top = self._template(spec.pod_template, "pod_template", realpath) if spec.pod_template else []
+        seen = {(p.field, p.message) for p in top}
+        out = list(top)
+        for role, rs in spec.roles.items():
+            if not rs.pod_template or rs.replicas <= 0:
+                continue
+            prefix = f"{role}.pod_template"
+            for p in self._template(rs.pod_template, prefix, realpath):
+                if ("pod_template" + p.field[len(prefix):], p.message) not in seen:
+                    out.append(p)
+        return out
+
+    def _template(self, tpl: Mapping[str, Any], prefix: str, realpath: Callable[[str], str]) -> list[Problem]:
+        out: list[Problem] = []
+        pod_default, container_default, _ = self.pod_security(None)
+        spec = tpl.get("spec") or {}
+        p = f"{prefix}.spec"
+        admin = "an administrator sets [tfk8s] restricted_security_context = false"
+        for vol in spec.get("volumes") or ():
+            vp = f"{p}.volumes[{vol.get('name')}]"
+            if isinstance(vol.get("hostPath"), Mapping) and isinstance(vol["hostPath"].get("path"), str):
+                out += self._host_path(f"{vp}.hostPath.path", vol["hostPath"]["path"], realpath)
+            for i, source in enumerate((vol.get("projected") or {}).get("sources") or ()):
+                if source.get("serviceAccountToken") is not None and not self.allow_service_account_token:
+                    out.append(Problem(f"{vp}.projected.sources[{i}].serviceAccountToken",
+                                       "the deployment does not give pods a ServiceAccount's API token",
+                                       "remove it, or an administrator sets [tfk8s] allow_service_account_token "
+                                       "= true"))
+        for fld, secret in template_secrets(tpl, p):
+            if not _allowed(secret, self.allowed_secrets):
+                out.append(Problem(fld, f"Secret {secret} is not among the allowed secrets "
+                                        f"({', '.join(self.allowed_secrets) or 'none'})",
+                                   "an administrator adds it to [tfk8s] allowed_secrets (or * for every Secret "
+                                   "of the namespace)"))
+        pod_sc = merge(pod_default, spec.get("securityContext") or {}, {})
+        if self.restricted_security_context:
+            for k in ("hostNetwork", "hostPID", "hostIPC"):
+                if spec.get(k) is True:
+                    out.append(Problem(f"{p}.{k}", "the deployment's pods do not share the node's namespaces",
+                                       f"remove it, or {admin}"))
+            out += _restricted(pod_sc, f"{p}.securityContext", admin)
+        out += self._non_root(pod_sc, f"{p}.securityContext")
+        for kind in ("containers", "initContainers"):
+            for c in spec.get(kind) or ():
+                cp = f"{p}.{kind}[{c.get('name')}]"
+                sc = merge(container_default, c.get("securityContext") or {}, {})
+                if self.restricted_security_context:
+                    out += _restricted(sc, f"{cp}.securityContext", admin, container=True)
+                    for port in c.get("ports") or ():
+                        if port.get("hostPort"):
+                            out.append(Problem(f"{cp}.ports[{port.get('containerPort')}].hostPort",
+                                               "the deployment's pods do not bind the node's ports",
+                                               "remove it (peers reach the pod through the job's Service), "
+                                               f"or {admin}"))
+                out += self._non_root(sc, f"{cp}.securityContext")
+        return out
+
+    def _non_root(self, sc: Mapping[str, Any], fld: str) -> list[Problem]:
+        if not self.run_as_non_root:
+            return []
+        fix = "remove it, or an administrator sets [tfk8s] run_as_non_root = false"
+        out = []
+        if sc.get("runAsNonRoot") is False:
+            out.append(Problem(f"{fld}.runAsNonRoot", "the deployment runs every pod as non-root", fix))
+        if sc.get("runAsUser") == 0:
+            out.append(Problem(f"{fld}.runAsUser", "0 is root; the deployment runs every pod as non-root", fix))
         return out
 
     def admit(self, spec: TFJobSpec) -> TFJobSpec:
@@ -216,8 +294,11 @@ class DeploymentPolicy:
             raise SpecError(problems)
         return spec
 
-    def pod_security(self, spec: TFJobSpec) -> tuple[dict[str, Any], dict[str, Any], bool]:
-        """(the pod's securityContext, every container's securityContext, automountServiceAccountToken)."""
+    def pod_security(self, spec: TFJobSpec | None) -> tuple[dict[str, Any], dict[str, Any], bool]:
+        """(the pod's securityContext, every container's securityContext, automountServiceAccountToken).
+
+        A pod template's security contexts are merged over these (its containers' over the container's).
+        """
         pod: dict[str, Any] = {}
         container: dict[str, Any] = {}
         if self.run_as_non_root:
@@ -225,7 +306,7 @@ class DeploymentPolicy:
         if self.restricted_security_context:
             pod["seccompProfile"] = {"type": "RuntimeDefault"}
             container = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
-        token = bool(spec.automount_service_account_token and self.allow_service_account_token)
+        token = bool(spec is not None and spec.automount_service_account_token and self.allow_service_account_token)
         return pod, container, token
 
 
@@ -248,6 +329,63 @@ def _env_secrets(env: Mapping[str, Any], env_from: tuple, prefix: str, job_env: 
     for i, item in enumerate(own):
         if item.source == "secret_ref":
             yield f"{prefix}env_from[{i}].secret_ref", item.name
+
+
+def template_secrets(tpl: Mapping[str, Any], prefix: str) -> Iterator[tuple[str, str]]:
+    """(path, Secret name) for every Secret a pod template names: volumes (secret, projected, CSI),
+    every container's env and envFrom, sidecars and init containers included, and image pull secrets."""
+    spec = tpl.get("spec") or {}
+    for vol in spec.get("volumes") or ():
+        vp = f"{prefix}.volumes[{vol.get('name')}]"
+        if (vol.get("secret") or {}).get("secretName"):
+            yield f"{vp}.secret.secretName", vol["secret"]["secretName"]
+        for i, source in enumerate((vol.get("projected") or {}).get("sources") or ()):
+            if (source.get("secret") or {}).get("name"):
+                yield f"{vp}.projected.sources[{i}].secret.name", source["secret"]["name"]
+        if ((vol.get("csi") or {}).get("nodePublishSecretRef") or {}).get("name"):
+            yield f"{vp}.csi.nodePublishSecretRef.name", vol["csi"]["nodePublishSecretRef"]["name"]
+    for kind in ("containers", "initContainers"):
+        for c in spec.get(kind) or ():
+            cp = f"{prefix}.{kind}[{c.get('name')}]"
+            for e in c.get("env") or ():
+                ref = (e.get("valueFrom") or {}).get("secretKeyRef") or {}
+                if ref.get("name"):
+                    yield f"{cp}.env[{e.get('name')}].valueFrom.secretKeyRef.name", ref["name"]
+            for i, item in enumerate(c.get("envFrom") or ()):
+                if (item.get("secretRef") or {}).get("name"):
+                    yield f"{cp}.envFrom[{i}].secretRef.name", item["secretRef"]["name"]
+    for item in spec.get("imagePullSecrets") or ():
+        if item.get("name"):
+            yield f"{prefix}.imagePullSecrets[{item['name']}]", item["name"]
+
+
+def _restricted(sc: Mapping[str, Any], fld: str, admin: str, container: bool = False) -> list[Problem]:
+    """What a restricted security context refuses in one (merged) pod or container securityContext."""
+    out = []
+    fix = f"remove it, or {admin}"
+    for k in ("seccompProfile", "appArmorProfile"):
+        if (sc.get(k) or {}).get("type") == "Unconfined":
+            out.append(Problem(f"{fld}.{k}.type", "the deployment's pods run confined", fix))
+    if (sc.get("windowsOptions") or {}).get("hostProcess"):
+        out.append(Problem(f"{fld}.windowsOptions.hostProcess", "the deployment's pods never run as host processes",
+                           fix))
+    if not container:
+        return out
+    if sc.get("privileged") is True:
+        out.append(Problem(f"{fld}.privileged", "the deployment's containers are never privileged", fix))
+    if sc.get("allowPrivilegeEscalation") is not False:
+        out.append(Problem(f"{fld}.allowPrivilegeEscalation", "the deployment's containers never escalate privileges",
+                           f"remove it (the default is false), or {admin}"))
+    caps = sc.get("capabilities") or {}
+    if caps.get("add"):
+        out.append(Problem(f"{fld}.capabilities.add", "the deployment's containers run with every capability dropped",
+                           fix))
+    if "ALL" not in (caps.get("drop") or ()):
+        out.append(Problem(f"{fld}.capabilities.drop", "must drop ALL capabilities, as the deployment's containers do",
+                           f"remove it (the default is [ALL]), or {admin}"))
+    if sc.get("procMount") not in (None, "Default"):
+        out.append(Problem(f"{fld}.procMount", "the deployment's containers see the default /proc", fix))
+    return out
 
 
 def _under(path: str, roots: tuple[str, ...] | list[str]) -> bool:

@@ -27,27 +27,31 @@ if TYPE_CHECKING:
     from tfk8s_airflow.job.policy import DeploymentPolicy
 
 __all__ = ["ROLES", "DEFAULT_MAX_REPLICAS", "WIRINGS", "SUCCESS_POLICIES", "RESTART_POLICIES", "PULL_POLICIES",
-           "SPEC_KEYS", "ROLE_KEYS", "VALUE_SOURCES", "ENV_FROM_SOURCES", "VOLUME_KINDS", "ValueFrom",
+           "CHIEF_NAMES", "SPEC_KEYS", "ROLE_KEYS", "VALUE_SOURCES", "ENV_FROM_SOURCES", "VOLUME_KINDS", "ValueFrom",
            "EnvFrom", "EmptyDir", "Resources", "Volume", "CodeSource", "RoleSpec", "TFJobSpec", "key", "spec_fields",
            "plain", "apply_overrides", "load_spec_file"]
 
 #: Role names in TF_CONFIG order (TFJob sorts cluster keys the same way).
 ROLES = ("chief", "evaluator", "ps", "worker")
 DEFAULT_MAX_REPLICAS = 512
-WIRINGS = ("tf_config", "flags", "both")
+WIRINGS = ("tf_config", "flags", "both", "none")
+#: What the chief is called in TF_CONFIG and the flags: chief, or master (TFJob's Master replicas).
+CHIEF_NAMES = ("chief", "master")
 SUCCESS_POLICIES = ("default", "all_workers")
 RESTART_POLICIES = ("Never", "OnFailure", "ExitCode")
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 
-#: How a role block treats a job-wide key: replaces the job's value, or adds to it.
-OVERRIDE, MERGE = "override", "merge"
+#: How a role block treats a job-wide key: replaces the job's value, adds to it, or is merged over it
+#: with the strategic-merge rules (:func:`tfk8s_airflow.job.podtemplate.merge_templates`).
+OVERRIDE, MERGE, PATCH = "override", "merge", "patch"
 
 
 def key(doc: str, *, role: str | None = None, default: str = "") -> dict[str, str]:
     """Metadata of a dataclass field that is a key of the spec document.
 
     ``doc``: the one line docs/spec.md's field table shows; ``role``: whether a role block
-    may set the key too (``override`` replaces the job-wide value, ``merge`` adds to it);
+    may set the key too (``override`` replaces the job-wide value, ``merge`` adds to it, ``patch``
+    merges the role's over it as kubectl's strategic merge does);
     ``default``: the default as the table shows it.
     """
     meta = {"doc": doc, "default": default}
@@ -286,6 +290,7 @@ class RoleSpec:
         "whether the replicas' outcome counts for the job's success; a PS is never tracked",
         default="true (ps: false)"))
     annotations: Mapping[str, str] = field(default_factory=dict)
+    pod_template: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def pod_restart_policy(self) -> str:
@@ -302,7 +307,10 @@ class RoleSpec:
                 out[name] = plain(value)
                 continue
             job_value = getattr(job, name)
-            if how == MERGE:
+            if how == PATCH:  # the merged template: merging it over the job's again gives itself
+                if value != job_value:
+                    out[name] = plain(value)
+            elif how == MERGE:
                 if isinstance(value, Mapping):
                     extra: Any = {k: v for k, v in value.items() if job_value.get(k) != v}
                 else:  # a list: the role's items follow the job's
@@ -340,7 +348,8 @@ class TFJobSpec:
         "`[{key, operator: Equal|Exists, value, effect, toleration_seconds}]`", role=OVERRIDE))
     port: int = field(metadata=key("every replica's TensorFlow server port", default="2222"))
     tf_wiring: str = field(metadata=key(
-        "tf_config (`TF_CONFIG`), flags (`--ps_hosts ...`) or both", default="tf_config"))
+        "tf_config (`TF_CONFIG`), flags (`--ps_hosts ...`), both, or none (TFJob's way for a one-replica job)",
+        default="tf_config"))
     success_policy: str = field(metadata=key(
         "default (the chief, else worker 0) or all_workers", default="default"))
     restart_policy: str = field(metadata=key(
@@ -381,6 +390,11 @@ class TFJobSpec:
         "job's Service; log_dir defaults to the `model` volume's mount path", default="off"))
     labels: Mapping[str, str] = field(metadata=key("labels of every object; `tfk8s.io/` is reserved"))
     annotations: Mapping[str, str] = field(metadata=key("annotations of every pod", role=MERGE))
+    pod_template: Mapping[str, Any] = field(metadata=key(
+        "a Kubernetes PodTemplateSpec fragment (`metadata` labels and annotations; `spec`: affinity, "
+        "priorityClassName, imagePullSecrets, securityContext, sidecars, init containers, volumes, and the "
+        "`tensorflow` container's probes, env, mounts...) merged into every pod by kubectl's strategic-merge "
+        "rules; a role's is merged over the job's", role=PATCH))
     service_account: str | None = field(metadata=key(
         "the pods' ServiceAccount; the deployment's allowed_service_accounts bound it",
         default="the namespace's default"))
@@ -390,6 +404,8 @@ class TFJobSpec:
     volumes: tuple[Volume, ...] = field(metadata=key(
         "`[{name, mount_path, host_path | pvc | secret | config_map | empty_dir, read_only, sub_path}]`"))
     hide_evaluator: bool = field(metadata=key("keep the evaluator out of every replica's cluster", default="false"))
+    chief_name: str = field(metadata=key(
+        "the chief's name in TF_CONFIG and the flags: chief, or master (TFJob's `Master` replicas)", default="chief"))
     code: CodeSource | None = field(metadata=key(
         "`{uri, entrypoint, sha256, image, mount_path}`: code fetched before the container starts"))
     roles: Mapping[str, RoleSpec] = field(default_factory=dict)

@@ -7,6 +7,11 @@ and must run unchanged. Peer addresses use the job's headless Service
 pods are Ready, so workers do not crash on unresolvable peers at start-up.
 Older programs (the tensorflow/ecosystem template) take
 ``--ps_hosts --worker_hosts --job_name --task_index`` instead; ``flags`` gives them that.
+
+The chief is ``chief`` in TF_CONFIG unless the spec's ``chief_name`` is ``master``: TFJob
+names each role after its replica type, lowercased, and programs written for a ``Master``
+replica look for ``master``. The cluster's roles are in TFJob's order (its JSON encoder
+sorts them by name), each role's addresses in index order.
 """
 
 from __future__ import annotations
@@ -22,15 +27,21 @@ def replica_address(role: str, index: int, service: str, namespace: str, port: i
     return f"{replica_hostname(role, index)}.{service}.{namespace}.svc:{port}"
 
 
+def task_type(spec: TFJobSpec, role: str) -> str:
+    """A role's name in TF_CONFIG and the flags (the chief's is the spec's ``chief_name``)."""
+    return spec.chief_name if role == "chief" else role
+
+
 def cluster_spec(spec: TFJobSpec, service: str, *, include_evaluator: bool = True) -> dict[str, list[str]]:
-    """Role -> sorted peer addresses, roles in TF_CONFIG order, empty roles omitted."""
+    """TF_CONFIG role -> peer addresses in index order, roles sorted by name, empty roles omitted."""
     out: dict[str, list[str]] = {}
     for role in ROLES:
         n = spec.replicas(role)
         if n <= 0 or (role == "evaluator" and not include_evaluator):
             continue
-        out[role] = [replica_address(role, i, service, spec.namespace, spec.port) for i in range(n)]
-    return out
+        out[task_type(spec, role)] = [replica_address(role, i, service, spec.namespace, spec.port)
+                                      for i in range(n)]
+    return dict(sorted(out.items()))
 
 
 def tf_config_dict(spec: TFJobSpec, service: str, role: str, index: int,
@@ -44,7 +55,8 @@ def tf_config_dict(spec: TFJobSpec, service: str, role: str, index: int,
     """
     if cluster is None:
         cluster = cluster_spec(spec, service, include_evaluator=not spec.hide_evaluator)
-    return {"cluster": dict(cluster), "task": {"type": role, "index": index}, "environment": "cloud"}
+    return {"cluster": dict(cluster), "task": {"type": task_type(spec, role), "index": index},
+            "environment": "cloud"}
 
 
 def tf_config_json(spec: TFJobSpec, service: str, role: str, index: int,
@@ -56,12 +68,13 @@ def legacy_flags(spec: TFJobSpec, service: str, role: str, index: int) -> list[s
     """``--ps_hosts --worker_hosts --job_name --task_index`` for pre-TF_CONFIG programs.
 
     The tensorflow/ecosystem template knew only PS and workers; a chief is passed
-    as ``--chief_hosts`` so programs that want it can have it.
+    as ``--chief_hosts`` (``--master_hosts`` with ``chief_name: master``) so programs that
+    want it can have it.
     """
     cluster = cluster_spec(spec, service, include_evaluator=False)
     flags = []
-    for r in ("chief", "ps", "worker"):
-        if r in cluster or r != "chief":
+    for r in (spec.chief_name, "ps", "worker"):
+        if r in cluster or r != spec.chief_name:
             flags.append(f"--{r}_hosts={','.join(cluster.get(r, []))}")
-    flags += [f"--job_name={role}", f"--task_index={index}"]
+    flags += [f"--job_name={task_type(spec, role)}", f"--task_index={index}"]
     return flags

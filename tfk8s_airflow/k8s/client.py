@@ -163,6 +163,25 @@ class JobClient:
                 raise cast(BaseException, failed.exception())
 
     # ----------------------------------------------------------------- create
+    def dry_run_pod(self, pod: Mapping[str, Any]) -> str | None:
+        """Create a pod with a server-side dry run (validation and admission, nothing stored).
+
+        Returns the API server's refusal (4xx), None when it accepts the pod or the pod exists
+        already (a retried setup); other errors raise, to be retried.
+        """
+        meta = pod["metadata"]
+        try:
+            self.core.create_namespaced_pod(namespace=meta["namespace"], body=pod, dry_run="All",
+                                            _preload_content=False)
+            return None
+        except ApiException as exc:
+            if exc.status == 409:
+                return None
+            err = wrap_api_error(f"dry-run of pod {meta['namespace']}/{meta['name']}", exc)
+            if isinstance(err, PermanentKubernetesApiError):
+                return err.reason
+            raise err from exc
+
     def create_if_absent(self, obj: Mapping[str, Any]) -> bool:
         """Create a Service/ConfigMap/Pod; False when it already exists (idempotent setup)."""
         kind, ns, name = obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"]

@@ -10,6 +10,11 @@ retried setup adopts the pods its earlier try created (same job and run), never
 duplicating one. If creation fails midway, everything of the job is deleted again before
 the error is raised.
 
+A job with a ``pod_template`` first creates one pod per role with a server-side dry run
+(validation and admission, nothing stored): a template is Kubernetes' own pod spec, which
+only the API server checks completely, and a refusal must come before the first object
+exists. A job without one skips it (its pods are built entirely from checked spec fields).
+
 This is not gang scheduling: once released, each pod is scheduled on its own, and a
 cluster too small for all of them leaves some Pending (the job then fails after
 ``schedule_timeout``, naming the scheduler's message).
@@ -24,7 +29,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from tfk8s_airflow.deployment import deployment_policy
-from tfk8s_airflow.exceptions import QuotaExceededError, SpecError
+from tfk8s_airflow.exceptions import Problem, QuotaExceededError, SpecError
 from tfk8s_airflow.job import naming, quota
 from tfk8s_airflow.job.judge import JobPolicy
 from tfk8s_airflow.job.objects import (
@@ -131,6 +136,8 @@ class TFJobSetupOperator(BaseOperator):
         pods = [pod_manifest(spec, names, r, gated=True,
                              extra_labels=replica_task_labels(dag.dag_id, task_id, context["run_id"], i))
                 for i, r in enumerate(replicas)]
+        if any(rs.pod_template for rs in spec.active_roles):
+            self._dry_run(client, replicas, pods)
         try:
             # The Service first: every other object of the job is its dependent, so deleting it
             # (teardown, or by hand when teardown never ran) lets Kubernetes remove them all.
@@ -160,3 +167,19 @@ class TFJobSetupOperator(BaseOperator):
                                        kubernetes_conn_id=self.kubernetes_conn_id, poll_interval=self.poll_interval)
         context["ti"].xcom_push(key="job", value=record.to_xcom())
         return [{"replica": ref.key} for ref in record.replicas]
+
+    def _dry_run(self, client: JobClient, replicas: Sequence[Any], pods: Sequence[Mapping[str, Any]]) -> None:
+        """One server-side dry-run create per role (its pods differ only in names and index): every refusal,
+        each naming the role's pod_template, before anything is created."""
+        problems = []
+        first: dict[str, Mapping[str, Any]] = {}
+        for r, pod in zip(replicas, pods, strict=True):
+            first.setdefault(r.role, pod)
+        for role, pod in first.items():
+            refusal = client.dry_run_pod(pod)
+            if refusal:
+                problems.append(Problem(f"{role}.pod_template", f"the API server refuses the {role} pods: {refusal}",
+                                        "correct the field it names (the pod's, as the template merged into it)"))
+        if problems:
+            raise SpecError(problems)
+        self.log.info("the API server accepts the pods of every role (dry run): %s", ", ".join(first))

@@ -76,7 +76,7 @@ def main():
                 if local % 20 == 0 and not sess.should_stop():
                     acc = sess.run(accuracy, {x: test_x, y: test_y})
     result = {"task": f"{task_type}-{task_index}", "chief": is_chief, "step": int(last),
-              "accuracy": float(acc)}
+              "accuracy": float(acc), "tf_config": os.environ["TF_CONFIG"]}
     print("RESULT " + json.dumps(result), flush=True)
     if args.out:
         with open(os.path.join(args.out, f"{task_type}-{task_index}.json"), "w") as fh:

@@ -5,11 +5,14 @@ block may set too), ``env``, ``resources``, ``metadata`` (labels and annotations
 ``scheduling`` (tolerations), ``volumes``, ``code``, ``recovery`` (restart budgets and
 timeouts), ``tensorboard`` and ``roles``. This module reads the
 job-wide keys in the order of the spec's declaration and assembles the spec; it raises one
-:class:`~tfk8s_airflow.exceptions.SpecError` listing every problem found.
+:class:`~tfk8s_airflow.exceptions.SpecError` listing every problem found. A Kubeflow TFJob
+manifest is first converted to the native document (:mod:`tfk8s_airflow.job.tfjob`), so
+the same rules apply to it.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -17,13 +20,16 @@ from typing import Any
 from tfk8s_airflow.contract import DEFAULT_PORT
 from tfk8s_airflow.exceptions import Problem, SpecError
 from tfk8s_airflow.job import fields as v
+from tfk8s_airflow.job import tfjob
 from tfk8s_airflow.job.document import apply_overrides, document_problems
-from tfk8s_airflow.job.parse import code, metadata, recovery, roles, tensorboard, volumes
+from tfk8s_airflow.job.parse import code, metadata, podtemplate, recovery, roles, tensorboard, volumes
 from tfk8s_airflow.job.parse.reader import Reader
 from tfk8s_airflow.job.parse.shared import READERS
-from tfk8s_airflow.job.spec import PULL_POLICIES, SPEC_KEYS, SUCCESS_POLICIES, WIRINGS, TFJobSpec
+from tfk8s_airflow.job.spec import CHIEF_NAMES, PULL_POLICIES, SPEC_KEYS, SUCCESS_POLICIES, WIRINGS, TFJobSpec
 
 __all__ = ["parse_spec"]
+
+log = logging.getLogger(__name__)
 
 
 def parse_spec(data: Any, *, max_replicas: int, overrides: Iterable[str] = ()) -> TFJobSpec:
@@ -34,6 +40,20 @@ def parse_spec(data: Any, *, max_replicas: int, overrides: Iterable[str] = ()) -
     problems = document_problems(data)
     if problems:
         raise SpecError(problems)
+    if tfjob.is_tfjob(data):
+        conversion = tfjob.to_native(data)
+        for note in conversion.notes:
+            log.info("TFJob %s: %s", conversion.spec.get("name"), note)
+        try:
+            return _parse(conversion.spec, max_replicas, overrides)
+        except SpecError as exc:
+            raise SpecError([*exc.problems, Problem(
+                "spec", "is the native spec converted from the TFJob manifest: the fields above are its keys",
+                "tfk8s import FILE prints it")]) from None
+    return _parse(data, max_replicas, overrides)
+
+
+def _parse(data: Mapping[str, Any], max_replicas: int, overrides: Iterable[str]) -> TFJobSpec:
     overrides = list(overrides)
     d = apply_overrides(data, overrides)
     if overrides and (problems := document_problems(d)):
@@ -74,6 +94,7 @@ def parse_spec(data: Any, *, max_replicas: int, overrides: Iterable[str] = ()) -
         active_deadline=r.duration(d, "active_deadline", "active_deadline", None),
         labels=metadata.job_labels(r, d), service_account=service_account, automount_service_account_token=token,
         volumes=volumes.volumes(r, d), hide_evaluator=hide_evaluator, code=code.code(r, d),
+        chief_name=r.choice(d, "chief_name", "chief_name", CHIEF_NAMES, "chief"),
         **recovery.recovery(r, d), **inherited,
     )
     volumes.check_code_mount(r, job["volumes"], job["code"])
@@ -81,6 +102,9 @@ def parse_spec(data: Any, *, max_replicas: int, overrides: Iterable[str] = ()) -
     role_specs = roles.roles(r, d, inherited)
     roles.check_roles(r, role_specs, success, hide_evaluator, inherited["image"], max_replicas)
     recovery.check_recovery(r, job, role_specs)
+    podtemplate.check_templates(r, d, job, role_specs)
+    if job["chief_name"] != "chief" and not (role_specs.get("chief") and role_specs["chief"].replicas):
+        r.add("chief_name", f"is {job['chief_name']} but the job has no chief", "add chief: 1 or remove chief_name")
     if r.problems:
         raise SpecError(r.problems)
     for key in ("env", "node_selector", "annotations", "labels"):

@@ -10,7 +10,8 @@ from tfk8s_airflow.job import fields as v
 from tfk8s_airflow.job.parse import metadata
 from tfk8s_airflow.job.parse.reader import Reader
 from tfk8s_airflow.job.parse.shared import READERS
-from tfk8s_airflow.job.spec import MERGE, ROLE_KEYS, ROLES, RoleSpec, TFJobSpec, spec_fields
+from tfk8s_airflow.job.podtemplate import merge_templates
+from tfk8s_airflow.job.spec import MERGE, PATCH, ROLE_KEYS, ROLES, RoleSpec, TFJobSpec, spec_fields
 
 #: The job-wide keys a role block may set, and how it treats the job's value.
 _INHERITED = {f.name: f.metadata["role"] for f in spec_fields(TFJobSpec) if "role" in f.metadata}
@@ -41,7 +42,9 @@ def role_block(r: Reader, role: str, block: Mapping[str, Any], job: Mapping[str,
             values[name] = job[name]
             continue
         own = READERS[name](r, block, name, p + name)
-        if how == MERGE:  # a mapping is merged key by key; a list gets the role's items after the job's
+        if how == PATCH:  # the role's template merged over the job's (kubectl's strategic merge)
+            values[name] = merge_templates(job[name], own)
+        elif how == MERGE:  # a mapping is merged key by key; a list gets the role's items after the job's
             values[name] = {**job[name], **own} if isinstance(own, Mapping) else (*job[name], *own)
         elif own is None or own == "":
             values[name] = job[name]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tfk8s_airflow.job.parse import env, metadata, resources, scheduling
+from tfk8s_airflow.job.parse import env, metadata, podtemplate, resources, scheduling
 from tfk8s_airflow.job.parse.reader import Reader
 from tfk8s_airflow.job.spec import RESTART_POLICIES
 
@@ -44,4 +44,5 @@ READERS: dict[str, KeyReader] = {
     "tolerations": scheduling.tolerations,
     "restart_policy": _restart_policy,
     "annotations": metadata.annotation_map,
+    "pod_template": podtemplate.pod_template,
 }

@@ -1,0 +1,108 @@
+"""Pods with pod templates, and TFJob manifests' pods, as the real API server takes them (server-side dry run).
+
+A pod template is Kubernetes' own pod spec, checked in full only by the API server: every pod
+the examples' templates and TFJob manifests render is created with ``dryRun=All``
+(validation and admission: the ServiceAccount and Priority plugins, nothing stored), and the
+fields the templates add are read back from the server's answer. Setup makes the same dry run
+before it creates anything, so a template the parser accepts and the server refuses fails the
+job with the server's message before a single object exists.
+"""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.dagrun import states
+from tfk8s_airflow.job.objects import JobNames, job_manifests
+from tfk8s_airflow.job.policy import DeploymentPolicy
+from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.k8s.client import JobClient
+
+pytestmark = pytest.mark.k8s
+ROOT = Path(__file__).resolve().parents[2]
+POLICY = DeploymentPolicy(allowed_secrets=("db", "registry-creds"))
+EXAMPLES = [ROOT / "examples" / "pod-template.yaml", *sorted((ROOT / "examples").glob("tfjob-*.yaml"))]
+
+
+def pods_of(doc, namespace):
+    spec = TFJobSpec.from_dict({**doc, "namespace": namespace} if "kind" not in doc else
+                               {**doc, "metadata": {**doc["metadata"], "namespace": namespace}}, policy=POLICY)
+    return [o for o in job_manifests(spec, JobNames.for_run(spec, "dry"), policy=POLICY) if o["kind"] == "Pod"]
+
+
+def dry_run(core, pod):
+    return core.create_namespaced_pod(pod["metadata"]["namespace"], pod, dry_run="All")
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_every_template_pod_is_accepted_by_the_api_server(k8s_cluster, k8s_namespace, training_priority_class,
+                                                          example):
+    pods = pods_of(yaml.safe_load(example.read_text()), k8s_namespace)
+    assert pods
+    for pod in pods:
+        dry_run(k8s_cluster.core_v1, pod)  # raises ApiException (422...) on any refusal
+
+
+def test_the_server_keeps_what_the_template_adds(k8s_cluster, k8s_namespace, training_priority_class):
+    pods = pods_of(yaml.safe_load((ROOT / "examples" / "pod-template.yaml").read_text()), k8s_namespace)
+    worker = next(p for p in pods if p["metadata"]["labels"]["tfk8s.io/role"] == "worker")
+    got = dry_run(k8s_cluster.core_v1, worker)
+    assert got.spec.priority_class_name == training_priority_class and got.spec.priority == 1000  # admission ran
+    assert [s.name for s in got.spec.image_pull_secrets] == ["registry-creds"]
+    assert got.spec.security_context.run_as_user == 1000 and got.spec.security_context.fs_group == 1000
+    assert got.spec.security_context.seccomp_profile.type == "RuntimeDefault"
+    assert got.spec.affinity.pod_anti_affinity.preferred_during_scheduling_ignored_during_execution
+    tf, shipper = got.spec.containers
+    assert tf.name == "tensorflow" and tf.readiness_probe.tcp_socket.port == 2222
+    assert shipper.name == "log-shipper" and shipper.security_context.allow_privilege_escalation is False
+    vols = {v.name: v for v in got.spec.volumes}
+    assert vols["scratch"].empty_dir.size_limit == "1Gi" and vols["db-creds"].secret.secret_name == "db"
+    assert {m.mount_path for m in tf.volume_mounts} >= {"/scratch", "/etc/db"}
+
+
+def _bad_template(namespace):
+    doc = yaml.safe_load((ROOT / "examples" / "kwok-job.yaml").read_text())
+    doc["namespace"] = namespace
+    # The parser has no opinion on a sidecar's probe; the API server refuses a probe with no handler.
+    doc["worker"] = {**doc["worker"], "pod_template": {"spec": {"containers": [
+        {"name": "sidecar", "image": "busybox:1.36", "livenessProbe": {"periodSeconds": 5}}]}}}
+    return doc
+
+
+def test_a_template_the_server_refuses_is_named_by_the_dry_run_before_anything_exists(k8s_cluster, k8s_namespace):
+    doc = _bad_template(k8s_namespace)
+    spec = TFJobSpec.from_dict(doc)  # the parser accepts it
+    client = JobClient(k8s_cluster.core_v1)
+    worker = next(p for p in job_manifests(spec, JobNames.for_run(spec, "dry")) if p["kind"] == "Pod"
+                  and p["metadata"]["labels"]["tfk8s.io/role"] == "worker")
+    refusal = client.dry_run_pod(worker)
+    assert refusal and "spec.containers[1].livenessProbe" in refusal, refusal
+    assert k8s_cluster.core_v1.list_namespaced_pod(k8s_namespace).items == []
+
+
+@pytest.mark.airflow
+def test_setup_fails_permanently_on_the_servers_refusal_and_creates_nothing(k8s_cluster, k8s_namespace,
+                                                                            airflow_db, capfd):
+    from tests.airflow.test_tfjob_k8s import leftovers, run_dag
+
+    dr = run_dag("tfk8s_t_from_conf", k8s_namespace, spec=_bad_template(k8s_namespace))
+    st = states(dr)
+    assert dr.state == "failed" and st[("train.setup", -1)] == "failed", st
+    ti = next(t for t in dr.get_task_instances() if t.task_id == "train.setup")
+    assert ti.try_number == 1  # a refusal is permanent: no retry
+    out = "".join(capfd.readouterr())
+    assert "worker.pod_template: the API server refuses the worker pods" in out
+    assert "spec.containers[1].livenessProbe: Required value" in out
+    assert leftovers(k8s_cluster.core_v1, k8s_namespace) == []
+
+
+def test_a_roles_merged_template_is_what_the_server_sees(k8s_cluster, k8s_namespace, training_priority_class):
+    doc = copy.deepcopy(yaml.safe_load((ROOT / "examples" / "pod-template.yaml").read_text()))
+    doc["ps"] = {"replicas": 1, "pod_template": {"spec": {"priorityClassName": "no-such-class"}}}
+    pods = pods_of(doc, k8s_namespace)
+    ps = next(p for p in pods if p["metadata"]["labels"]["tfk8s.io/role"] == "ps")
+    refusal = JobClient(k8s_cluster.core_v1).dry_run_pod(ps)
+    assert refusal and "no-such-class" in refusal

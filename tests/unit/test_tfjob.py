@@ -1,0 +1,251 @@
+"""Kubeflow TFJob manifests as specs: the mapping field by field, the refusals, TF_CONFIG, `tfk8s import`."""
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.unit.test_cli import tfk8s
+from tfk8s_airflow.exceptions import SpecError
+from tfk8s_airflow.job import podtemplate as pt
+from tfk8s_airflow.job.objects import JobNames, job_manifests
+from tfk8s_airflow.job.render import parse_yaml, render_yaml
+from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.tfjob import is_tfjob, to_native
+
+ROOT = Path(__file__).resolve().parents[2]
+MANIFESTS = sorted((ROOT / "examples").glob("tfjob-*.yaml"))
+POLICY_ENV = {"TFK8S_ALLOWED_SECRETS": "db,registry-creds"}
+
+
+def container(**extra):
+    return {"name": "tensorflow", "image": "registry.example.com/ml/tf:1", **extra}
+
+
+def replica(replicas=1, policy=None, **pod):
+    out = {"replicas": replicas, "template": {"spec": {"containers": [container()], **pod}}}
+    if policy:
+        out["restartPolicy"] = policy
+    return out
+
+
+def tfjob(replica_specs=None, **spec):
+    return {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": "mnist", "namespace": "ml"},
+            "spec": {"tfReplicaSpecs": replica_specs or {"PS": replica(1), "Worker": replica(2)}, **spec}}
+
+
+def refused(doc) -> dict[str, str]:
+    with pytest.raises(SpecError) as err:
+        to_native(doc)
+    return {p.field: str(p) for p in err.value.problems}
+
+
+def tf_configs(spec: TFJobSpec) -> dict[str, dict]:
+    names = JobNames.for_run(spec, "r1")
+    out = {}
+    for pod in (o for o in job_manifests(spec, names) if o["kind"] == "Pod"):
+        env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+        key = f"{pod['metadata']['labels']['tfk8s.io/role']}-{pod['metadata']['labels']['tfk8s.io/index']}"
+        out[key] = json.loads(env["TF_CONFIG"]) if "TF_CONFIG" in env else None
+    return out
+
+
+# ------------------------------------------------------------------------------ detection and the mapping
+def test_a_tfjob_is_told_from_a_native_spec():
+    assert is_tfjob(tfjob()) and not is_tfjob({"name": "mnist", "kind": "TFJob"})
+    assert "apiVersion" in refused({**tfjob(), "apiVersion": "kubeflow.org/v1beta2"})
+
+
+def test_metadata_replicas_restart_policies_and_the_template_map_to_spec_keys():
+    doc = tfjob({
+        "ps": {"replicas": 2, "template": {"spec": {"containers": [  # replica types in any case
+            container(ports=[{"name": "tfjob-port", "containerPort": 3333}])]}}},
+        "WORKER": {"replicas": 3, "restartPolicy": "ExitCode", "template": {
+            "metadata": {"labels": {"team": "ads"}, "annotations": {"a.example.com/x": "1"}, "creationTimestamp": None},
+            "spec": {
+                "containers": [container(
+                    command=["python3", "train.py"], args=["--steps=10"], imagePullPolicy="Always",
+                    env=[{"name": "A", "value": "1"},
+                         {"name": "S", "valueFrom": {"secretKeyRef": {"name": "db", "key": "pw"}}},
+                         {"name": "P", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}},
+                         {"name": "L", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}}],
+                    envFrom=[{"configMapRef": {"name": "cfg"}, "prefix": "CFG_"}],
+                    resources={"requests": {"cpu": "1"}, "limits": {"cpu": "2"}},
+                    ports=[{"name": "tfjob-port", "containerPort": 3333}, {"name": "metrics", "containerPort": 9090}],
+                    volumeMounts=[{"name": "data", "mountPath": "/data"}]),
+                    {"name": "sidecar", "image": "busybox"}],
+                "nodeSelector": {"pool": "gpu"},
+                "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60}],
+                "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "d"}}],
+                "affinity": {"podAntiAffinity": {}},
+                "restartPolicy": "Never"}}},
+    }, runPolicy={"activeDeadlineSeconds": 3600, "backoffLimit": 4, "cleanPodPolicy": "Running",
+                  "ttlSecondsAfterFinished": 60,
+                  "schedulingPolicy": {"minAvailable": 5, "priorityClass": "high", "scheduleTimeoutSeconds": 120}})
+    conv = to_native(doc)
+    native = conv.spec
+    assert native["name"] == "mnist" and native["namespace"] == "ml"
+    assert native["image"] == "registry.example.com/ml/tf:1"  # the same in every role: job-wide
+    assert native["active_deadline"] == 3600 and native["max_restarts"] == 4 and native["schedule_timeout"] == 120
+    assert native["port"] == 3333 and native["image_pull_policy"] == "Always"
+    assert native["pod_template"] == {"spec": {"priorityClassName": "high"}}
+    assert native["ps"] == {"replicas": 2, "restart_policy": "Never"}  # TFJob's default restartPolicy
+    w = native["worker"]
+    assert w["replicas"] == 3 and w["restart_policy"] == "ExitCode"
+    assert w["command"] == ["python3", "train.py"] and w["args"] == ["--steps=10"]
+    assert w["env"] == {"A": "1", "S": {"value_from": {"secret_key_ref": {"name": "db", "key": "pw"}}},
+                        "P": {"value_from": {"field_ref": {"field_path": "metadata.name"}}}}
+    assert w["env_from"] == [{"config_map_ref": {"name": "cfg"}, "prefix": "CFG_"}]
+    assert w["resources"] == {"requests": {"cpu": "1"}, "limits": {"cpu": "2"}}
+    assert w["node_selector"] == {"pool": "gpu"}
+    assert w["tolerations"] == [{"key": "gpu", "operator": "Exists", "effect": "NoExecute", "toleration_seconds": 60}]
+    assert w["pod_template"] == {
+        "metadata": {"labels": {"team": "ads"}, "annotations": {"a.example.com/x": "1"}},
+        "spec": {"containers": [
+            {"name": "tensorflow",
+             "env": [{"name": "L", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}}],
+             "ports": [{"name": "metrics", "containerPort": 9090}],
+             "volumeMounts": [{"name": "data", "mountPath": "/data"}]},
+            {"name": "sidecar", "image": "busybox"}],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "d"}}],
+            "affinity": {"podAntiAffinity": {}}}}
+    notes = "\n".join(conv.notes)
+    for said in ("cleanPodPolicy Running", "ttlSecondsAfterFinished", "backoffLimit 4", "restartPolicy is replaced"):
+        assert said in notes
+    spec = TFJobSpec.from_dict(doc, policy=None)
+    pod = next(o for o in job_manifests(spec, JobNames.for_run(spec, "r")) if o["kind"] == "Pod"
+               and o["metadata"]["labels"]["tfk8s.io/role"] == "worker")
+    assert pod["spec"]["priorityClassName"] == "high" and pod["spec"]["restartPolicy"] == "OnFailure"
+    assert [c["name"] for c in pod["spec"]["containers"]] == ["tensorflow", "sidecar"]
+
+
+@pytest.mark.parametrize("doc, path", [
+    (tfjob({"Worker": replica(2, "Always")}), "spec.tfReplicaSpecs.Worker.restartPolicy"),
+    (tfjob({"PS": replica(1, "OnFailure"), "Worker": replica(1)}), "spec.tfReplicaSpecs.PS.restartPolicy"),
+    (tfjob({"Chief": replica(1), "Master": replica(1), "Worker": replica(1)}), "spec.tfReplicaSpecs.Master"),
+    (tfjob({"Launcher": replica(1), "Worker": replica(1)}), "spec.tfReplicaSpecs.Launcher"),
+    (tfjob({"Worker": {"replicas": 1, "template": {"spec": {"containers": [{"name": "main", "image": "x"}]}}}}),
+     "spec.tfReplicaSpecs.Worker.template.spec.containers"),
+    (tfjob(runPolicy={"cleanPodPolicy": "Sometimes"}), "spec.runPolicy.cleanPodPolicy"),
+    (tfjob(runPolicy={"suspend": True}), "spec.runPolicy.suspend"),
+    (tfjob(runPolicy={"managedBy": "kueue.x-k8s.io/multikueue"}), "spec.runPolicy.managedBy"),
+    (tfjob(runPolicy={"schedulingPolicy": {"queue": "research"}}), "spec.runPolicy.schedulingPolicy.queue"),
+    (tfjob(runPolicy={"schedulingPolicy": {"minAvailable": 2}}), "spec.runPolicy.schedulingPolicy.minAvailable"),
+    (tfjob(runPolicy={"schedulingPolicy": {"minResources": {"cpu": "4"}}}),
+     "spec.runPolicy.schedulingPolicy.minResources"),
+    (tfjob(runPolicy={"backoffLimit": -1}), "spec.runPolicy.backoffLimit"),
+    (tfjob(successPolicy="AnyWorker"), "spec.successPolicy"),
+    (tfjob(enableDynamicWorker=True), "spec.enableDynamicWorker"),
+    (tfjob(elasticPolicy={}), "spec.elasticPolicy"),
+    (tfjob({"Worker": replica(1, activeDeadlineSeconds=60)}),
+     "spec.tfReplicaSpecs.Worker.template.spec.activeDeadlineSeconds"),
+    (tfjob({"PS": replica(1, serviceAccountName="a"), "Worker": replica(1, serviceAccountName="b")}),
+     "spec.tfReplicaSpecs.*.template.spec.serviceAccountName"),
+    ({**tfjob(), "metadata": {"generateName": "mnist-"}}, "metadata.name"),
+])
+def test_what_cannot_be_honoured_is_refused_naming_the_tfjob_field(doc, path):
+    assert path in refused(doc)
+
+
+def test_a_field_the_native_spec_refuses_says_the_spec_was_converted():
+    doc = tfjob({"Worker": replica(1, hostname="w")})
+    with pytest.raises(SpecError) as err:
+        TFJobSpec.from_dict(doc)
+    assert "worker.pod_template.spec.hostname" in err.value.fields
+    assert "tfk8s import" in str(err.value)
+
+
+def test_success_policy_follows_tfjob():
+    assert to_native(tfjob(successPolicy="AllWorkers")).spec["success_policy"] == "all_workers"
+    with_chief = to_native(tfjob({"Chief": replica(1), "Worker": replica(2)}, successPolicy="AllWorkers"))
+    assert "success_policy" not in with_chief.spec  # TFJob decides by the chief alone then
+    assert any("chief alone" in n for n in with_chief.notes)
+    assert "success_policy" not in to_native(tfjob(successPolicy="")).spec
+
+
+def test_clean_pod_policy_none_is_accepted_with_a_note():
+    conv = to_native(tfjob(runPolicy={"cleanPodPolicy": "None"}))
+    assert any("cleanPodPolicy None" in n and "deletes every pod" in n for n in conv.notes)
+
+
+# ------------------------------------------------------------------------------ TF_CONFIG as TFJob writes it
+def test_tf_config_is_tfjobs_format_master_included():
+    spec = TFJobSpec.from_dict(tfjob({"Master": replica(1), "Worker": replica(2), "PS": replica(1),
+                                      "Evaluator": replica(1)}))
+    names = JobNames.for_run(spec, "r1")
+    svc, ns = names.service, "ml"
+    cluster = {"evaluator": [f"evaluator-0.{svc}.{ns}.svc:2222"], "master": [f"chief-0.{svc}.{ns}.svc:2222"],
+               "ps": [f"ps-0.{svc}.{ns}.svc:2222"],
+               "worker": [f"worker-0.{svc}.{ns}.svc:2222", f"worker-1.{svc}.{ns}.svc:2222"]}
+    configs = tf_configs(spec)
+    assert configs["chief-0"] == {"cluster": cluster, "task": {"type": "master", "index": 0}, "environment": "cloud"}
+    assert configs["worker-1"] == {"cluster": cluster, "task": {"type": "worker", "index": 1}, "environment": "cloud"}
+    assert list(configs["ps-0"]["cluster"]) == ["evaluator", "master", "ps", "worker"]  # sorted, as Go's JSON
+    pod = next(o for o in job_manifests(spec, names) if o["kind"] == "Pod")
+    raw = next(e["value"] for e in pod["spec"]["containers"][0]["env"] if e["name"] == "TF_CONFIG")
+    assert raw.startswith('{"cluster":{"evaluator":[') and raw.endswith('"environment":"cloud"}')  # compact
+
+
+def test_a_one_replica_job_gets_no_tf_config_as_under_tfjob():
+    spec = TFJobSpec.from_dict(tfjob({"Worker": replica(1)}))
+    assert spec.tf_wiring == "none" and tf_configs(spec) == {"worker-0": None}
+
+
+# ------------------------------------------------------------------------------ the examples and tfk8s import
+@pytest.mark.parametrize("path", MANIFESTS, ids=[p.stem for p in MANIFESTS])
+def test_import_then_render_gives_the_pods_of_rendering_the_tfjob(tmp_path, path):
+    imported = tfk8s("import", str(path), env=POLICY_ENV)
+    assert imported.returncode == 0, imported.stderr
+    assert not is_tfjob(yaml.safe_load(imported.stdout))
+    native = tmp_path / "native.yaml"
+    native.write_text(imported.stdout)
+    direct = tfk8s("render", str(path), "--run-id", "r1", env=POLICY_ENV)
+    again = tfk8s("render", str(native), "--run-id", "r1", env=POLICY_ENV)
+    assert direct.returncode == 0 and again.returncode == 0, direct.stderr + again.stderr
+    assert direct.stdout == again.stdout
+    assert [d["kind"] for d in yaml.safe_load_all(direct.stdout)].count("Pod") >= 3
+    spec = TFJobSpec.from_file(path)
+    names = JobNames.for_run(spec, "r1")
+    assert parse_yaml(render_yaml(spec, names)) == job_manifests(spec, names)
+
+
+def test_the_examples_are_the_jobs_they_say():
+    dist = TFJobSpec.from_file(ROOT / "examples" / "tfjob-dist-mnist.yaml")
+    assert dist.roles["worker"].restart_policy == "ExitCode" and dist.success_policy == "all_workers"
+    assert dist.roles["ps"].restart_policy == "Never" and dist.max_restarts == 3
+    tf2 = TFJobSpec.from_file(ROOT / "examples" / "tfjob-tf2-ps.yaml")
+    assert tf2.success_policy == "default" and tf2.replicas("chief") == 1 and tf2.schedule_timeout == 600
+    est = TFJobSpec.from_file(ROOT / "examples" / "tfjob-estimator.yaml")
+    assert est.chief_name == "master" and est.replicas("evaluator") == 1 and est.roles["evaluator"].tracked
+    assert "master" in tf_configs(est)["chief-0"]["cluster"]
+
+
+def test_import_refuses_a_native_spec_and_names_tfjob_fields(tmp_path):
+    res = tfk8s("import", str(ROOT / "examples" / "mnist.yaml"))
+    assert res.returncode == 1 and "is not a TFJob manifest" in res.stderr
+    bad = copy.deepcopy(tfjob({"Worker": replica(2, "Always")}))
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(bad))
+    res = tfk8s("validate", str(path))
+    assert res.returncode == 1 and "spec.tfReplicaSpecs.Worker.restartPolicy" in res.stderr
+
+
+def test_import_prints_the_notes_as_comments():
+    res = tfk8s("import", str(ROOT / "examples" / "tfjob-tf2-ps.yaml"), env=POLICY_ENV)
+    assert "# note: spec.successPolicy AllWorkers" in res.stdout
+    assert pt.thaw(yaml.safe_load(res.stdout))["chief"]["env"]["DB_PASSWORD"] == {
+        "value_from": {"secret_key_ref": {"name": "db", "key": "password"}}}
+
+
+def test_the_migration_guides_example_is_the_example_and_its_import():
+    """docs/migration-tfjob.md shows examples/tfjob-dist-mnist.yaml and what tfk8s import prints for it."""
+    import re
+
+    blocks = re.findall(r"<!-- runnable: tfk8s validate -->\n```yaml\n(.*?)```", (ROOT / "docs" /
+                        "migration-tfjob.md").read_text(), re.S)
+    shown, imported = (yaml.safe_load(b) for b in blocks)
+    assert shown == yaml.safe_load((ROOT / "examples" / "tfjob-dist-mnist.yaml").read_text())
+    assert imported == to_native(shown).spec

@@ -1,0 +1,418 @@
+"""A Kubeflow ``TFJob`` manifest (``kubeflow.org/v1``) as a native spec document.
+
+Why convert instead of supporting a second format: one rule set applies. A TFJob becomes the
+spec a user would have written (:func:`to_native`), which is then parsed, admitted by the
+deployment's policy and rendered like any other, so ``tfk8s import`` can print it and a
+test can prove both give the same pods. What a TFJob says and we can honour is mapped
+field by field; what we cannot is refused, naming the TFJob field; where our behaviour
+differs on purpose, a note says how (docs/migration-tfjob.md has the whole table).
+
+The mapping, in short:
+
+- ``metadata.name``/``namespace``/``labels`` -> ``name``/``namespace``/``labels``;
+- ``tfReplicaSpecs`` (``PS``, ``Worker``, ``Chief``, ``Master``, ``Evaluator``, any case) -> the
+  role blocks; ``Master`` is the chief with ``chief_name: master`` (TF_CONFIG says ``master``,
+  as under TFJob); ``replicas`` -> ``replicas``; ``restartPolicy`` (default ``Never``) ->
+  ``restart_policy``, ``Always`` refused (a replica that restarts after it succeeded never
+  finishes), a PS only ``Never``;
+- each ``template`` -> the role's ``pod_template``, with what a spec key says lifted out of it:
+  the ``tensorflow`` container's ``image``, ``command``, ``args``, ``env`` (text and Secret,
+  ConfigMap or pod-field values), ``envFrom``, ``resources``, ``imagePullPolicy`` and port
+  ``tfjob-port`` (-> ``port``), and the pod's ``nodeSelector``, ``tolerations``,
+  ``serviceAccountName``, ``automountServiceAccountToken``;
+- ``runPolicy``: ``activeDeadlineSeconds`` -> ``active_deadline``, ``backoffLimit`` ->
+  ``max_restarts`` (per replica here, job-wide in TFJob), ``schedulingPolicy.priorityClass`` ->
+  ``pod_template.spec.priorityClassName``, ``scheduleTimeoutSeconds`` -> ``schedule_timeout``,
+  ``minAvailable`` only equal to the replica count (every pod is created together);
+  ``cleanPodPolicy`` and ``ttlSecondsAfterFinished`` are accepted with a note: teardown always
+  archives every replica's log and deletes everything;
+- ``successPolicy``: ``""`` -> ``default``; ``AllWorkers`` -> ``all_workers`` without a chief,
+  ``default`` with one (TFJob then decides by the chief alone);
+- a job of one replica gets no TF_CONFIG (``tf_wiring: none``), as TFJob does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tfk8s_airflow.contract import CONTAINER_NAME, PORT_NAME
+from tfk8s_airflow.exceptions import Problem, SpecError
+from tfk8s_airflow.job.fields import parse_int, show
+
+__all__ = ["API_VERSION", "KIND", "REPLICA_TYPES", "Conversion", "is_tfjob", "to_native"]
+
+API_VERSION = "kubeflow.org/v1"
+KIND = "TFJob"
+#: TFJob's replica types (matched without regard to case) -> our roles.
+REPLICA_TYPES = {"chief": "chief", "master": "chief", "evaluator": "evaluator", "ps": "ps", "worker": "worker"}
+_ROLE_ORDER = ("chief", "evaluator", "ps", "worker")
+_RESTART_POLICIES = ("Never", "OnFailure", "ExitCode")
+_MANAGED_BY = "kubeflow.org/training-operator"
+#: Object metadata the API server writes (a manifest exported with kubectl get -o yaml has them).
+_SERVER_METADATA = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink",
+                    "deletionTimestamp", "deletionGracePeriodSeconds", "finalizers", "ownerReferences")
+_VALUE_REFS = {"secretKeyRef": "secret_key_ref", "configMapKeyRef": "config_map_key_ref", "fieldRef": "field_ref"}
+_ENV_FROM_REFS = {"secretRef": "secret_ref", "configMapRef": "config_map_ref"}
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """The native spec document of a TFJob, and notes on what behaves differently here."""
+
+    spec: dict[str, Any]
+    notes: tuple[str, ...] = ()
+
+
+def is_tfjob(doc: Any) -> bool:
+    """A TFJob manifest (of any kubeflow.org version: :func:`to_native` accepts v1 only)."""
+    return (isinstance(doc, Mapping) and doc.get("kind") == KIND
+            and str(doc.get("apiVersion", "")).startswith("kubeflow.org/"))
+
+
+class _Converter:
+    def __init__(self) -> None:
+        self.problems: list[Problem] = []
+        self.notes: list[str] = []
+
+    def add(self, fld: str, message: str, fix: str = "") -> None:
+        self.problems.append(Problem(fld, message, fix))
+
+    def mapping(self, value: Any, fld: str) -> Mapping[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            self.add(fld, f"must be a mapping, got {type(value).__name__}")
+            return {}
+        return value
+
+    def unknown(self, d: Mapping[str, Any], known: tuple[str, ...], fld: str) -> None:
+        for k in d:
+            if k not in known:
+                self.add(f"{fld}.{k}", "is not a TFJob field tfk8s-airflow knows",
+                         "remove it (docs/migration-tfjob.md lists every field)")
+
+    def integer(self, d: Mapping[str, Any], key: str, fld: str, low: int = 0) -> int | None:
+        if d.get(key) is None:
+            return None
+        num = parse_int(d[key])
+        if num is None or num < low:
+            self.add(f"{fld}.{key}", f"must be an integer >= {low}, got {show(d[key])}")
+            return None
+        return num
+
+
+def to_native(doc: Mapping[str, Any]) -> Conversion:
+    """The native spec document of a TFJob manifest. Raises SpecError naming the TFJob's fields."""
+    c = _Converter()
+    if doc.get("apiVersion") != API_VERSION:
+        c.add("apiVersion", f"{show(doc.get('apiVersion'))} is not supported", f"write apiVersion: {API_VERSION}")
+    c.unknown(doc, ("apiVersion", "kind", "metadata", "spec", "status"), "")
+    out: dict[str, Any] = {}
+    _metadata(c, c.mapping(doc.get("metadata"), "metadata"), out)
+    spec = c.mapping(doc.get("spec"), "spec")
+    c.unknown(spec, ("tfReplicaSpecs", "runPolicy", "successPolicy", "enableDynamicWorker"), "spec")
+    roles, master = _replica_specs(c, spec)
+    total = sum(int(block.get("replicas", 0)) for block in roles.values())
+    _run_policy(c, c.mapping(spec.get("runPolicy"), "spec.runPolicy"), out, roles, total)
+    _success_policy(c, spec, out, has_chief="chief" in roles)
+    if spec.get("enableDynamicWorker"):
+        c.add("spec.enableDynamicWorker", "sparse TF_CONFIG for dynamically added workers is not supported",
+              "remove it: every replica gets the whole cluster")
+    if master:
+        out["chief_name"] = "master"
+    if total == 1:
+        out["tf_wiring"] = "none"
+        c.notes.append("the job has one replica: like TFJob, it gets no TF_CONFIG (tf_wiring: none)")
+    _hoist(c, out, roles)
+    if c.problems:
+        raise SpecError(c.problems)
+    ordered = {k: out[k] for k in _KEY_ORDER if k in out}
+    ordered.update((role, roles[role]) for role in _ROLE_ORDER if role in roles)
+    return Conversion(ordered, tuple(c.notes))
+
+
+def _metadata(c: _Converter, meta: Mapping[str, Any], out: dict[str, Any]) -> None:
+    if meta.get("name") is None:
+        c.add("metadata.name", "is required" + (" (generateName cannot name a job's objects)"
+                                               if meta.get("generateName") else ""), "add name: my-job")
+    else:
+        out["name"] = meta["name"]
+    if meta.get("namespace") is not None:
+        out["namespace"] = meta["namespace"]
+    if meta.get("labels"):
+        out["labels"] = dict(c.mapping(meta["labels"], "metadata.labels"))
+    if meta.get("annotations"):
+        c.notes.append("metadata.annotations: the TFJob object's own annotations are not copied to the pods "
+                       "(write pod annotations in the replica templates)")
+    c.unknown(meta, ("name", "namespace", "labels", "annotations", "generateName", *_SERVER_METADATA), "metadata")
+
+
+def _replica_specs(c: _Converter, spec: Mapping[str, Any]) -> tuple[dict[str, dict[str, Any]], bool]:
+    fld = "spec.tfReplicaSpecs"
+    replica_specs = c.mapping(spec.get("tfReplicaSpecs"), fld)
+    if not replica_specs:
+        c.add(fld, "is required", "add tfReplicaSpecs: {Worker: {replicas: 2, template: ...}}")
+    roles: dict[str, dict[str, Any]] = {}
+    master = False
+    seen: dict[str, str] = {}
+    for rtype, rspec in replica_specs.items():
+        path = f"{fld}.{rtype}"
+        kind = str(rtype).lower()
+        role = REPLICA_TYPES.get(kind)
+        if role is None:
+            c.add(path, "is not a TFJob replica type", "use PS, Worker, Chief, Master or Evaluator")
+            continue
+        if role in seen:
+            c.add(path, f"is the same role as {seen[role]}", "TFJob allows one Chief or Master, each type once")
+            continue
+        seen[role] = str(rtype)
+        master = master or kind == "master"
+        roles[role] = _replica(c, c.mapping(rspec, path), path, role)
+    return roles, master
+
+
+def _replica(c: _Converter, rspec: Mapping[str, Any], path: str, role: str) -> dict[str, Any]:
+    c.unknown(rspec, ("replicas", "restartPolicy", "template"), path)
+    block: dict[str, Any] = {}
+    replicas = c.integer(rspec, "replicas", path)
+    block["replicas"] = 1 if replicas is None else replicas
+    policy = rspec.get("restartPolicy") or "Never"  # TFJob's default
+    if policy == "Always":
+        c.add(f"{path}.restartPolicy", "Always restarts a replica even after it succeeded, so the job would never "
+              "finish", "write OnFailure (restart after a failure) or Never")
+    elif policy not in _RESTART_POLICIES:
+        c.add(f"{path}.restartPolicy", f"must be Never, OnFailure, ExitCode or Always, got {show(policy)}")
+    elif role == "ps" and policy != "Never":
+        c.add(f"{path}.restartPolicy", "a parameter server loses every variable when it restarts",
+              "write Never: a dead PS fails the job (group_restarts then restarts the job from its checkpoint)")
+    else:
+        block["restart_policy"] = policy
+    template = c.mapping(rspec.get("template"), f"{path}.template")
+    block.update(_template(c, template, f"{path}.template"))
+    return block
+
+
+def _template(c: _Converter, template: Mapping[str, Any], fld: str) -> dict[str, Any]:
+    """The role's keys lifted out of its PodTemplateSpec, and ``pod_template`` with the rest."""
+    out: dict[str, Any] = {}
+    meta = {k: v for k, v in c.mapping(template.get("metadata"), f"{fld}.metadata").items()
+            if k in ("labels", "annotations") and v}
+    pod = dict(c.mapping(template.get("spec"), f"{fld}.spec"))
+    containers = pod.get("containers")
+    if not isinstance(containers, list):
+        c.add(f"{fld}.spec.containers", "is required", f"add a container named {CONTAINER_NAME}")
+        containers = []
+    main = next((x for x in containers if isinstance(x, Mapping) and x.get("name") == CONTAINER_NAME), None)
+    if main is None:
+        c.add(f"{fld}.spec.containers", f"has no container named {CONTAINER_NAME} (TFJob requires one)",
+              f"name the training container {CONTAINER_NAME}")
+        main = {}
+    cpath = f"{fld}.spec.containers[{CONTAINER_NAME}]"
+    main = dict(main)
+    for key, native in (("image", "image"), ("command", "command"), ("args", "args"),
+                        ("imagePullPolicy", "image_pull_policy")):
+        if main.get(key) is not None:
+            out[native] = main.pop(key)
+    if main.get("resources"):
+        out["resources"] = dict(main.pop("resources"))
+    else:
+        main.pop("resources", None)
+    if "env" in main:
+        env, rest = _env(main.pop("env") or [])
+        if env:
+            out["env"] = env
+        if rest:
+            main["env"] = rest
+    if "envFrom" in main:
+        out["env_from"] = _env_from(c, main.pop("envFrom") or [], f"{cpath}.envFrom")
+    ports = []
+    for p in main.pop("ports", None) or []:
+        if isinstance(p, Mapping) and p.get("name") == PORT_NAME:
+            out["port"] = p.get("containerPort")
+        else:
+            ports.append(p)
+    if ports:
+        main["ports"] = ports
+    if pod.get("nodeSelector"):
+        out["node_selector"] = dict(pod.pop("nodeSelector"))
+    if pod.get("tolerations"):
+        out["tolerations"] = [_toleration(t) for t in pod.pop("tolerations")]
+    for key in ("serviceAccountName", "serviceAccount"):
+        if pod.get(key):
+            out["service_account"] = pod.pop(key)
+    if pod.get("automountServiceAccountToken") is not None:
+        out["automount_service_account_token"] = pod.pop("automountServiceAccountToken")
+    if pod.pop("restartPolicy", None) is not None:
+        c.notes.append(f"{fld}.spec.restartPolicy is replaced by the replica's restartPolicy, as under TFJob")
+    if pod.get("activeDeadlineSeconds") is not None:
+        c.add(f"{fld}.spec.activeDeadlineSeconds", "every pod's deadline is the job's",
+              "remove it and write spec.runPolicy.activeDeadlineSeconds")
+    rest = [main] if len(main) > 1 else []
+    pod["containers"] = rest + [x for x in containers
+                                if not (isinstance(x, Mapping) and x.get("name") == CONTAINER_NAME)]
+    if not pod["containers"]:
+        del pod["containers"]
+    template_out = {k: v for k, v in (("metadata", meta), ("spec", pod)) if v}
+    if template_out:
+        out["pod_template"] = template_out
+    return out
+
+
+def _env(items: Any) -> tuple[dict[str, Any], list[Any]]:
+    """The env entries the spec's ``env`` says (text, Secret/ConfigMap keys, pod fields), and the rest."""
+    env: dict[str, Any] = {}
+    rest: list[Any] = []
+    for e in items if isinstance(items, list) else []:
+        if not isinstance(e, Mapping) or not isinstance(e.get("name"), str) or e["name"] in env:
+            rest.append(e)
+            continue
+        source = e.get("valueFrom")
+        if source is None:
+            env[e["name"]] = e.get("value", "")
+            continue
+        ref = _value_from(source)
+        if ref is None:
+            rest.append(e)
+        else:
+            env[e["name"]] = {"value_from": ref}
+    return env, rest
+
+
+def _value_from(source: Any) -> dict[str, Any] | None:
+    if not isinstance(source, Mapping) or len(source) != 1:
+        return None
+    kind, ref = next(iter(source.items()))
+    if kind not in _VALUE_REFS or not isinstance(ref, Mapping):
+        return None
+    if kind == "fieldRef":
+        if set(ref) - {"fieldPath", "apiVersion"} or ref.get("apiVersion", "v1") != "v1":
+            return None
+        return {"field_ref": {"field_path": ref.get("fieldPath")}}
+    if set(ref) - {"name", "key", "optional"}:
+        return None
+    return {_VALUE_REFS[kind]: dict(ref)}
+
+
+def _env_from(c: _Converter, items: Any, fld: str) -> list[dict[str, Any]]:
+    out = []
+    for i, item in enumerate(items if isinstance(items, list) else []):
+        refs = [k for k in _ENV_FROM_REFS if isinstance(item, Mapping) and k in item]
+        if len(refs) != 1 or set(item) - {refs[0], "prefix"}:
+            c.add(f"{fld}[{i}]", "must be {configMapRef: {name}} or {secretRef: {name}}, with a prefix")
+            continue
+        entry: dict[str, Any] = {_ENV_FROM_REFS[refs[0]]: dict(c.mapping(item[refs[0]], f"{fld}[{i}]"))}
+        if item.get("prefix"):
+            entry["prefix"] = item["prefix"]
+        out.append(entry)
+    return out
+
+
+def _toleration(t: Any) -> Any:
+    if not isinstance(t, Mapping):
+        return t
+    return {("toleration_seconds" if k == "tolerationSeconds" else k): v for k, v in t.items()}
+
+
+def _run_policy(c: _Converter, run: Mapping[str, Any], out: dict[str, Any], roles: Mapping[str, Any],
+                total: int) -> None:
+    fld = "spec.runPolicy"
+    c.unknown(run, ("cleanPodPolicy", "ttlSecondsAfterFinished", "activeDeadlineSeconds", "backoffLimit",
+                    "schedulingPolicy", "suspend", "managedBy"), fld)
+    clean = run.get("cleanPodPolicy")
+    if clean not in (None, "All", "Running", "None"):
+        c.add(f"{fld}.cleanPodPolicy", f"must be All, Running or None, got {show(clean)}")
+    elif clean in ("Running", "None"):
+        c.notes.append(f"{fld}.cleanPodPolicy {clean}: teardown archives every replica's log, then deletes every "
+                       "pod of the job, finished or not (parameter servers never exit on their own)")
+    if run.get("ttlSecondsAfterFinished") is not None:
+        c.notes.append(f"{fld}.ttlSecondsAfterFinished: nothing of the job waits for it; teardown deletes "
+                       "everything as soon as the job ends, after archiving the logs")
+    deadline = c.integer(run, "activeDeadlineSeconds", fld, low=1)
+    if deadline is not None:
+        out["active_deadline"] = deadline
+    backoff = c.integer(run, "backoffLimit", fld)
+    if backoff is not None:
+        out["max_restarts"] = backoff
+        c.notes.append(f"{fld}.backoffLimit {backoff} -> max_restarts {backoff}: here each replica may restart "
+                       "that often (TFJob counts the restarts of all replicas together)")
+    if run.get("suspend"):
+        c.add(f"{fld}.suspend", "a suspended job is not started by tfk8s-airflow", "remove it; the DAG decides when")
+    if run.get("managedBy") not in (None, _MANAGED_BY):
+        c.add(f"{fld}.managedBy", f"{show(run.get('managedBy'))} would run the job elsewhere",
+              "remove it: tfk8s-airflow creates the pods itself")
+    sched = c.mapping(run.get("schedulingPolicy"), f"{fld}.schedulingPolicy")
+    sp = f"{fld}.schedulingPolicy"
+    c.unknown(sched, ("minAvailable", "queue", "minResources", "priorityClass", "scheduleTimeoutSeconds"), sp)
+    min_available = c.integer(sched, "minAvailable", sp)
+    if min_available is not None and min_available != total:
+        c.add(f"{sp}.minAvailable", f"{min_available} is not the job's {total} replicas: every pod is created "
+              "together and none is scheduled before all exist", f"remove it or write {total}")
+    if sched.get("queue"):
+        c.add(f"{sp}.queue", "tfk8s-airflow submits to no queue (Volcano, Kueue)",
+              "remove it; a queue label your admission reads goes in the replica templates' metadata.labels")
+    if sched.get("minResources"):
+        c.add(f"{sp}.minResources", "there is no gang scheduler to reserve them; setup checks the namespace's "
+              "ResourceQuota against the whole job instead", "remove it")
+    if sched.get("priorityClass"):
+        out["pod_template"] = {"spec": {"priorityClassName": sched["priorityClass"]}}
+    timeout = c.integer(sched, "scheduleTimeoutSeconds", sp, low=1)
+    if timeout is not None:
+        out["schedule_timeout"] = timeout
+
+
+def _success_policy(c: _Converter, spec: Mapping[str, Any], out: dict[str, Any], has_chief: bool) -> None:
+    policy = spec.get("successPolicy")
+    if policy in (None, ""):
+        return
+    if policy != "AllWorkers":
+        c.add("spec.successPolicy", f"must be \"\" or AllWorkers, got {show(policy)}")
+    elif has_chief:
+        c.notes.append("spec.successPolicy AllWorkers: with a Chief or Master, TFJob decides by the chief alone, "
+                       "and so does this job (success_policy: default)")
+    else:
+        out["success_policy"] = "all_workers"
+
+
+#: The order of the native document's job-wide keys (as a user would write them).
+_KEY_ORDER = ("name", "namespace", "labels", "image", "image_pull_policy", "command", "args", "resources", "port",
+              "tf_wiring", "chief_name", "success_policy", "max_restarts", "active_deadline", "schedule_timeout",
+              "service_account", "automount_service_account_token", "pod_template")
+#: Role keys a TFJob states per replica type that become job-wide when every type has the same.
+_HOISTED = ("image", "command", "args", "resources")
+#: Spec keys that exist job-wide only, and where a replica template says them.
+_JOB_ONLY = {"image_pull_policy": f"containers[{CONTAINER_NAME}].imagePullPolicy",
+             "port": f"containers[{CONTAINER_NAME}].ports[{PORT_NAME}]",
+             "service_account": "serviceAccountName",
+             "automount_service_account_token": "automountServiceAccountToken"}
+
+
+def _hoist(c: _Converter, out: dict[str, Any], roles: Mapping[str, dict[str, Any]]) -> None:
+    """What every role has alike becomes job-wide; the keys that exist job-wide only must agree."""
+    blocks = list(roles.values())
+    for key in _HOISTED:
+        values = [b.get(key) for b in blocks]
+        if values and values[0] is not None and all(x == values[0] for x in values):
+            out[key] = values[0]
+            for b in blocks:
+                b.pop(key)
+    for key, where in _JOB_ONLY.items():
+        values = [b.pop(key, None) for b in blocks]
+        if key == "port":  # TFJob's default port
+            values = [2222 if x is None else x for x in values]
+        if not any(x is not None for x in values):
+            continue
+        stated = {json.dumps(x) for x in values if x is not None}
+        if key == "image_pull_policy" and len(stated) == 1 and None in values:
+            policy = json.loads(stated.pop())
+            c.notes.append(f"imagePullPolicy {policy} applies to every replica type here (one image_pull_policy "
+                           "per job)")
+            values = [policy] * len(values)
+        if all(x == values[0] for x in values):
+            if key != "port" or values[0] != 2222:
+                out[key] = values[0]
+        else:
+            c.add(f"spec.tfReplicaSpecs.*.template.spec.{where}", "differs between the replica types: tfk8s-airflow "
+                  f"has one {key} per job", "give every replica type the same one")
