@@ -38,6 +38,7 @@ from tfk8s_airflow.job.objects import (
 from tfk8s_airflow.job.records import JobRecord
 from tfk8s_airflow.job.resolve import as_spec_input, job_record, resolve_spec
 from tfk8s_airflow.job.shardmap import normalize_shards
+from tfk8s_airflow.job.tensorboard import plan_tensorboard, tensorboard_manifest
 from tfk8s_airflow.k8s.client import DEFAULT_CONCURRENCY, JobClient
 from tfk8s_airflow.k8s.recovery import templates_configmap
 from tfk8s_airflow.operators.base import fail_permanently
@@ -132,6 +133,7 @@ class TFJobSetupOperator(BaseOperator):
         # The pods as created: recovery recreates replicas from them (docs/recovery.md).
         objs.append(templates_configmap(names.job, names.namespace, naming.templates_name(names.job),
                                         job_labels(spec, names), pods))
+        tensorboard = plan_tensorboard(spec, names, policy)
         try:
             for obj in objs:
                 verb = "created" if client.create_if_absent(obj) else "reused (retry or cleared run)"
@@ -139,6 +141,13 @@ class TFJobSetupOperator(BaseOperator):
             batch = client.create_pods(pods, self.create_concurrency)
             released = client.release_gates(names.namespace, [p["metadata"]["name"] for p in pods],
                                             self.create_concurrency)
+            if tensorboard is not None:
+                # Not gated: nothing waits for it. Created after the replicas' gates are released, so
+                # the scheduler sees the replicas first; the judge never counts it (no role label).
+                created = client.create_if_absent(tensorboard_manifest(tensorboard, names))
+                self.log.info("TensorBoard pod %s %s: --logdir %s, tensorboard.%s.%s.svc:%d", tensorboard.pod_name,
+                              "created" if created else "reused (retry or cleared run)", tensorboard.args[1],
+                              names.service, names.namespace, tensorboard.port)
         except BaseException:
             # Leave nothing half-made behind: a retry (transient errors) starts clean.
             client.delete_job_objects(names.namespace, names.selector)
@@ -148,6 +157,7 @@ class TFJobSetupOperator(BaseOperator):
                       batch.seconds, len(pods), released)
         judged_by = JobPolicy.from_spec(spec, active_deadline=deadline)
         record: JobRecord = job_record(spec, names, replicas, policy=judged_by, has_shards=shards is not None,
-                                       kubernetes_conn_id=self.kubernetes_conn_id, poll_interval=self.poll_interval)
+                                       kubernetes_conn_id=self.kubernetes_conn_id, poll_interval=self.poll_interval,
+                                       tensorboard_url=policy.tensorboard_url)
         context["ti"].xcom_push(key="job", value=record.to_xcom())
         return [{"replica": ref.key} for ref in record.replicas]

@@ -102,7 +102,8 @@ function renderJob(job) {
   node.querySelector("[data-field=reason]").textContent = job.reason || "";
   renderProgress(node.querySelector("[data-field=progress]"), job);
   const links = node.querySelector("[data-field=links]");
-  const tb = job.tensorboard_url ? link("TensorBoard", job.tensorboard_url, false) : el("span", "no TensorBoard");
+  const tb = job.tensorboard_url ? link("TensorBoard", job.tensorboard_url, false)
+    : el("span", job.tensorboard_note || "no TensorBoard");
   tb.dataset.field = "tensorboard";
   links.append(tb, el("span", ` · logs ${job.archive}`));
   const body = node.querySelector("tbody");
