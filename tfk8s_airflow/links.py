@@ -24,7 +24,7 @@ from tfk8s_airflow.job.tensorboard_url import http_url
 if TYPE_CHECKING:
     from airflow.sdk.types import TaskInstanceKey
 
-__all__ = ["StoredLink", "TensorBoardLink", "link_xcom", "store_link"]
+__all__ = ["StoredLink", "TensorBoardLink", "link_xcom", "store_link", "astore_link", "axcom_push"]
 
 
 class StoredLink(BaseOperatorLink):
@@ -68,5 +68,25 @@ def store_link(ti: Any, link: type[StoredLink], url: Any) -> bool:
     """Push the link's XCom from a running task (``ti``: its task instance); False when not stored."""
     for key, value in link_xcom(link, url).items():
         ti.xcom_push(key=key, value=value)
+        return True
+    return False
+
+
+async def axcom_push(ti: Any, key: str, value: Any) -> None:
+    """Push an XCom of a trigger's task instance from the triggerer, through ``XCom.aset``.
+
+    The task instance's own ``xcom_push`` / ``axcom_push`` fail in the triggerer: they read
+    ``returns_dag_result`` from the task, which the triggerer's deserialized task lacks (Airflow 3.3).
+    """
+    from airflow.sdk.execution_time.xcom import XCom
+
+    await XCom.aset(key=key, value=value, dag_id=ti.dag_id, task_id=ti.task_id, run_id=ti.run_id,
+                    map_index=ti.map_index if ti.map_index is not None else -1)
+
+
+async def astore_link(ti: Any, link: type[StoredLink], url: Any) -> bool:
+    """:func:`store_link` from a trigger (:func:`axcom_push`)."""
+    for key, value in link_xcom(link, url).items():
+        await axcom_push(ti, key, value)
         return True
     return False

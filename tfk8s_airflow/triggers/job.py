@@ -16,7 +16,6 @@ triggerer, pulled from the XCom ``job`` of the setup task beside this one (``<gr
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -31,7 +30,7 @@ from tfk8s_airflow.job.records import SKIPPED, TIMED_OUT, JobProgress, JobRecord
 from tfk8s_airflow.job.records import SUCCEEDED as OUT_SUCCEEDED
 from tfk8s_airflow.job.tensorboard import tensorboard_url
 from tfk8s_airflow.k8s.watch import JobWatch, Snapshot, watch_job
-from tfk8s_airflow.links import TensorBoardLink, link_xcom, store_link
+from tfk8s_airflow.links import TensorBoardLink, astore_link, axcom_push, link_xcom
 
 __all__ = ["TFJobTrigger", "TFReplicaTrigger", "DEFAULT_LOG_BYTES", "WAITING_LOG_INTERVAL_S", "job_progress"]
 
@@ -176,6 +175,7 @@ class TFJobTrigger(_JobTriggerBase):
         self.timeout = timeout
         self._tensorboard_said = ""  # the last TensorBoard line logged
         self._link_pushed: str | None = None  # the TensorBoard link's XCom, once pushed
+        self._push_failed = False  # a failed progress push is said once
 
     def _kwargs(self) -> dict[str, Any]:
         return {**super()._kwargs(), "timeout": self.timeout}
@@ -242,12 +242,14 @@ class TFJobTrigger(_JobTriggerBase):
         if ti is None or not hasattr(ti, "xcom_push") or not hasattr(ti, "axcom_pull"):
             return  # deferred from a worker (dag.test()): the summary carries the progress at the end
         try:
-            await asyncio.to_thread(ti.xcom_push, key="progress", value=progress.to_xcom())
+            await axcom_push(ti, "progress", progress.to_xcom())
             if progress.tensorboard_url and progress.tensorboard_url != self._link_pushed:
-                await asyncio.to_thread(store_link, ti, TensorBoardLink, progress.tensorboard_url)
+                await astore_link(ti, TensorBoardLink, progress.tensorboard_url)
                 self._link_pushed = progress.tensorboard_url
         except Exception as exc:  # noqa: BLE001 - progress is informative: never fail the job for it
-            self.log.debug("pushing the progress failed: %s", exc)
+            say = self.log.debug if self._push_failed else self.log.warning
+            say("pushing the progress failed: %s: %s", type(exc).__name__, exc)
+            self._push_failed = True
 
     def _say_tensorboard(self, record: JobRecord, snap: Snapshot) -> None:
         """One line per change of the job's TensorBoard (it never changes the job's outcome)."""
