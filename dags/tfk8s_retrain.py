@@ -12,8 +12,8 @@ Both build the same pipeline from the same spec and operators:
   Everything is keyed by the logical date (cache, model directory, version, job name), so
   backfills and clears are idempotent and concurrent runs share nothing.
 * ``tfk8s_train_manual``: no schedule; the Params form (image, PS and worker counts, GPUs per
-  worker, data path, steps, learning rate) is validated by JSON schema, so a bad value is
-  refused in the UI (or by the REST API / CLI) before a run exists.
+  worker, data path, steps, learning rate, a TensorBoard or not) is validated by JSON schema,
+  so a bad value is refused in the UI (or by the REST API / CLI) before a run exists.
 
 Paths: ``TFK8S_GLUSTER_MOUNT`` (default ``/mnt/tfk8s-gluster``) is where both the Airflow
 worker and the nodes see the GlusterFS volume; the pods mount the same paths (hostPath).
@@ -60,6 +60,10 @@ COMMON_PARAMS = {
     "steps": Param(300, type="integer", minimum=1, maximum=1_000_000, description="training steps"),
     "learning_rate": Param(0.1, type="number", exclusiveMinimum=0, maximum=10, description="SGD learning rate"),
     "threshold": Param(0.6, type="number", minimum=0, maximum=1, description="minimum held-out accuracy"),
+    "tensorboard": Param(False, type="boolean",
+                         description="start a TensorBoard for the job, serving the model directory's summaries "
+                                     "(linked from the TF jobs view and the sensor when [tfk8s] tensorboard_url "
+                                     "is set)"),
 }
 
 
@@ -82,6 +86,7 @@ def training_spec(model_dir: str) -> dict:
         "schedule_timeout": "2m",
         "startup_timeout": "5m",
         "active_deadline": "2h",
+        "tensorboard": "{{ params.tensorboard }}",  # log_dir: the model volume (the chief writes train/ there)
         "volumes": [
             {"name": "data", "mount_path": f"{ROOT}/cache", "host_path": f"{ROOT}/cache", "read_only": True},
             {"name": "model", "mount_path": model_dir, "host_path": model_dir},

@@ -20,6 +20,11 @@ PORT_NAME = "tfjob-port"
 DEFAULT_PORT = 2222
 #: The init container that fetches the training code (``code:`` in the spec).
 FETCH_CONTAINER = "fetch-code"
+#: The job's TensorBoard (``tensorboard:`` in the spec): its container, its named port (on the
+#: container and on the job's Service) and its hostname, ``tensorboard.<service>.<namespace>.svc``.
+TENSORBOARD_CONTAINER = "tensorboard"
+TENSORBOARD_PORT_NAME = "tensorboard"
+TENSORBOARD_HOSTNAME = "tensorboard"
 
 # ----------------------------------------------------------------------------- volumes and paths
 CODE_VOLUME = "tfk8s-code"
@@ -36,6 +41,8 @@ LOGS_VOLUME = "logs"
 #: A spec volume of this name with a host path holds the chief's checkpoints: its ``checkpoint`` file
 #: tells the job sensor the latest step (progress) even for programs that report nothing.
 MODEL_VOLUME = "model"
+#: Where the reference trainer's chief writes its TensorBoard summaries, under the model directory.
+SUMMARY_DIR = "train"
 #: Volume names the builders add to every pod that has them; a spec may not reuse them.
 RESERVED_VOLUMES = frozenset({CODE_VOLUME, SHARDS_VOLUME})
 

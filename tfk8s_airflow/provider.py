@@ -22,4 +22,6 @@ def get_provider_info() -> dict:
             "external-doc-url": "https://www.tensorflow.org/guide/distributed_training",
             "tags": ["software"],
         }],
+        # Listed by `airflow providers links`; the api-server shows each from the XCom the task stored.
+        "extra-links": ["tfk8s_airflow.links.TensorBoardLink"],
     }

@@ -376,3 +376,90 @@ def test_recovery_refused_by_rbac_fails_the_job_naming_the_permission(k8s_cluste
 def _client_from(kubeconfig):
     from kubernetes import config
     return config.new_client_from_config(config_file=str(kubeconfig))
+
+
+def _break_when_running(core, namespace: str, name: str, seen: dict) -> None:
+    """Make the TensorBoard pod crash-loop as soon as it runs (KWOK: every run of it exits 1 after 1 s and
+    restartPolicy Always restarts it), and keep the Service's ports while the job trains."""
+    from tests.fixtures.k8s import wait_for
+    wait_for(lambda: (p := _pod_or_none(core, namespace, name)) is not None and p.status.phase == "Running", 60,
+             f"the TensorBoard pod {name} to run")
+    seen["ports"] = [(p.name, p.port) for s in core.list_namespaced_service(namespace).items for p in s.spec.ports]
+    core.patch_namespaced_pod(name, namespace, {"metadata": {"annotations": {
+        "tfk8s.io/sim-duration": "1s", "tfk8s.io/sim-exit-code": "1"}}})
+    seen["broken"] = True
+
+
+def _pod_or_none(core, namespace: str, name: str):
+    from kubernetes.client.exceptions import ApiException
+    try:
+        return core.read_namespaced_pod(name, namespace)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def test_a_tensorboard_pod_is_created_with_the_job_linked_and_deleted_by_teardown(k8s_cluster, k8s_namespace,
+                                                                                  airflow_db, monkeypatch):
+    monkeypatch.setenv("AIRFLOW__TFK8S__TENSORBOARD_URL", "http://{pod_ip}:{port}/?job={job}")
+    core = k8s_cluster.core_v1
+    with PodWatch(core, k8s_namespace) as rec:
+        dr = run_dag("tfk8s_t_tensorboard", k8s_namespace)
+    st = states(dr)
+    assert dr.state == "success", st
+    record = xcom(dr, "train.setup", "job")
+    job, pod = record["job"], record["tensorboard_pod"]
+    assert pod == f"{job}-tensorboard" and record["tensorboard_url"] == f"http://{{pod_ip}}:6006/?job={job}"
+    life = rec.lives[pod]
+    assert not life.gated_when_added and "Running" in life.phases and life.deleted is not None
+    tb = life.pod
+    assert tb.spec.containers[0].command == ["tensorboard"] and tb.spec.hostname == "tensorboard"
+    assert tb.spec.containers[0].args == ["--logdir", "/model", "--host", "0.0.0.0", "--port", "6006"]
+    assert "tfk8s.io/role" not in tb.metadata.labels and tb.metadata.labels["tfk8s.io/job"] == job
+    # Created after the replicas: the replicas' pods were all there (gated) before it.
+    replicas = [life for name, life in rec.lives.items() if name != pod]
+    assert len(replicas) == 3 and max(r.added for r in replicas) < life.added
+    # The URL the watch filled in with the pod's IP reaches the summary and the sensor's extra link.
+    summary = xcom(dr, "train.wait", "summary")
+    url = f"http://{tb.status.pod_ip}:6006/?job={job}"
+    assert summary["state"] == "succeeded" and summary["tensorboard_url"] == url
+    assert summary["progress"]["tensorboard_url"] == url
+    assert xcom(dr, "train.wait", "_link_TensorBoardLink") == url
+    assert set(summary["replicas"]) == {"ps-0", "worker-0", "worker-1"}  # never a replica
+    assert xcom(dr, "train.teardown")["deleted"]["pods"] == 4
+    assert leftovers(core, k8s_namespace) == []
+
+
+def test_a_crash_looping_tensorboard_changes_nothing_about_the_job(k8s_cluster, k8s_namespace, airflow_db):
+    import threading
+
+    core = k8s_cluster.core_v1
+    # dag.test() makes the run id the job's name derives from: the breaker finds the pod by its label.
+    seen: dict = {}
+
+    def breaker():
+        from tests.fixtures.k8s import wait_for
+        name = wait_for(lambda: next((p.metadata.name for p in core.list_namespaced_pod(
+            k8s_namespace, label_selector="app.kubernetes.io/component=tensorboard").items), None), 120,
+            "the TensorBoard pod")
+        _break_when_running(core, k8s_namespace, name, seen)
+
+    thread = threading.Thread(target=breaker, daemon=True)
+    with PodWatch(core, k8s_namespace) as rec:
+        thread.start()
+        dr = run_dag("tfk8s_t_tensorboard", k8s_namespace)
+        thread.join(5)
+    st = states(dr)
+    assert seen.get("broken"), "the TensorBoard pod was never broken"
+    assert ("tensorboard", 6006) in seen["ports"] and ("tfjob-port", 2222) in seen["ports"]
+    tb = next(life for name, life in rec.lives.items() if name.endswith("-tensorboard"))
+    restarts = tb.pod.status.container_statuses[0].restart_count
+    assert restarts >= 1, tb.pod.status  # it crash-looped while the job trained...
+    # ...and the job, every replica task and the sensor ended as they do without it.
+    assert dr.state == "success" and st[("train.wait", -1)] == "success", st
+    assert [st[("train.replica", i)] for i in range(3)] == ["success"] * 3
+    summary = xcom(dr, "train.wait", "summary")
+    assert summary["state"] == "succeeded" and summary["counts"].get("restarts", 0) == 0
+    assert set(summary["replicas"]) == {"ps-0", "worker-0", "worker-1"}
+    assert leftovers(core, k8s_namespace) == []

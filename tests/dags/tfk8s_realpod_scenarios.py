@@ -41,6 +41,37 @@ def evaluate_model(params: dict, **_context) -> dict:
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
+def tensorboard_scalars(ti, params: dict, **_context) -> dict:
+    """What the job's TensorBoard serves, asked over HTTP at the URL the sensor's summary names, while
+    its pod still exists (this task runs after the sensor, before teardown): the page, the scalar tags
+    of every run, and the loss curve of ``train``. TensorBoard reloads every 5 s, so it is asked (for
+    at most 3 minutes) until its curve reaches the chief's last summary step, which the chief also
+    recorded in ``replicas/worker-0.json``."""
+    import time
+
+    import requests
+
+    url = (ti.xcom_pull(task_ids="train.wait", key="summary") or {}).get("tensorboard_url")
+    if not url:
+        raise RuntimeError("the sensor's summary names no TensorBoard URL")
+    runs = json.loads((Path(params["model_dir"]) / "replicas" / "worker-0.json").read_text())["runs"]
+    last_step = runs[-1]["last_step"]
+    deadline, tags, loss = time.monotonic() + 180, {}, []
+    while time.monotonic() < deadline:
+        try:
+            tags = requests.get(f"{url}data/plugin/scalars/tags", timeout=10).json()
+            if "loss" in tags.get("train", {}):
+                loss = requests.get(f"{url}data/plugin/scalars/scalars", params={"run": "train", "tag": "loss"},
+                                    timeout=10).json()
+        except (requests.RequestException, ValueError):
+            pass
+        if loss and loss[-1][1] == last_step:
+            break
+        time.sleep(2)
+    return {"url": url, "page": requests.get(url, timeout=10).status_code, "tags": tags, "loss": loss,
+            "last_step": last_step}
+
+
 def _params(**extra) -> dict:
     return {"namespace": Param("default", type="string"), "data_dir": Param("/nonexistent", type="string"),
             "model_dir": Param("/nonexistent", type="string"), "shards": Param({}, type="object"),
@@ -66,7 +97,7 @@ def _recovery() -> dict:
 
 
 def trainer_dag(dag_id: str, mode: str, roles: dict, evaluate: bool = True, extra_args: tuple = (),
-                **params) -> DAG:
+                tensorboard: bool = False, **params) -> DAG:
     spec = {
         "name": f"rp-{mode}", "namespace": "{{ params.namespace }}", "image": "tfk8s/trainer:0.1",
         "node_selector": LOCAL, "tolerations": TOLERATE_AGENT,
@@ -77,12 +108,17 @@ def trainer_dag(dag_id: str, mode: str, roles: dict, evaluate: bool = True, extr
         "env": {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1", "PYTHONPATH": CHECKOUT},
         "volumes": _volumes(), "max_restarts": 2, **_recovery(), **roles,
     }
+    if tensorboard:
+        spec["tensorboard"] = {"enabled": True}  # log_dir: the model volume, where the chief writes train/
     with DAG(dag_id, schedule=None, start_date=START, catchup=False, render_template_as_native_obj=True,
              params=_params(**params), tags=["tfk8s-test", "realpods"]) as dag:
         train = tf_job("train", spec=spec, shards="{{ params.shards }}", poll_interval=1,
                        sensor_timeout=600)
         if evaluate:
             train >> PythonOperator(task_id="evaluate", python_callable=evaluate_model)
+        if tensorboard:  # after the sensor, before teardown deletes the TensorBoard with the job
+            dag.get_task("train.wait") >> PythonOperator(task_id="tensorboard", python_callable=tensorboard_scalars) \
+                >> dag.get_task("train.teardown")
     return dag
 
 
@@ -90,6 +126,9 @@ def trainer_dag(dag_id: str, mode: str, roles: dict, evaluate: bool = True, extr
 tf1 = trainer_dag("tfk8s_rp_tf1", "tf1", {"ps": 1, "worker": {"replicas": 2}})
 # TF2 ParameterServerStrategy: the chief decides; PS and workers are untracked servers.
 tf2 = trainer_dag("tfk8s_rp_tf2", "tf2", {"chief": 1, "ps": 1, "worker": {"replicas": 2, "tracked": False}})
+# TF1 with a TensorBoard pod: a real tensorboard process on the node agent serves the chief's summaries.
+tf1_tensorboard = trainer_dag("tfk8s_rp_tf1_tensorboard", "tf1", {"ps": 1, "worker": {"replicas": 2}},
+                              evaluate=False, tensorboard=True)
 
 # TF1 with one worker whose program stops making progress after a step (--stall-after).
 tf1_stall = trainer_dag("tfk8s_rp_tf1_stall", "tf1", {"ps": 1, "worker": {"replicas": 1}}, evaluate=False,

@@ -65,6 +65,12 @@ gang = scenario("tfk8s_t_gang", {"name": "gang", "ps": 1, "worker": {
     "replicas": 15, "annotations": {"tfk8s.io/sim-duration": "6s", "tfk8s.io/sim-exit-code": "0"}}})
 forever = scenario("tfk8s_t_forever", {"name": "forever", "ps": 1, "worker": 1})  # nothing ever ends
 scale = scenario("tfk8s_t_scale", {"name": "scale", "ps": 4, "worker": {"replicas": 60, "annotations": OK}})
+# A TensorBoard pod beside the replicas (on the KWOK nodes it runs forever, like a PS); the workers run 10 s,
+# long enough for a test to break the TensorBoard while the job trains.
+tensorboard = scenario("tfk8s_t_tensorboard", {
+    "name": "tb", "ps": 1, "tensorboard": True,
+    "volumes": [{"name": "model", "mount_path": "/model", "host_path": "/mnt/tfk8s-gluster/tfk8s-kwok/tb"}],
+    "worker": {"replicas": 2, "annotations": {"tfk8s.io/sim-duration": "10s", "tfk8s.io/sim-exit-code": "0"}}})
 
 # The whole spec (and the shard assignments) from dag_run.conf / params, as the UI form or the REST API give them.
 with DAG("tfk8s_t_from_conf", schedule=None, start_date=START, catchup=False,

@@ -29,11 +29,14 @@ class JobWatch(PodWatch):
         super().__init__(agent.cluster.core_v1, namespace)
         self.agent = agent
         self.pids: set[int] = set()
+        self.pids_by_container: dict[str, int] = {}  # "<pod>/<container>" -> pid, as the agent reported
         self._pid_thread = threading.Thread(target=self._watch_pids, daemon=True)
 
     def _watch_pids(self):
         while not self._stop.is_set():
-            self.pids.update(self.agent.pids(self.namespace).values())
+            running = self.agent.pids(self.namespace)
+            self.pids.update(running.values())
+            self.pids_by_container.update(running)
             self._stop.wait(0.3)
 
     def pod(self, hostname: str):

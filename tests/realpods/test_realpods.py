@@ -188,3 +188,37 @@ def test_tfjob_style_program_runs_unchanged(agent, k8s_namespace, airflow_db, mo
     # it saw itself may be a few lower when the other worker made the final increments.
     assert chief["chief"] is True and chief["step"] >= 290 and chief["accuracy"] >= GOOD
     watch.assert_nothing_left()
+
+
+def test_a_real_tensorboard_serves_the_jobs_scalars(agent, k8s_namespace, airflow_db, dataset, model_dir,
+                                                    monkeypatch):
+    """``tensorboard: {enabled: true}``: the agent runs the TensorBoard pod as a real ``tensorboard``
+    process on its bridge, the chief's summaries (loss at increasing global steps) are what it serves,
+    the sensor links it at the pod's IP, and teardown stops it with the job."""
+    import tfk8s_realpod_scenarios as s
+    monkeypatch.setenv("AIRFLOW__TFK8S__TENSORBOARD_URL", "http://{pod_ip}:{port}/")
+    t0 = time.monotonic()
+    with JobWatch(agent, k8s_namespace) as watch:
+        dr = run_dag(s.tf1_tensorboard, k8s_namespace, **conf(dataset, model_dir, steps=300))
+    elapsed = time.monotonic() - t0
+    st = states(dr)
+    assert dr.state == "success", (st, xcom(dr, "train.wait", "summary"))
+    served = xcom(dr, "tensorboard")
+    summary = xcom(dr, "train.wait", "summary")
+    tb = watch.pod("tensorboard")
+    report("tensorboard", elapsed, url=served["url"], tags=served["tags"], points=len(served["loss"]))
+    # A real process on the agent's node, at an address of its bridge, linked by that address.
+    assert tb.spec.node_name == agent.node and tb.status.pod_ip.startswith("10.213.")
+    assert served["url"] == summary["tensorboard_url"] == f"http://{tb.status.pod_ip}:6006/"
+    assert xcom(dr, "train.wait", "_link_TensorBoardLink") == served["url"]
+    assert any(key.startswith(f"{tb.metadata.name}/") for key in watch.pids_by_container), watch.pids_by_container
+    # TensorBoard's own API: the page, the scalar tags of run "train", the loss at increasing global steps.
+    assert served["page"] == 200
+    assert {"loss", "examples_per_sec"} <= set(served["tags"]["train"]), served["tags"]
+    steps = [step for _wall, step, _value in served["loss"]]
+    assert len(steps) >= 2 and steps == sorted(set(steps)) and steps[-1] == served["last_step"], served
+    assert all(value > 0 for _wall, _step, value in served["loss"]), served["loss"]
+    # It never was a replica, and it is gone with the job: no pod, process, netns or directory left.
+    assert set(summary["replicas"]) == {"ps-0", "worker-0", "worker-1"}
+    assert xcom(dr, "train.teardown")["deleted"]["pods"] == 4
+    watch.assert_nothing_left()

@@ -9,6 +9,7 @@ exit by themselves). Run with the ``tf`` extra installed, e.g.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -49,6 +50,36 @@ def _last_step(model_dir: Path, key: str) -> int:
     return int(runs[-1].get("last_step") or 0)
 
 
+def scalars(summary_dir: Path, tag: str) -> list[tuple[int, float, str]]:
+    """(step, value, event file name) of every ``tag`` scalar in the TensorBoard event files of a directory,
+    read with TensorFlow's own event reader (TF1 writes simple values, TF2 tensors)."""
+    out = []
+    for path in sorted(summary_dir.glob("events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                if value.tag == tag:
+                    number = value.simple_value if value.HasField("simple_value") else float(
+                        tf.make_ndarray(value.tensor))
+                    out.append((event.step, number, path.name))
+    return out
+
+
+def assert_chief_curve(model_dir: Path, writer_pid: int, last_step: int) -> None:
+    """The summaries a TensorBoard of the job shows: loss and examples/s at increasing global steps,
+    written under <model dir>/train by the chief alone: one event file (TF2's file names also hold
+    the writer's pid)."""
+    loss = scalars(model_dir / "train", "loss")
+    steps = [step for step, _value, _file in loss]
+    assert len(steps) >= 2 and steps == sorted(set(steps)), steps
+    assert 0 < steps[-1] <= last_step and all(v == v and v > 0 for _s, v, _f in loss), loss
+    files = {f for _s, _v, f in loss}
+    assert len(files) == 1 and sorted(p.name for p in (model_dir / "train").iterdir()) == sorted(files), files
+    pid = re.search(r"\.(\d+)\.\d+\.v2$", next(iter(files)))
+    assert pid is None or pid.group(1) == str(writer_pid), files
+    rates = scalars(model_dir / "train", "examples_per_sec")
+    assert [s for s, _v, _f in rates] == steps and all(v > 0 for _s, v, _f in rates)
+
+
 def _report(name: str, seconds: float, **values) -> None:
     print(f"\n[{name}] {seconds:.1f}s " + json.dumps(values), file=sys.stderr)
 
@@ -66,6 +97,7 @@ def test_tf1_async_ps_training(tmp_path, dataset):
         assert job.procs["ps-0"].poll() is None, "a PS must keep serving until it is killed"
     finally:
         job.stop()
+    assert_chief_curve(model_dir, job.procs["worker-0"].pid, 405)  # worker 0 is the chief (no chief role)
     elapsed = time.monotonic() - t0
     result = evaluate(str(model_dir), [dataset["heldout_file"]])
     _report("tf1", elapsed, **result)
@@ -106,6 +138,7 @@ def test_tf2_parameter_server_strategy_with_evaluator(tmp_path, dataset):
             assert job.procs[key].poll() is None, f"{key} (untracked server) exited by itself"
     finally:
         job.stop()
+    assert_chief_curve(model_dir, job.procs["chief-0"].pid, 400)
     result = evaluate(str(model_dir), [dataset["heldout_file"]])
     _report("tf2", chief_done, **result)
     assert result["accuracy"] >= GOOD and result["global_step"] == 400

@@ -1,9 +1,10 @@
 """The TF jobs view in a real browser, on the real stack (api-server, scheduler, triggerer, DAG processor).
 
 Headless chromium logs in to the Airflow UI, triggers ``tfk8s_train_manual`` through its trigger
-form (a real TF1 PS + 2 workers job on the node agent, data from the devstack HDFS), opens the
-TF jobs view from the UI's navigation, reads the job's replicas while it trains, follows a
-replica's task log link and its archived log, and sees the run succeed. A second test shows
+form (a real TF1 PS + 2 workers job on the node agent with a TensorBoard, data from the devstack
+HDFS), opens the TF jobs view from the UI's navigation, reads the job's replicas while it trains,
+follows the TensorBoard link (TensorBoard's own page, in the view's frame, lists the loss scalar),
+follows a replica's task log link and its archived log, and sees the run succeed. A second test shows
 that a user whose team does not own the DAG sees none of its jobs, neither in the page nor
 through the data or archived-log endpoints, while a user of the team does (see conftest.py for
 why teams).
@@ -14,8 +15,8 @@ themselves once it does (or fail once their switch below is on and it does not):
 * the step count that grows between two reads: XCom ``progress`` (JobProgress) of ``train.wait``;
   until then the test asserts that the view says no progress is reported and shows the
   replicas' phases from a LIST of the job's pods;
-* the TensorBoard link: ``JobProgress.tensorboard_url``; until then the test asserts that the
-  view says there is no TensorBoard.
+* the TensorBoard link: ``JobProgress.tensorboard_url`` (the stack sets ``[tfk8s] tensorboard_url``
+  to ``http://{pod_ip}:{port}/``: this machine reaches the node agent's pods).
 
 Screenshots land in ``.artifacts/ui/``; with ``TFK8S_DOCS_IMAGES=1`` the view's two also replace
 ``docs/images/tf-jobs-view-*.png``.
@@ -23,6 +24,7 @@ Screenshots land in ``.artifacts/ui/``; with ``TFK8S_DOCS_IMAGES=1`` the view's 
 from __future__ import annotations
 
 import re
+import time
 from urllib.parse import unquote
 
 import pytest
@@ -37,12 +39,15 @@ pytestmark = [*E2E_MARKS, pytest.mark.ui, pytest.mark.timeout(1500)]
 
 DAG_ID = "tfk8s_train_manual"
 PARTITION = "2026-03-01"
-STEPS = 300
+#: Long enough (about two minutes on the node agent: the reference trainer makes some 100 steps a second
+#: here) for TensorBoard to start and the browser to follow its link while the job trains: teardown deletes
+#: the TensorBoard with the job.
+STEPS = 15000
 #: Switch on once the sensor's trigger pushes XCom ``progress`` while the job runs. Without it the
 #: progress part runs only if a first ``progress`` is already there when the job is seen running.
 EXPECT_PROGRESS = False
-#: Switch on once JobProgress carries ``tensorboard_url``.
-EXPECT_TENSORBOARD = False
+#: JobProgress carries ``tensorboard_url`` once the job's TensorBoard is ready.
+EXPECT_TENSORBOARD = True
 
 
 def login(context, stack, user: str, path: str):
@@ -83,6 +88,10 @@ def state_of(section) -> str:
     return section.locator("[data-field=state]").inner_text().strip()
 
 
+def state_of_run(stack, run_id: str) -> str:
+    return stack.get(f"dags/{DAG_ID}/dagRuns/{run_id}")["state"]
+
+
 def test_trigger_from_the_form_and_follow_the_job_in_the_tf_jobs_view(ui_stack, browser, k8s_cluster, k8s_namespace):
     stack = ui_stack
     publish(stack.env, PARTITION)
@@ -95,13 +104,17 @@ def test_trigger_from_the_form_and_follow_the_job_in_the_tf_jobs_view(ui_stack, 
               "data_path": f"/data/clicks/dt={PARTITION}"}
     for name, value in values.items():
         form.locator(f"input[name=element_{name}]").fill(value)
+    switch = form.locator("input[name=element_tensorboard]")
+    assert not switch.is_checked()  # off by default
+    form.locator("label:has(input[name=element_tensorboard])").click()
+    assert switch.is_checked()
     screenshot(page, "trigger-form")
     form.get_by_role("button", name="Trigger").click()
     page.wait_for_url(re.compile(rf"/dags/{DAG_ID}/runs/[^/?]+"))
     run_id = unquote(re.search(rf"/dags/{DAG_ID}/runs/([^/?]+)", page.url).group(1))
     run = stack.get(f"dags/{DAG_ID}/dagRuns/{run_id}")
-    assert (run["conf"]["namespace"], run["conf"]["workers"], run["conf"]["steps"]) == \
-        (k8s_namespace, 2, STEPS), run["conf"]
+    assert (run["conf"]["namespace"], run["conf"]["workers"], run["conf"]["steps"], run["conf"]["tensorboard"]) == \
+        (k8s_namespace, 2, STEPS, True), run["conf"]
 
     view = open_view(page)
     section = view.locator(f"section.job[data-run-id='{run_id}']")
@@ -124,7 +137,8 @@ def test_trigger_from_the_form_and_follow_the_job_in_the_tf_jobs_view(ui_stack, 
     assert column(cells["ps-0"], "node") not in ("", "–"), cells
     assert {column(cells[k], "phase") for k in ("worker-0", "worker-1")} <= {"Pending", "Running", "Succeeded"}, cells
     screenshot(page, "tf-jobs-running")
-    screenshot(section, "tf-jobs-view-running", docs=True)
+    if not EXPECT_TENSORBOARD:
+        screenshot(section, "tf-jobs-view-running", docs=True)
 
     progress_pushed = EXPECT_PROGRESS or stack.xcom(DAG_ID, run_id, "train.wait", "progress") is not None
     if progress_pushed:
@@ -146,13 +160,40 @@ def test_trigger_from_the_form_and_follow_the_job_in_the_tf_jobs_view(ui_stack, 
         # Until the sensor pushes progress: the view says so and names where the phases come from.
         assert "no progress reported yet" in said and "LIST of the job's pods" in said, said
 
-    rows_json = page.request.get(stack.url(f"tfk8s/api/runs/{DAG_ID}/{run_id}/jobs")).json()["jobs"]
     tensorboard = section.locator("[data-field=tensorboard]")
-    if EXPECT_TENSORBOARD or rows_json[0]["tensorboard_url"]:
-        # Depends on JobProgress.tensorboard_url: the link is there and TensorBoard answers.
-        url = rows_json[0]["tensorboard_url"]
-        assert url and tensorboard.get_attribute("href") == url
-        assert requests.get(url, timeout=30).status_code == 200
+    if EXPECT_TENSORBOARD:
+        # JobProgress.tensorboard_url once the TensorBoard pod is ready: the link, at the pod's address.
+        url = wait_for(lambda: tensorboard.get_attribute("href") or (
+            state_of(section) != "running" and pytest.fail(f"the job ended ({state_of(section)}) before the view "
+                                                           f"linked its TensorBoard: raise STEPS ({STEPS})")),
+            300, "the TensorBoard link", interval=1)
+        rows_json = page.request.get(stack.url(f"tfk8s/api/runs/{DAG_ID}/{run_id}/jobs")).json()["jobs"]
+        assert url == rows_json[0]["tensorboard_url"] and re.fullmatch(r"http://10\.213\.0\.\d+:6006/", url), url
+        screenshot(section, "tf-jobs-view-running", docs=True)
+        # Follow it: TensorBoard's own page opens in a new tab and lists the chief's loss scalar.
+        with page.context.expect_page() as opened:
+            tensorboard.click()
+        board = opened.value
+        board.wait_for_load_state()
+        assert board.url.startswith(url), board.url
+
+        reloaded = [time.monotonic()]
+
+        def lists_loss():
+            if board.get_by_text("loss", exact=True).count():
+                return True
+            if state_of_run(stack, run_id) != "running":
+                pytest.fail(f"the run ended before TensorBoard listed the loss scalar: raise STEPS ({STEPS})")
+            has_it = requests.get(f"{url}data/plugin/scalars/tags", timeout=10).json().get("train")
+            if has_it and time.monotonic() - reloaded[0] > 15:
+                board.reload()  # TensorBoard has the first summary: load its page again, not wait for its refresh
+                reloaded[0] = time.monotonic()
+            return False
+
+        wait_for(lists_loss, 240, "TensorBoard's page to list the loss scalar", interval=3)
+        screenshot(board, "tensorboard")
+        board.close()
+        assert view.locator(f"section.job[data-run-id='{run_id}']").count() == 1  # the view stayed where it was
     else:
         assert tensorboard.inner_text() == "no TensorBoard"
 
@@ -166,6 +207,11 @@ def test_trigger_from_the_form_and_follow_the_job_in_the_tf_jobs_view(ui_stack, 
         assert [column(cells[key], c) for c in ("phase", "exit_code", "task")] == ["Succeeded", "0", "success"], cells
     assert column(cells["ps-0"], "replica") == "ps-0 (untracked)" and column(cells["ps-0"], "task") == "success"
     assert "success policy met" in section.locator("[data-field=reason]").inner_text()
+    if EXPECT_TENSORBOARD:
+        # Teardown deleted it with the job: no link to it any more; the sensor's extra link names where it was.
+        assert tensorboard.inner_text() == "TensorBoard ended with the job"
+        extra = stack.get(f"dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/train.wait/links")
+        assert extra["extra_links"] == {"TensorBoard": url}, extra
     screenshot(page, "tf-jobs-succeeded")
     screenshot(section, "tf-jobs-view-succeeded", docs=True)
 

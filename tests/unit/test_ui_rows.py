@@ -129,3 +129,25 @@ def test_group_prefixes_and_ordering():
 def test_a_run_that_ended_without_a_summary_says_so():
     row = job_row(sources(run_state="failed"), LINKS)
     assert row["state"] == "failed" and "no summary" in row["reason"]
+
+
+def test_the_tensorboard_link_lives_as_long_as_the_tensorboard_and_the_page_says_why_there_is_none():
+    model = {"name": "model", "mount_path": "/m", "host_path": "/mnt/tfk8s-gluster/m"}
+    spec = TFJobSpec.from_dict({**SPEC.to_dict(), "tensorboard": True, "volumes": [model]})
+    names = JobNames.for_run(spec, "manual__2026-02-01T00:00:00+00:00", "train", "tfk8s_train_manual")
+
+    def with_tb(template, **kw):
+        rec = job_record(spec, names, plan_replicas(spec, names), policy=JobPolicy.from_spec(spec, 600),
+                         has_shards=False, kubernetes_conn_id="k", poll_interval=2.0, tensorboard_url=template)
+        row = job_row(sources(record=rec, **kw), LINKS)
+        return row["tensorboard_url"], row["tensorboard_note"]
+
+    progress = JobProgress(job="j", namespace="ns", state="running", updated_at=1.0,
+                           tensorboard_url="http://10.213.0.7:6006/")
+    assert with_tb("http://{pod_ip}:{port}/", progress=progress) == ("http://10.213.0.7:6006/", "")
+    assert with_tb("http://{pod_ip}:{port}/") == (None, "TensorBoard not ready yet")
+    assert with_tb(None) == (None, "TensorBoard runs without a link ([tfk8s] tensorboard_url is not set)")
+    # Teardown deleted it with the job: a link would lead nowhere.
+    assert with_tb("http://{pod_ip}:{port}/", progress=progress, run_state="success", archived=[]) == (
+        None, "TensorBoard ended with the job")
+    assert job_row(sources(), LINKS)["tensorboard_note"] == "no TensorBoard"

@@ -17,7 +17,7 @@ import re
 
 DNS1123_LABEL_MAX = 63
 LABEL_VALUE_MAX = 63
-#: Longest suffix ever appended to a job name: "-evaluator-0" (12); "-worker-511" is 11.
+#: Longest suffix ever appended to a job name: "-evaluator-0" and "-tensorboard" (12); "-worker-511" is 11.
 LONGEST_SUFFIX = len("-evaluator-0")
 #: A job name leaves room for its longest object-name suffix.
 JOB_NAME_MAX = DNS1123_LABEL_MAX - LONGEST_SUFFIX
@@ -78,6 +78,11 @@ def replica_hostname(role: str, index: int) -> str:
 
 def pod_name(job: str, role: str, index: int) -> str:
     return f"{job}-{role}-{index}"
+
+
+def tensorboard_pod_name(job: str) -> str:
+    """The job's TensorBoard pod (``tensorboard:`` in the spec)."""
+    return f"{job}-tensorboard"
 
 
 def service_name(job: str) -> str:

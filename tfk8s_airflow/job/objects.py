@@ -30,6 +30,7 @@ from tfk8s_airflow.contract import (
     SHARDS_KEY,
     SHARDS_MOUNT,
     SHARDS_VOLUME,
+    TENSORBOARD_PORT_NAME,
 )
 from tfk8s_airflow.job import naming, podtemplate
 from tfk8s_airflow.job.policy import DeploymentPolicy
@@ -337,15 +338,18 @@ def pod_manifest(spec: TFJobSpec, names: JobNames, replica: Replica, *, gated: b
 
 
 def service_manifest(spec: TFJobSpec, names: JobNames) -> dict[str, Any]:
-    """The job's headless Service: DNS for every replica, published before Ready."""
+    """The job's headless Service: DNS for every replica, published before Ready; with the port
+    ``tensorboard`` when the job has a TensorBoard (``tensorboard.<service>.<namespace>.svc``)."""
+    ports = [{"name": PORT_NAME, "port": spec.port, "targetPort": spec.port, "protocol": "TCP"}]
+    if spec.tensorboard is not None:
+        tb = spec.tensorboard.port
+        ports.append({"name": TENSORBOARD_PORT_NAME, "port": tb, "targetPort": tb, "protocol": "TCP"})
     return {
         "apiVersion": "v1", "kind": "Service",
         "metadata": {"name": names.service, "namespace": names.namespace,
                      "labels": job_labels(spec, names)},
         "spec": {"clusterIP": "None", "publishNotReadyAddresses": True,
-                 "selector": {LABEL_JOB: names.job},
-                 "ports": [{"name": PORT_NAME, "port": spec.port, "targetPort": spec.port,
-                            "protocol": "TCP"}]},
+                 "selector": {LABEL_JOB: names.job}, "ports": ports},
     }
 
 
@@ -381,9 +385,15 @@ def configmap_manifest(spec: TFJobSpec, names: JobNames, shards: Mapping[str, Se
 
 def job_manifests(spec: TFJobSpec, names: JobNames, shards: Mapping[str, Sequence[str]] | None = None,
                   policy: DeploymentPolicy | None = None) -> list[dict[str, Any]]:
-    """Service, then the ConfigMap (when shards are given), then one Pod per replica."""
+    """Service, then the ConfigMap (when shards are given), one Pod per replica, then the
+    TensorBoard pod (when the spec has ``tensorboard``)."""
+    from tfk8s_airflow.job.tensorboard import plan_tensorboard, tensorboard_manifest  # it builds on this module
+
     objs = [service_manifest(spec, names)]
     if shards is not None:
         objs.append(configmap_manifest(spec, names, shards))
     objs += [pod_manifest(spec, names, r) for r in plan_replicas(spec, names, shards, policy)]
+    tensorboard = plan_tensorboard(spec, names, policy)
+    if tensorboard is not None:
+        objs.append(tensorboard_manifest(tensorboard, names))
     return objs

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from tfk8s_airflow.exceptions import Problem, SpecError
 from tfk8s_airflow.job.fields import MAX_DURATION_S, parse_duration, show
 from tfk8s_airflow.job.podtemplate import merge
+from tfk8s_airflow.job.tensorboard_url import url_template_problem
 from tfk8s_airflow.pathrules import has_parent_segment
 
 if TYPE_CHECKING:
@@ -93,6 +94,14 @@ def _bool(raw: Any) -> bool | Problem:
     return Problem("", f"must be true or false, got {show(raw)}", "correct the deployment's setting")
 
 
+def _url_template(raw: Any) -> str | Problem:
+    text = str(raw).strip()
+    problem = url_template_problem(text)
+    if problem:
+        return Problem("", f"{problem}, got {show(raw)}", "correct the deployment's setting (docs/observability.md)")
+    return text
+
+
 def setting(doc: str, default: str, parse: Callable[[Any], Any]) -> dict[str, Any]:
     """Metadata of a policy field that is a deployment setting: its doc and default as docs show
     them, and the function that reads its raw value (returning a Problem when it cannot)."""
@@ -125,6 +134,10 @@ class DeploymentPolicy:
         "RuntimeDefault seccomp profile", "true", _bool))
     run_as_non_root: bool = field(default=False, metadata=setting(
         "every pod with runAsNonRoot: true (the kubelet refuses images that run as root)", "false", _bool))
+    tensorboard_url: str = field(default="", metadata=setting(
+        "where a browser opens a job's TensorBoard: a URL template with {job} {namespace} {service} {pod} "
+        "{port} {host} {pod_ip}, e.g. http://{pod_ip}:{port}/", "unset: TensorBoard runs, without a link",
+        _url_template))
 
     def __post_init__(self) -> None:
         if not self.allowed_host_paths:  # the default: the volume and the DAGs' root

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from tfk8s_airflow.job import tensorboard
 from tfk8s_airflow.job.quantity import STANDARD_RESOURCES, quantity_to_float
 from tfk8s_airflow.job.spec import TFJobSpec
 
@@ -29,15 +30,21 @@ def job_requests(spec: TFJobSpec) -> dict[str, float]:
     def add(key: str, amount: float) -> None:
         total[key] = total.get(key, 0.0) + amount
 
-    for rs in spec.active_roles:
-        for name, qty in rs.resources.requests.items():
-            amount = quantity_to_float(qty) * rs.replicas
+    def pods(count: int, requests: Mapping[str, str], limits: Mapping[str, str]) -> None:
+        for name, qty in requests.items():
+            amount = quantity_to_float(qty) * count
             add(f"requests.{name}", amount)
             if name in STANDARD_RESOURCES:
                 add(name, amount)
-        for name, qty in rs.resources.limits.items():
+        for name, qty in limits.items():
             if "/" not in name:  # extended resources have no limits.* quota
-                add(f"limits.{name}", quantity_to_float(qty) * rs.replicas)
+                add(f"limits.{name}", quantity_to_float(qty) * count)
+
+    for rs in spec.active_roles:
+        pods(rs.replicas, rs.resources.requests, rs.resources.limits)
+    if spec.tensorboard is not None:  # its pod counts like a replica's (it states both, always)
+        total["pods"] += 1
+        pods(1, tensorboard.REQUESTS, tensorboard.LIMITS)
     total["count/pods"] = total["pods"]
     return total
 

@@ -75,6 +75,9 @@ class JobRecord:
     templates: str | None = None  # the ConfigMap of the pods as created (recovery recreates from it)
     recovery: Mapping[str, Any] = field(default_factory=dict)  # RecoveryPolicy.to_dict()
     model_dir: str | None = None  # a ``model`` volume's host path: the chief's checkpoints (progress)
+    tensorboard_pod: str | None = None  # the job's TensorBoard pod (``tensorboard:`` in the spec)
+    tensorboard_port: int | None = None
+    tensorboard_url: str | None = None  # [tfk8s] tensorboard_url with what setup knows filled in ({pod_ip} may remain)
     version: int = RECORD_VERSION
 
     @property
@@ -115,7 +118,9 @@ class JobRecord:
                        log_dir=d.get("log_dir"), identity=dict(d.get("identity") or {}),
                        kubernetes_conn_id=d.get("kubernetes_conn_id"),
                        poll_interval=float(d.get("poll_interval") or 5.0), templates=d.get("templates"),
-                       recovery=dict(d.get("recovery") or {}), model_dir=d.get("model_dir"))
+                       recovery=dict(d.get("recovery") or {}), model_dir=d.get("model_dir"),
+                       tensorboard_pod=d.get("tensorboard_pod"), tensorboard_port=d.get("tensorboard_port"),
+                       tensorboard_url=d.get("tensorboard_url"))
         except (KeyError, TypeError) as exc:
             raise RecordError(f"job record: missing or malformed field {exc}") from None
 

@@ -27,6 +27,7 @@ import jinja2
 import jinja2.sandbox
 import yaml
 
+from tfk8s_airflow.contract import TENSORBOARD_CONTAINER
 from tfk8s_airflow.exceptions import TemplateError
 from tfk8s_airflow.job.objects import (
     CONTAINER_NAME,
@@ -39,6 +40,7 @@ from tfk8s_airflow.job.objects import (
 )
 from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.tensorboard import plan_tensorboard
 
 DEFAULT_TEMPLATE = Path(__file__).parent / "templates" / "tfcluster_template.yaml.jinja"
 
@@ -90,11 +92,14 @@ def render_yaml(spec: TFJobSpec, names: JobNames, shards: Mapping[str, Sequence[
     path = Path(template) if template else DEFAULT_TEMPLATE
     if not path.is_file():
         raise TemplateError(f"template {path} does not exist (fix: pass an existing --template file)")
+    labels = job_labels(spec, names)
     context = {
-        "spec": spec, "names": names, "labels": job_labels(spec, names),
+        "spec": spec, "names": names, "labels": labels,
         "replicas": plan_replicas(spec, names, shards, policy),
+        "tensorboard": plan_tensorboard(spec, names, policy, labels),
         "shards_json": shards_json(shards) if shards is not None else None,
         "container_name": CONTAINER_NAME, "port_name": PORT_NAME, "shards_key": SHARDS_KEY,
+        "tensorboard_name": TENSORBOARD_CONTAINER,
     }
     try:
         text = _environment(path.parent).get_template(path.name).render(context)

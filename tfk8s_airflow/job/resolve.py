@@ -26,6 +26,7 @@ from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.records import JobRecord, ReplicaRef
 from tfk8s_airflow.job.recovery import RecoveryPolicy
 from tfk8s_airflow.job.spec import DEFAULT_MAX_REPLICAS, TFJobSpec
+from tfk8s_airflow.job.tensorboard_url import static_url
 
 
 def as_spec_input(spec: Any) -> Any:
@@ -73,11 +74,16 @@ def _flatten(overrides: Mapping[str, Any] | None, prefix: str = "") -> list[str]
 
 def job_record(spec: TFJobSpec, names: JobNames, replicas: Sequence[Replica], *, policy: JobPolicy,
                has_shards: bool, kubernetes_conn_id: str | None, poll_interval: float,
-               created_at: float | None = None) -> JobRecord:
-    """The XCom record of one job run: names, the replica plan (in map-index order), the policy."""
+               created_at: float | None = None, tensorboard_url: str | None = None) -> JobRecord:
+    """The XCom record of one job run: names, the replica plan (in map-index order), the policy.
+
+    ``tensorboard_url``: the deployment's template (``[tfk8s] tensorboard_url``), kept with what is
+    known now filled in, when the spec has a TensorBoard.
+    """
     log_dir = next((v.host_path for v in spec.volumes if v.name == LOGS_VOLUME and v.host_path), None)
     model = next((v for v in spec.volumes if v.name == MODEL_VOLUME and v.host_path), None)
     model_dir = None
+    tb = spec.tensorboard
     if model is not None and model.host_path:
         model_dir = f"{model.host_path.rstrip('/')}/{model.sub_path}" if model.sub_path else model.host_path
     return JobRecord(
@@ -88,4 +94,7 @@ def job_record(spec: TFJobSpec, names: JobNames, replicas: Sequence[Replica], *,
         created_at=time.time() if created_at is None else created_at, has_shards=has_shards,
         log_dir=log_dir, identity=dict(names.identity), kubernetes_conn_id=kubernetes_conn_id,
         poll_interval=poll_interval, templates=naming.templates_name(names.job),
-        recovery=RecoveryPolicy.from_spec(spec).to_dict(), model_dir=model_dir)
+        recovery=RecoveryPolicy.from_spec(spec).to_dict(), model_dir=model_dir,
+        tensorboard_pod=naming.tensorboard_pod_name(names.job) if tb else None,
+        tensorboard_port=tb.port if tb else None,
+        tensorboard_url=static_url(tensorboard_url, names.job, names.namespace, names.service, tb.port) if tb else None)

@@ -37,6 +37,7 @@ from tfk8s_airflow.exceptions import KubernetesApiError, PermanentKubernetesApiE
 from tfk8s_airflow.job.judge import FAILED, RUNNING, STALLED, JobPolicy, JobStatus, evaluate
 from tfk8s_airflow.job.records import Attempt, JobRecord, ProgressPoint
 from tfk8s_airflow.job.recovery import FAIL, REPLACE, RESTART_GROUP, Progress, RecoveryPolicy, decide
+from tfk8s_airflow.job.tensorboard import TensorBoardState, tensorboard_state
 from tfk8s_airflow.k8s.client import wrap_api_error
 
 #: Consecutive failed polls after which the watch gives up (the API is unreachable).
@@ -70,6 +71,7 @@ class Snapshot:
     history: tuple[ProgressPoint, ...] = ()
     attempts: tuple[Attempt, ...] = ()
     restarting: str | None = None  # what the recovery is doing right now
+    tensorboard: TensorBoardState | None = None  # the job's TensorBoard pod in the same LIST (never judged)
 
 
 @dataclass(frozen=True)
@@ -88,9 +90,10 @@ class WatchKey:
     selector: str
 
 
-def _judge(raw: bytes, policy: JobPolicy, now: float, watch_started: float) -> tuple[JobStatus, int]:
+def _judge(raw: bytes, policy: JobPolicy, now: float, watch_started: float,
+           tensorboard_pod: str | None = None) -> tuple[JobStatus, int, TensorBoardState | None]:
     items = json.loads(raw).get("items") or []
-    return evaluate(items, policy, now, watch_started), len(items)
+    return evaluate(items, policy, now, watch_started), len(items), tensorboard_state(items, tensorboard_pod)
 
 
 def parse_progress(text: str) -> dict[str, Any] | None:
@@ -242,12 +245,12 @@ class JobWatch:
                                                                  _preload_content=False)
                         raw = await resp.read()  # the raw response: judged in a thread, not parsed here
                         self._count_list()
-                        status, count = await asyncio.to_thread(_judge, raw, self.policy, time.time(),
-                                                                self.watch_started)
+                        status, count, tensorboard = await asyncio.to_thread(
+                            _judge, raw, self.policy, time.time(), self.watch_started, self.record.tensorboard_pod)
                         judged = await self._recover(seq, status, v1)
                         errors = 0
                         if judged is not None:
-                            await self._publish(self._snapshot(seq, judged, pods=count))
+                            await self._publish(self._snapshot(seq, judged, pods=count, tensorboard=tensorboard))
                     except async_client.ApiException as exc:
                         err = wrap_api_error(f"listing pods {self.key.selector} in {self.key.namespace}", exc)
                         errors += 1

@@ -45,6 +45,7 @@ from tfk8s_airflow.job.objects import (
 from tfk8s_airflow.job.records import JobRecord
 from tfk8s_airflow.job.resolve import as_spec_input, job_record, resolve_spec
 from tfk8s_airflow.job.shardmap import normalize_shards
+from tfk8s_airflow.job.tensorboard import plan_tensorboard, tensorboard_manifest
 from tfk8s_airflow.k8s.client import DEFAULT_CONCURRENCY, JobClient
 from tfk8s_airflow.k8s.recovery import templates_configmap
 from tfk8s_airflow.operators.base import fail_permanently
@@ -138,6 +139,7 @@ class TFJobSetupOperator(BaseOperator):
                 for i, r in enumerate(replicas)]
         if any(rs.pod_template for rs in spec.active_roles):
             self._dry_run(client, replicas, pods)
+        tensorboard = plan_tensorboard(spec, names, policy)
         try:
             # The Service first: every other object of the job is its dependent, so deleting it
             # (teardown, or by hand when teardown never ran) lets Kubernetes remove them all.
@@ -155,6 +157,13 @@ class TFJobSetupOperator(BaseOperator):
             batch = client.create_pods(pods, self.create_concurrency)
             released = client.release_gates(names.namespace, [p["metadata"]["name"] for p in pods],
                                             self.create_concurrency)
+            if tensorboard is not None:
+                # Not gated: nothing waits for it. Created after the replicas' gates are released, so
+                # the scheduler sees the replicas first; the judge never counts it (no role label).
+                created = client.create_if_absent(owned_by(tensorboard_manifest(tensorboard, names), owner))
+                self.log.info("TensorBoard pod %s %s: --logdir %s, tensorboard.%s.%s.svc:%d", tensorboard.pod_name,
+                              "created" if created else "reused (retry or cleared run)", tensorboard.args[1],
+                              names.service, names.namespace, tensorboard.port)
         except BaseException:
             # Leave nothing half-made behind: a retry (transient errors) starts clean.
             client.delete_job_objects(names.namespace, names.selector)
@@ -164,7 +173,8 @@ class TFJobSetupOperator(BaseOperator):
                       batch.seconds, len(pods), released)
         judged_by = JobPolicy.from_spec(spec, active_deadline=deadline)
         record: JobRecord = job_record(spec, names, replicas, policy=judged_by, has_shards=shards is not None,
-                                       kubernetes_conn_id=self.kubernetes_conn_id, poll_interval=self.poll_interval)
+                                       kubernetes_conn_id=self.kubernetes_conn_id, poll_interval=self.poll_interval,
+                                       tensorboard_url=policy.tensorboard_url)
         context["ti"].xcom_push(key="job", value=record.to_xcom())
         return [{"replica": ref.key} for ref in record.replicas]
 

@@ -12,6 +12,10 @@ the task log gets the reason, the exit code and the failed replica's log; the fa
 permanent (clear the group to run again). A summary (per-replica phase, exit code,
 restarts, node, duration) goes to XCom ``summary``. Non-deferrable, it pokes with one
 LIST per poke.
+
+Its extra link **TensorBoard** opens the job's TensorBoard (``tensorboard:`` in the spec, with
+the deployment's ``[tfk8s] tensorboard_url``): stored as soon as the TensorBoard is ready, so it
+works while the job trains, until teardown deletes the TensorBoard with the job.
 """
 
 from __future__ import annotations
@@ -28,7 +32,9 @@ from tfk8s_airflow.exceptions import JobFailedError
 from tfk8s_airflow.job.judge import FAILED, RUNNING, SUCCEEDED, JobPolicy, evaluate
 from tfk8s_airflow.job.records import SUCCEEDED as OUT_SUCCEEDED
 from tfk8s_airflow.job.records import TIMED_OUT, JobRecord, TriggerOutcome
+from tfk8s_airflow.job.tensorboard import tensorboard_state, tensorboard_url
 from tfk8s_airflow.k8s.client import JobClient, pod_dicts
+from tfk8s_airflow.links import TensorBoardLink, store_link
 from tfk8s_airflow.operators.base import fail_permanently
 from tfk8s_airflow.triggers.job import DEFAULT_LOG_BYTES, TFJobTrigger
 
@@ -49,6 +55,7 @@ class TFJobSensor(BaseSensorOperator):
 
     template_fields: Sequence[str] = ("job",)
     ui_color = "#d6f5d6"
+    operator_extra_links = (TensorBoardLink(),)
 
     def __init__(self, *, job: Any, kubernetes_conn_id: str = "kubernetes_default", poll_interval: float = 5.0,
                  deferrable: bool = True, setup_task_id: str | None = None,
@@ -86,11 +93,13 @@ class TFJobSensor(BaseSensorOperator):
         client = JobClient.from_conn(self.kubernetes_conn_id)
         with fail_permanently():
             pods = client.list_pods(record.namespace, record.selector)
-        status = evaluate(pod_dicts(pods, client.core.api_client), JobPolicy.from_dict(record.policy),
-                          time.time(), record.created_at)
+        items = pod_dicts(pods, client.core.api_client)
+        status = evaluate(items, JobPolicy.from_dict(record.policy), time.time(), record.created_at)
         self.log.info("TF job %s: %s", record.job, status.progress())
-        return {"state": status.state, "reason": status.reason,
-                "summary": status.summary(record.job, record.namespace)}
+        summary = status.summary(record.job, record.namespace)
+        summary["tensorboard_url"] = tensorboard_url(record.tensorboard_url,
+                                                     tensorboard_state(items, record.tensorboard_pod))
+        return {"state": status.state, "reason": status.reason, "summary": summary}
 
     def execute(self, context: Any) -> Any:
         record = self._record()
@@ -102,6 +111,9 @@ class TFJobSensor(BaseSensorOperator):
     def poke(self, context: Any) -> bool:
         record = self._record()
         event = self._check(record)
+        url = event["summary"]["tensorboard_url"]
+        if url and url != getattr(self, "_link_stored", None):
+            self._link_stored = url if store_link(context["ti"], TensorBoardLink, url) else None
         if event["state"] == RUNNING:
             return False
         context["ti"].xcom_push(key="summary", value=event["summary"])
@@ -118,6 +130,7 @@ class TFJobSensor(BaseSensorOperator):
             outcome = TriggerOutcome.from_payload(event)
         summary = dict(outcome.summary or {})
         context["ti"].xcom_push(key="summary", value=summary)
+        store_link(context["ti"], TensorBoardLink, summary.get("tensorboard_url"))  # finalize() reads it back
         if outcome.state == OUT_SUCCEEDED:
             return summary
         if outcome.state == TIMED_OUT:

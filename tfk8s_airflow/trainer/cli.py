@@ -44,7 +44,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hidden", type=int, default=16, help="hidden units of the MLP")
     p.add_argument("--seed", type=int, default=0, help="weight initialisation seed")
     p.add_argument("--log-every", type=int, default=50,
-                   help="TF1: local steps between progress logs and runtime.report() lines")
+                   help="TF1: local steps between progress logs, runtime.report() lines and summaries")
+    p.add_argument("--no-summaries", dest="summaries", action="store_false",
+                   help="write no TensorBoard summaries (default: the chief writes loss and examples/s "
+                        "under <model-dir>/train)")
     p.add_argument("--stall-after", type=int, default=None,
                    help="stop making progress (but keep running) after this global step: for testing stall detection")
     p.add_argument("--step-delay", type=float, default=0.0,

@@ -19,6 +19,8 @@ Why it is written this way:
   has initialised the variables, instead of the session manager's fixed 30 s sleeps.
 * After training the chief exports a SavedModel from its final checkpoint (see
   :mod:`.export`) and writes ``metrics.json``.
+* The chief writes TensorBoard scalars (loss, examples/s) every ``--log-every`` local steps
+  with a ``FileWriter`` under ``<model dir>/train`` (:mod:`.summaries`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from tfk8s_airflow.trainer import export
 from tfk8s_airflow.trainer import inputs as data
 from tfk8s_airflow.trainer import model as mdl
 from tfk8s_airflow.trainer.state import RunRecorder
+from tfk8s_airflow.trainer.summaries import TF1Summaries
 
 log = logging.getLogger("tfk8s_airflow.trainer.tf1")
 v1 = tf.compat.v1
@@ -107,6 +110,7 @@ def train(cfg: runtime.TFConfig, args: argparse.Namespace) -> dict | None:
 
     with tf.Graph().as_default():
         g = _build_graph(cfg, xs.shape[1], args)
+        summaries = TF1Summaries(args.model_dir) if cfg.is_chief and args.summaries else None
         hooks = [v1.train.StopAtStepHook(last_step=args.steps)]
         session_config = runtime.tf1_session_config(cfg.task_type, cfg.task_index)
         if not cfg.is_chief:
@@ -134,10 +138,14 @@ def train(cfg: runtime.TFConfig, args: argparse.Namespace) -> dict | None:
                     recorder.progress(step, loss)
                     rate = local_steps * args.batch_size / max(time.monotonic() - began, 1e-9)
                     runtime.report(int(step), loss=float(loss), examples_per_sec=rate, target_step=args.steps)
+                    if summaries is not None:
+                        summaries.scalars(int(step), loss=float(loss), examples_per_sec=rate)
                     if args.stall_after is not None and step >= args.stall_after:
                         _stall(cfg, step)  # after a report: the last step anyone saw is where it stopped
                 if args.step_delay:
                     time.sleep(args.step_delay)
+        if summaries is not None:
+            summaries.close()
     final_step = int(step)  # as fetched with the last train op: may lag by one
     weights = None
     if cfg.is_chief:

@@ -17,6 +17,8 @@ Why it is written this way:
   last saved step. A worker that dies is handled by the coordinator (it reschedules the
   lost steps when the worker comes back). A PS that dies loses its variables: the chief
   fails with a retryable error and the whole group must restart from the checkpoint.
+* The chief writes TensorBoard scalars (loss, examples/s) after every chunk with
+  ``tf.summary.create_file_writer`` under ``<model dir>/train`` (:mod:`.summaries`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from tfk8s_airflow.trainer import inputs as data
 from tfk8s_airflow.trainer import model as mdl
 from tfk8s_airflow.trainer.dataset import count_features
 from tfk8s_airflow.trainer.state import RunRecorder
+from tfk8s_airflow.trainer.summaries import TF2Summaries
 
 log = logging.getLogger("tfk8s_airflow.trainer.tf2")
 
@@ -106,6 +109,7 @@ def train(cfg: runtime.TFConfig, args: argparse.Namespace) -> dict | None:
     scheduled = start_step
     loss = float("nan")
     began = time.monotonic()
+    summaries = TF2Summaries(args.model_dir) if args.summaries else None
     while scheduled < args.steps:
         if args.stall_after is not None and scheduled >= args.stall_after:
             log.info("chief stalls at global step %d (--stall-after)", scheduled)
@@ -121,8 +125,12 @@ def train(cfg: runtime.TFConfig, args: argparse.Namespace) -> dict | None:
         recorder.progress(int(step.numpy()), loss)
         rate = (scheduled - start_step) * args.batch_size / max(time.monotonic() - began, 1e-9)
         runtime.report(int(step.numpy()), loss=loss, examples_per_sec=rate, target_step=args.steps)
+        if summaries is not None:
+            summaries.scalars(int(step.numpy()), loss=loss, examples_per_sec=rate)
         if args.step_delay:
             time.sleep(args.step_delay * chunk)
+    if summaries is not None:
+        summaries.close()
     final_step = int(step.numpy())
     if manager.latest_checkpoint is None or not manager.latest_checkpoint.endswith(f"-{final_step}"):
         manager.save(checkpoint_number=final_step)

@@ -16,7 +16,6 @@ triggerer, pulled from the XCom ``job`` of the setup task beside this one (``<gr
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -29,7 +28,9 @@ from tfk8s_airflow.job.judge import FAILED, RUNNING, SUCCEEDED, JobPolicy, JobSt
 from tfk8s_airflow.job.records import FAILED as OUT_FAILED
 from tfk8s_airflow.job.records import SKIPPED, TIMED_OUT, JobProgress, JobRecord, ReplicaResult, TriggerOutcome
 from tfk8s_airflow.job.records import SUCCEEDED as OUT_SUCCEEDED
+from tfk8s_airflow.job.tensorboard import tensorboard_url
 from tfk8s_airflow.k8s.watch import JobWatch, Snapshot, watch_job
+from tfk8s_airflow.links import TensorBoardLink, astore_link, axcom_push, link_xcom
 
 __all__ = ["TFJobTrigger", "TFReplicaTrigger", "DEFAULT_LOG_BYTES", "WAITING_LOG_INTERVAL_S", "job_progress"]
 
@@ -76,7 +77,8 @@ def job_progress(record: JobRecord, status: JobStatus, snap: Snapshot, state: st
     return JobProgress(job=record.job, namespace=record.namespace, state=state, updated_at=time.time(),
                        step=p.step if p else None, target_step=p.target_step if p else None,
                        loss=p.loss if p else None, examples_per_sec=p.examples_per_sec if p else None,
-                       eta_s=eta_s(snap), history=snap.history, attempts=snap.attempts, replicas=replicas)
+                       eta_s=eta_s(snap), history=snap.history, attempts=snap.attempts, replicas=replicas,
+                       tensorboard_url=tensorboard_url(record.tensorboard_url, snap.tensorboard))
 LOG_OMITTED = "[... the middle of this log is omitted: it is longer than {limit} bytes{where} ...]"
 
 
@@ -171,6 +173,9 @@ class TFJobTrigger(_JobTriggerBase):
     def __init__(self, *, timeout: float | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.timeout = timeout
+        self._tensorboard_said = ""  # the last TensorBoard line logged
+        self._link_pushed: str | None = None  # the TensorBoard link's XCom, once pushed
+        self._push_failed = False  # a failed progress push is said once
 
     def _kwargs(self) -> dict[str, Any]:
         return {**super()._kwargs(), "timeout": self.timeout}
@@ -200,6 +205,7 @@ class TFJobTrigger(_JobTriggerBase):
                 status = snap.status
                 assert status is not None
                 await self._warn_simulated(watch, status, checked)
+                self._say_tensorboard(record, snap)
                 for attempt in snap.attempts[attempts_said:]:
                     self.log.warning("TF job %s: attempt %d after %s (%s): %s", record.job, attempt.number,
                                      attempt.failure_class, attempt.action.replace("_", " "), attempt.reason)
@@ -221,21 +227,42 @@ class TFJobTrigger(_JobTriggerBase):
                               f"it waited for {status.waiting_for(policy)}")
                     self.log.error("TF job %s: %s", record.job, reason)
                     summary = status.summary(record.job, record.namespace)
-                    yield self._end(TriggerOutcome("job", TIMED_OUT, reason, summary), {"summary": summary})
+                    url = tensorboard_url(record.tensorboard_url, snap.tensorboard)
+                    yield self._end(TriggerOutcome("job", TIMED_OUT, reason, summary),
+                                    {"summary": summary, **link_xcom(TensorBoardLink, url)})
                     return
                 if status.state != RUNNING:
                     yield await self._finish(record, status, watch, snap)
                     return
 
     async def _push_progress(self, progress: JobProgress) -> None:
-        """The sensor's XCom ``progress`` while the job runs (the TF jobs view reads it)."""
+        """The sensor's XCom ``progress`` while the job runs (the TF jobs view reads it), and the
+        TensorBoard link's XCom once its URL is known, so the link works while the job runs."""
         ti = self.task_instance
         if ti is None or not hasattr(ti, "xcom_push") or not hasattr(ti, "axcom_pull"):
             return  # deferred from a worker (dag.test()): the summary carries the progress at the end
         try:
-            await asyncio.to_thread(ti.xcom_push, key="progress", value=progress.to_xcom())
+            await axcom_push(ti, "progress", progress.to_xcom())
+            if progress.tensorboard_url and progress.tensorboard_url != self._link_pushed:
+                await astore_link(ti, TensorBoardLink, progress.tensorboard_url)
+                self._link_pushed = progress.tensorboard_url
         except Exception as exc:  # noqa: BLE001 - progress is informative: never fail the job for it
-            self.log.debug("pushing the progress failed: %s", exc)
+            say = self.log.debug if self._push_failed else self.log.warning
+            say("pushing the progress failed: %s: %s", type(exc).__name__, exc)
+            self._push_failed = True
+
+    def _say_tensorboard(self, record: JobRecord, snap: Snapshot) -> None:
+        """One line per change of the job's TensorBoard (it never changes the job's outcome)."""
+        if not record.tensorboard_pod:
+            return
+        state = snap.tensorboard
+        url = tensorboard_url(record.tensorboard_url, state)
+        where = f", at {url}" if url else ("" if record.tensorboard_url else
+                                           " (no link: [tfk8s] tensorboard_url is not set)")
+        line = f"TensorBoard {record.tensorboard_pod}: {state.describe() if state else 'no pod'}{where}"
+        if line != self._tensorboard_said:
+            self.log.info("%s", line)
+            self._tensorboard_said = line
 
     async def _warn_simulated(self, watch: JobWatch, status: JobStatus, checked: set[str]) -> None:
         """Say once per replica when a program that should run landed on a simulated (KWOK) node."""
@@ -251,6 +278,8 @@ class TFJobTrigger(_JobTriggerBase):
         final = job_progress(record, status, snap, status.state)
         summary["progress"] = final.to_xcom()
         summary["attempts"] = final.to_xcom()["attempts"]
+        summary["tensorboard_url"] = final.tensorboard_url
+        xcoms = {"summary": summary, **link_xcom(TensorBoardLink, final.tensorboard_url)}
         if watch._recoverer is not None and watch._recoverer.overrides:
             summary["overrides"] = watch._recoverer.overrides  # e.g. the memory an OOM relaunch chose
         await self._push_progress(final)
@@ -262,7 +291,7 @@ class TFJobTrigger(_JobTriggerBase):
                           f"{duration}s" if duration is not None else "-")
         if status.state == SUCCEEDED:
             self.log.info("TF job %s succeeded: %s", record.job, status.reason)
-            return self._end(TriggerOutcome("job", OUT_SUCCEEDED, status.reason, summary), {"summary": summary})
+            return self._end(TriggerOutcome("job", OUT_SUCCEEDED, status.reason, summary), xcoms)
         message = f"TF job {record.job} failed: {status.reason}"
         if status.failed_pod:
             st = next((r for r in status.replicas.values() if r.pod == status.failed_pod), None)
@@ -271,7 +300,7 @@ class TFJobTrigger(_JobTriggerBase):
             message += "\n" + log
         self.log.error("%s", message)
         assert status.state == FAILED
-        return self._end(TriggerOutcome("job", OUT_FAILED, status.reason, summary), {"summary": summary})
+        return self._end(TriggerOutcome("job", OUT_FAILED, status.reason, summary), xcoms)
 
 
 class TFReplicaTrigger(_JobTriggerBase):

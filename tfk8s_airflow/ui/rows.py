@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import quote, urlencode
 
 from tfk8s_airflow.job.records import JobProgress, JobRecord, ReplicaResult
+from tfk8s_airflow.job.tensorboard_url import http_url
 from tfk8s_airflow.ui import PREFIX
 from tfk8s_airflow.volume.logs import archive_path, archive_root_of
 
@@ -90,14 +91,6 @@ class Links:
                 f"/jobs/{quote(job, safe='')}/logs/{quote(replica, safe='')}")
 
 
-def http_url(url: Any) -> str | None:
-    """The URL when it is an absolute http(s) URL (a link the page may render), else None."""
-    if not isinstance(url, str) or not url:
-        return None
-    parts = urlsplit(url)
-    return url if parts.scheme in ("http", "https") and parts.netloc else None
-
-
 def archive_roots(src: JobSources) -> dict[str, str]:
     """Replica key -> the root its log was archived under, from the files teardown reports."""
     roots: dict[str, str] = {}
@@ -136,6 +129,25 @@ def _attempts(p: JobProgress | None, key: str | None = None) -> int:
     return 1 + sum(1 for a in p.attempts if a.action == "restart_group" or key in a.replicas)
 
 
+def _tensorboard(src: JobSources) -> tuple[str | None, str]:
+    """(the TensorBoard link, or None; what the page says instead of a link).
+
+    The link is the progress' URL (an http(s) URL only) until teardown ended: it deletes the
+    TensorBoard with the job, and a link to it would lead nowhere.
+    """
+    url = http_url(src.progress.tensorboard_url) if src.progress is not None else None
+    has_one = bool(src.record.tensorboard_pod) or url is not None
+    if not has_one:
+        return None, "no TensorBoard"
+    if src.archived is not None:
+        return None, "TensorBoard ended with the job"
+    if url is not None:
+        return url, ""
+    if src.record.tensorboard_pod and not src.record.tensorboard_url:
+        return None, "TensorBoard runs without a link ([tfk8s] tensorboard_url is not set)"
+    return None, "TensorBoard not ready yet" if job_state(src)[0] == "running" else "no TensorBoard"
+
+
 def _archive_state(src: JobSources, roots: Mapping[str, str]) -> str:
     if roots:
         return "archived"
@@ -148,6 +160,7 @@ def _archive_state(src: JobSources, roots: Mapping[str, str]) -> str:
 def job_row(src: JobSources, links: Links) -> dict[str, Any]:
     """The row of one job: plain JSON data the page renders (every value escaped there)."""
     state, reason = job_state(src)
+    tensorboard_url, tensorboard_note = _tensorboard(src)
     summary_replicas = (src.summary or {}).get("replicas") or {}
     progress_replicas = src.progress.replicas if src.progress is not None else {}
     roots = archive_roots(src)
@@ -175,7 +188,7 @@ def job_row(src: JobSources, links: Links) -> dict[str, Any]:
         "group": src.prefix.rstrip("."), "job": src.record.job, "namespace": src.record.namespace,
         "state": state, "reason": reason, "attempt": _attempts(src.progress),
         "progress": _progress(src.progress),
-        "tensorboard_url": http_url(src.progress.tensorboard_url) if src.progress is not None else None,
+        "tensorboard_url": tensorboard_url, "tensorboard_note": tensorboard_note,
         "replica_source": _replica_source(src), "archive": _archive_state(src, roots),
         "replicas": replicas,
     }

@@ -42,12 +42,39 @@ function openInAirflow(event) {
   }
 }
 
-function link(text, url, airflowUi) {
+// A link out of Airflow (TensorBoard) opens in a new tab. Inside the Airflow UI this page is a
+// sandboxed frame that may open no window, so the link is handed to the UI's window, which opens
+// it; opened on its own, the page opens it itself.
+function openOutside(event) {
+  if (window.top === window || event.button !== 0 || event.ctrlKey || event.metaKey || event.shiftKey) return;
+  try {
+    const doc = window.top.document;
+    const a = doc.createElement("a");
+    a.href = event.currentTarget.href;
+    a.target = "_blank";
+    a.rel = "noopener noreferrer";
+    event.preventDefault();
+    doc.body.append(a);
+    a.click();
+    a.remove();
+  } catch (err) {
+    // The top window is not reachable: the link opens in this frame.
+  }
+}
+
+function link(text, url, airflowUi, outside) {
   const href = safeHref(url);
   if (!href) return el("span", text);
   const a = el("a", text);
   a.href = href;
   if (airflowUi) a.addEventListener("click", openInAirflow);
+  if (outside) {
+    if (window.top === window) {
+      a.target = "_blank";
+      a.rel = "noopener noreferrer";
+    }
+    a.addEventListener("click", openOutside);
+  }
   return a;
 }
 
@@ -102,7 +129,8 @@ function renderJob(job) {
   node.querySelector("[data-field=reason]").textContent = job.reason || "";
   renderProgress(node.querySelector("[data-field=progress]"), job);
   const links = node.querySelector("[data-field=links]");
-  const tb = job.tensorboard_url ? link("TensorBoard", job.tensorboard_url, false) : el("span", "no TensorBoard");
+  const tb = job.tensorboard_url ? link("TensorBoard", job.tensorboard_url, false, true)
+    : el("span", job.tensorboard_note || "no TensorBoard");
   tb.dataset.field = "tensorboard";
   links.append(tb, el("span", ` · logs ${job.archive}`));
   const body = node.querySelector("tbody");
