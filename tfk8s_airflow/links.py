@@ -16,15 +16,18 @@ settings and the job's records, never from a value a pod or a form could plant.
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
+from urllib.parse import urlsplit
 
 from airflow.sdk import BaseOperatorLink
 
 from tfk8s_airflow.job.tensorboard_url import http_url
+from tfk8s_airflow.viewpaths import PREFIX, replica_log_path
 
 if TYPE_CHECKING:
     from airflow.sdk.types import TaskInstanceKey
 
-__all__ = ["StoredLink", "TensorBoardLink", "link_xcom", "store_link", "astore_link", "axcom_push"]
+__all__ = ["StoredLink", "TensorBoardLink", "ReplicaLogLink", "replica_log_url", "link_xcom", "store_link",
+           "astore_link", "axcom_push"]
 
 
 class StoredLink(BaseOperatorLink):
@@ -56,6 +59,30 @@ class TensorBoardLink(StoredLink):
     @classmethod
     def accept(cls, url: Any) -> str | None:
         return http_url(url)
+
+
+class ReplicaLogLink(StoredLink):
+    """**Replica log** on a replica task: its replica's whole log file, served by the TF jobs view
+    (a path of this Airflow's own origin only, under the view's routes)."""
+
+    name = "Replica log"
+
+    @classmethod
+    def accept(cls, url: Any) -> str | None:
+        if not isinstance(url, str) or not url.startswith("/") or url.startswith("//"):
+            return None
+        parts = urlsplit(url)
+        if parts.scheme or parts.netloc or f"{PREFIX}/api/runs/" not in parts.path:
+            return None
+        return url
+
+
+def replica_log_url(dag_id: str, run_id: str, job: str, replica: str) -> str:
+    """The TF jobs view's route for one replica's log file, under the api-server's base path."""
+    from airflow.configuration import conf
+
+    base = urlsplit(conf.get("api", "base_url", fallback="/") or "/").path or "/"
+    return replica_log_path(base.rstrip("/") + PREFIX, dag_id, run_id, job, replica)
 
 
 def link_xcom(link: type[StoredLink], url: Any) -> dict[str, str]:

@@ -23,5 +23,5 @@ def get_provider_info() -> dict:
             "tags": ["software"],
         }],
         # Listed by `airflow providers links`; the api-server shows each from the XCom the task stored.
-        "extra-links": ["tfk8s_airflow.links.TensorBoardLink"],
+        "extra-links": ["tfk8s_airflow.links.TensorBoardLink", "tfk8s_airflow.links.ReplicaLogLink"],
     }

@@ -51,13 +51,18 @@ def tf_job(group_id: str = "train", *, spec: Any, shards: Any = None,
     :param replicas_start_from_trigger: replica tasks start and end in the triggerer (no worker
         process per replica); False starts each on a worker (labelled by hostname in the grid).
     :param log_bytes: bytes of each replica's log written into its task log.
+    :param archive_dir: the job's log directory (a path the triggerer and the workers see; the
+        pods need not mount it): each replica task streams its replica's whole log there while it
+        runs, and its **Replica log** link opens it; teardown keeps those files and archives a tail
+        of any replica not streamed. Default: the spec's ``logs`` volume's host path.
     :param launch_kwargs: the former name of ``replica_kwargs``.
     """
     with TaskGroup(group_id=group_id) as group:
         setup = TFJobSetupOperator(
             task_id="setup", spec=spec, shards=shards, overrides=overrides,
             kubernetes_conn_id=kubernetes_conn_id, max_replicas=max_replicas, check_quota=check_quota,
-            poll_interval=poll_interval, create_concurrency=create_concurrency, retries=setup_retries)
+            poll_interval=poll_interval, create_concurrency=create_concurrency, retries=setup_retries,
+            log_dir=archive_dir)
         job = XComArg(setup, key="job")
         extra = {**dict(launch_kwargs or {}), **dict(replica_kwargs or {})}
         if not replicas_start_from_trigger:

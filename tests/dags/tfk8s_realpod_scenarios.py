@@ -97,7 +97,7 @@ def _recovery() -> dict:
 
 
 def trainer_dag(dag_id: str, mode: str, roles: dict, evaluate: bool = True, extra_args: tuple = (),
-                tensorboard: bool = False, **params) -> DAG:
+                tensorboard: bool = False, logs: bool = False, **params) -> DAG:
     spec = {
         "name": f"rp-{mode}", "namespace": "{{ params.namespace }}", "image": "tfk8s/trainer:0.1",
         "node_selector": LOCAL, "tolerations": TOLERATE_AGENT,
@@ -110,6 +110,9 @@ def trainer_dag(dag_id: str, mode: str, roles: dict, evaluate: bool = True, extr
     }
     if tensorboard:
         spec["tensorboard"] = {"enabled": True}  # log_dir: the model volume, where the chief writes train/
+    if logs:  # the job's log directory: the replica tasks stream each replica's whole log there
+        spec["volumes"] = [*spec["volumes"],
+                           {"name": "logs", "mount_path": "/logs", "host_path": "{{ params.logs_dir }}"}]
     with DAG(dag_id, schedule=None, start_date=START, catchup=False, render_template_as_native_obj=True,
              params=_params(**params), tags=["tfk8s-test", "realpods"]) as dag:
         train = tf_job("train", spec=spec, shards="{{ params.shards }}", poll_interval=1,
@@ -129,6 +132,10 @@ tf2 = trainer_dag("tfk8s_rp_tf2", "tf2", {"chief": 1, "ps": 1, "worker": {"repli
 # TF1 with a TensorBoard pod: a real tensorboard process on the node agent serves the chief's summaries.
 tf1_tensorboard = trainer_dag("tfk8s_rp_tf1_tensorboard", "tf1", {"ps": 1, "worker": {"replicas": 2}},
                               evaluate=False, tensorboard=True)
+
+# TF1 logging every step into a log directory (a `logs` volume): every replica's whole log is streamed there.
+tf1_logs = trainer_dag("tfk8s_rp_tf1_logs", "tf1", {"ps": 1, "worker": {"replicas": 2}}, evaluate=False,
+                       extra_args=("--log-every", "1"), logs=True, logs_dir=Param("/nonexistent", type="string"))
 
 # TF1 with one worker whose program stops making progress after a step (--stall-after).
 tf1_stall = trainer_dag("tfk8s_rp_tf1_stall", "tf1", {"ps": 1, "worker": {"replicas": 1}}, evaluate=False,

@@ -9,12 +9,14 @@ and the agent removes their processes and namespaces, which every test checks.
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
-from tests.dagrun import states, xcom
+from tests.dagrun import states, xcom, xcom_at
 from tests.fixtures.k8s import wait_for
 from tests.fixtures.nodeagent import LOCAL_NODE_SELECTOR, LOCAL_TOLERATIONS
 from tests.realpods.support import (
@@ -221,4 +223,67 @@ def test_a_real_tensorboard_serves_the_jobs_scalars(agent, k8s_namespace, airflo
     # It never was a replica, and it is gone with the job: no pod, process, netns or directory left.
     assert set(summary["replicas"]) == {"ps-0", "worker-0", "worker-1"}
     assert xcom(dr, "train.teardown")["deleted"]["pods"] == 4
+    watch.assert_nothing_left()
+
+
+def test_every_replica_log_is_streamed_whole_and_survives_teardown(agent, k8s_namespace, airflow_db, dataset,
+                                                                   model_dir, tmp_path):
+    """With a log directory (a ``logs`` volume), each replica task streams its replica's whole log
+    into ``<dir>/<job>/<pod>.log`` while it runs: every line from the container's first to its last,
+    across a restart in place (worker-1 is SIGKILLed mid-training; a separator line marks its second
+    container), far more than teardown's 100-line tail, and teardown keeps the file as it is."""
+    import tfk8s_realpod_scenarios as s
+    core = agent.cluster.core_v1
+    logs_dir = tmp_path / "logs"
+    logs_dir.mkdir()
+    facts: dict = {}
+
+    def live_log(name: str) -> str:
+        return core.read_namespaced_pod_log(name, k8s_namespace, container="tensorflow",
+                                            _preload_content=False).data.decode()
+
+    def killer():
+        pod = wait_for(lambda: (p := watch.pod("worker-1")) and p.status.phase == "Running" and p, 300,
+                       "worker-1 running")
+        name = pod.metadata.name
+        text = wait_for(lambda: (t := live_log(name)).count(" global step ") >= 120 and t, 300,
+                        "worker-1 to log 120 steps", interval=0.2)
+        facts["first"] = text.splitlines()[0]
+        facts["killed_pid"] = agent.kill(k8s_namespace, name)
+
+    t0 = time.monotonic()
+    with JobWatch(agent, k8s_namespace) as watch:
+        done = in_background(killer)
+        dr = run_dag(s.tf1_logs, k8s_namespace, **conf(dataset, model_dir, steps=1500, step_delay=0.03,
+                                                      checkpoint_every=50, logs_dir=str(logs_dir)))
+        done(60)
+    elapsed = time.monotonic() - t0
+    summary = xcom(dr, "train.wait", "summary")
+    assert dr.state == "success", (states(dr), summary)
+    job = summary["job"]
+    teardown = xcom(dr, "train.teardown")
+    files = {key: logs_dir / job / f"{job}-{key}.log" for key in ("ps-0", "worker-0", "worker-1")}
+    assert sorted(teardown["archived"]) == sorted(str(f) for f in files.values()), teardown
+    text = files["worker-1"].read_text()
+    lines = text.splitlines()
+    steps = [line for line in lines if "worker-1 global step" in line]
+    report("log-stream", elapsed, bytes={k: f.stat().st_size for k, f in files.items()}, worker1_lines=len(lines),
+           worker1_step_lines=len(steps))
+    # The first line the container ever printed, and the program's own last line.
+    assert lines[0] == facts["first"], (lines[:3], facts["first"])
+    assert re.fullmatch(r".*worker-1 done at global step \d+ \(ran \d+ steps.*", lines[-1]), lines[-3:]
+    # Both containers of worker-1, in order, separated; far more than teardown's tail.
+    restart = next(i for i, line in enumerate(lines) if line.startswith(f"--- {job}-worker-1: container restart 1"))
+    starts = [i for i, line in enumerate(lines) if "worker-1 starts at global step" in line]
+    assert len(starts) == 2 and starts[0] < restart < starts[1], (starts, restart)
+    assert lines.count(facts["first"]) == 1
+    assert len(steps) > 200, len(steps)
+    # The replica task reported the file (what the Replica log link opens), with the size it had.
+    replica = xcom_at(dr, "train.replica", 2, "replica")  # map index 2: ps-0, worker-0, worker-1
+    assert replica["key"] == "worker-1" and replica["log"] == str(files["worker-1"])
+    assert replica["log_bytes"] == files["worker-1"].stat().st_size
+    assert xcom_at(dr, "train.replica", 2, "_link_ReplicaLogLink") == (
+        f"/tfk8s/api/runs/{dr.dag_id}/{quote(dr.run_id, safe='')}/jobs/{job}/logs/worker-1")
+    assert "worker-0 done at global step" in files["worker-0"].read_text()
+    assert "ps 0 serving at" in files["ps-0"].read_text()
     watch.assert_nothing_left()

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 import time
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 import pytest
 import requests
@@ -43,9 +43,8 @@ PARTITION = "2026-03-01"
 #: here) for TensorBoard to start and the browser to follow its link while the job trains: teardown deletes
 #: the TensorBoard with the job.
 STEPS = 15000
-#: Switch on once the sensor's trigger pushes XCom ``progress`` while the job runs. Without it the
-#: progress part runs only if a first ``progress`` is already there when the job is seen running.
-EXPECT_PROGRESS = False
+#: The sensor's trigger pushes XCom ``progress`` while the job runs: the view must show a growing step.
+EXPECT_PROGRESS = True
 #: JobProgress carries ``tensorboard_url`` once the job's TensorBoard is ready.
 EXPECT_TENSORBOARD = True
 
@@ -222,6 +221,17 @@ def test_trigger_from_the_form_and_follow_the_job_in_the_tf_jobs_view(ui_stack, 
     archived.wait_for_load_state()
     text = archived.inner_text("body")
     assert "worker-1 done at global step" in text and "worker-0 done at global step" not in text, text[-2000:]
+    # The replica task's own extra link "Replica log" (stored from the triggerer) opens the same
+    # file: the replica's whole log, from the container's first line to the program's last.
+    extra = stack.get(f"dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/train.replica/links", params={"map_index": 2})
+    log_link = extra["extra_links"]["Replica log"]
+    assert log_link == f"/tfk8s/api/runs/{DAG_ID}/{quote(run_id, safe='')}/jobs/{job}/logs/worker-1", log_link
+    whole = page.request.get(stack.url(log_link.lstrip("/")))
+    assert whole.status == 200, whole.text()
+    lines = whole.text().splitlines()
+    assert lines[0].endswith(", mode tf1") and "task worker-1 (" in lines[0], lines[:2]
+    assert re.search(r"worker-1 done at global step \d+", lines[-1]), lines[-3:]
+    assert sum(" global step " in line for line in lines) > 100  # more than teardown's 100-line tail
     # Pods share the volume: a symlink planted in place of an archived file is refused, never followed.
     (ended,) = page.request.get(stack.url(f"tfk8s/api/runs/{DAG_ID}/{run_id}/jobs")).json()["jobs"]
     planted = archive_path(env_root(stack) / "logs", job, f"{job}-worker-0")

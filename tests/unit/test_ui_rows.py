@@ -12,6 +12,7 @@ from tfk8s_airflow.ui.rows import (
     group_prefix,
     http_url,
     job_row,
+    log_roots,
     sort_rows,
     wants_pod_list,
 )
@@ -151,3 +152,22 @@ def test_the_tensorboard_link_lives_as_long_as_the_tensorboard_and_the_page_says
     assert with_tb("http://{pod_ip}:{port}/", progress=progress, run_state="success", archived=[]) == (
         None, "TensorBoard ended with the job")
     assert job_row(sources(), LINKS)["tensorboard_note"] == "no TensorBoard"
+
+
+def test_a_streamed_log_is_linked_while_the_job_runs_and_after_its_replica_task_reported_it():
+    """Replica logs streamed into the record's log directory: readable while the run runs, and
+    afterwards for each replica whose task reported its file; never a directory from elsewhere."""
+    import dataclasses
+
+    rec = dataclasses.replace(record(), log_dir="/vol/logs")
+    running = sources(record=rec, run_state="running")
+    assert log_roots(running) == {r.key: "/vol/logs" for r in rec.replicas}
+    row = job_row(running, LINKS)
+    assert row["archive"] == "streamed to /vol/logs while the replicas run"
+    assert all(r["archive_url"] for r in row["replicas"])
+    w1 = rec.replicas[2]
+    results = {2: ReplicaResult(key=w1.key, pod=w1.pod, state="succeeded", reason="", log=f"/vol/logs/x/{w1.pod}.log")}
+    ended = sources(record=rec, run_state="failed", archived=None, results=results)
+    assert log_roots(ended) == {"worker-1": "/vol/logs"}
+    # No log directory in the record: nothing is readable before teardown reports files.
+    assert log_roots(sources(run_state="running")) == {}

@@ -61,3 +61,24 @@ def test_only_regular_files_and_single_segment_names(tmp_path):
             read_archived_log(str(tmp_path), job, pod)
     with pytest.raises(FileNotFoundError):
         read_archived_log(str(tmp_path), "j", "missing")
+
+
+def test_a_streamed_log_begins_by_replacing_what_a_pod_planted_and_only_a_plain_file_counts_as_streamed(tmp_path):
+    """start_log replaces whatever is at the name (a link is replaced, never written through);
+    streamed_size counts only a non-empty regular file of one link, so teardown writes its tail
+    over anything else."""
+    from tfk8s_airflow.volume.logs import append_log, start_log, streamed_size
+
+    (tmp_path / "j").mkdir()
+    target = tmp_path / "dag.py"
+    target.write_text("dags stay as they are")
+    os.symlink(target, tmp_path / "j" / "p.log")
+    assert streamed_size(tmp_path, "j", "p") is None
+    start_log(tmp_path, "j", "p")
+    assert not (tmp_path / "j" / "p.log").is_symlink() and target.read_text() == "dags stay as they are"
+    assert streamed_size(tmp_path, "j", "p") is None  # empty: nothing was streamed
+    assert append_log(tmp_path, "j", "p", b"first line\n") == 11
+    assert streamed_size(tmp_path, "j", "p") == 11
+    os.link(tmp_path / "j" / "p.log", tmp_path / "elsewhere")  # a second name: not its own file any more
+    assert streamed_size(tmp_path, "j", "p") is None
+    assert streamed_size(tmp_path / "missing", "j", "p") is None

@@ -130,6 +130,7 @@ class ReplicaState:
     attempt: int = 1  # tfk8s.io/attempt: group restarts and replacements count up
     deleting: bool = False  # has a deletionTimestamp: someone (not teardown, which runs after the sensor) deletes it
     init_failure: ContainerFailure | None = None
+    container_id: str | None = None  # the training container running or terminated now (None while waiting)
     created: float | None = None
     started: float | None = None
     finished: float | None = None
@@ -273,7 +274,7 @@ def replica_state(pod: Any) -> ReplicaState | None:
     if _get(pod, "spec", "schedulingGates"):
         gated = True
     cs = next((c for c in (_get(status, "containerStatuses") or []) if _get(c, "name") == CONTAINER_NAME), None)
-    exit_code = last_exit = waiting = waiting_msg = started = finished = message = None
+    exit_code = last_exit = waiting = waiting_msg = started = finished = message = container_id = None
     restarts = 0
     oom = False
     if cs is not None:
@@ -287,6 +288,8 @@ def replica_state(pod: Any) -> ReplicaState | None:
         running = _get(cs, "state", "running")
         if running is not None:
             started = _ts(_get(running, "startedAt"))
+        if running is not None or term is not None:
+            container_id = _get(cs, "containerID") or None
         wait = _get(cs, "state", "waiting")
         if wait is not None:
             waiting, waiting_msg = _get(wait, "reason"), _get(wait, "message")
@@ -303,6 +306,7 @@ def replica_state(pod: Any) -> ReplicaState | None:
         last_exit_code=last_exit, waiting_reason=waiting, waiting_message=waiting_msg,
         unschedulable=unschedulable, gated=gated, reason=_get(status, "reason"), message=message,
         node=_get(pod, "spec", "nodeName"), has_command=bool(_get(container, "command")), init_failure=init_failure,
+        container_id=container_id,
         disruption=_short(disruption), oom=oom, attempt=_int(labels.get(LABEL_ATTEMPT), 1),
         deleting=_get(pod, "metadata", "deletionTimestamp") is not None,
         created=_ts(_get(pod, "metadata", "creationTimestamp")),

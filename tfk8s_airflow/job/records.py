@@ -138,6 +138,8 @@ class ReplicaResult:
     restarts: int = 0
     node: str | None = None
     failure_class: str | None = None
+    log: str | None = None  # the file its whole log was streamed to (None: not streamed)
+    log_bytes: int | None = None  # that file's size when the replica task ended
 
     def to_xcom(self) -> dict[str, Any]:
         return {**asdict(self), "version": RECORD_VERSION}

@@ -74,13 +74,15 @@ def _flatten(overrides: Mapping[str, Any] | None, prefix: str = "") -> list[str]
 
 def job_record(spec: TFJobSpec, names: JobNames, replicas: Sequence[Replica], *, policy: JobPolicy,
                has_shards: bool, kubernetes_conn_id: str | None, poll_interval: float,
-               created_at: float | None = None, tensorboard_url: str | None = None) -> JobRecord:
+               created_at: float | None = None, tensorboard_url: str | None = None,
+               log_dir: str | None = None) -> JobRecord:
     """The XCom record of one job run: names, the replica plan (in map-index order), the policy.
 
     ``tensorboard_url``: the deployment's template (``[tfk8s] tensorboard_url``), kept with what is
-    known now filled in, when the spec has a TensorBoard.
+    known now filled in, when the spec has a TensorBoard. ``log_dir``: the job's log directory
+    (the DAG's ``archive_dir``); default: the ``logs`` volume's host path.
     """
-    log_dir = next((v.host_path for v in spec.volumes if v.name == LOGS_VOLUME and v.host_path), None)
+    log_dir = log_dir or next((v.host_path for v in spec.volumes if v.name == LOGS_VOLUME and v.host_path), None)
     model = next((v for v in spec.volumes if v.name == MODEL_VOLUME and v.host_path), None)
     model_dir = None
     tb = spec.tensorboard

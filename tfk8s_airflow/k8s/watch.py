@@ -400,6 +400,11 @@ class JobWatch:
         return (meta.get("annotations") or {}).get(SIMULATED_NODE_ANNOTATION) == "fake"
 
     # ------------------------------------------------------------------ logs
+    def open_api(self) -> Any:
+        """A connection of its own (an async context manager yielding an ``ApiClient``), for a
+        long request such as a followed log that must not hold the poll loop's."""
+        return self._hook_factory().get_conn()
+
     async def read_log(self, pod: str, container: str, *, max_bytes: int, tail_lines: int = 5000,
                        previous: bool = False, tail_only: bool = False) -> BoundedLog:
         """A replica's log, bounded.

@@ -6,7 +6,9 @@ its replica's pod, found by the provider's own task-instance labels (``find_pod`
 waits for it deferrably. It ends with the replica's own outcome: a tracked replica (chief,
 worker, evaluator) succeeds or fails with its exit code and reason; an untracked one (a PS,
 a TF2 worker) succeeds when the job ended with it healthy and fails if it died first. Its
-task log holds the replica's log (bounded, see :class:`~tfk8s_airflow.triggers.job.TFReplicaTrigger`).
+task log holds the replica's log (bounded, see :class:`~tfk8s_airflow.triggers.job.TFReplicaTrigger`);
+when the job has a log directory, the whole log is streamed there and the task's **Replica log**
+extra link opens it (:mod:`tfk8s_airflow.k8s.logstream`).
 
 By default (``start_from_trigger``) the task starts in the triggerer and ends there: no
 worker process is spent on a replica, however many there are, and a killed or restarted
@@ -31,6 +33,7 @@ from airflow.triggers.base import StartTriggerArgs
 
 from tfk8s_airflow.contract import CONTAINER_NAME
 from tfk8s_airflow.job.records import SKIPPED, SUCCEEDED, JobRecord, TriggerOutcome
+from tfk8s_airflow.links import ReplicaLogLink, replica_log_url, store_link
 from tfk8s_airflow.operators.base import fail_permanently
 from tfk8s_airflow.triggers.job import TFReplicaTrigger
 
@@ -46,6 +49,7 @@ class TFReplicaPodOperator(KubernetesPodOperator):
     """
 
     ui_color = "#c9e4ff"
+    operator_extra_links = (ReplicaLogLink(),)
     template_fields: Sequence[str] = ("job",)
     start_from_trigger = True
     start_trigger_args = StartTriggerArgs(
@@ -86,8 +90,19 @@ class TFReplicaPodOperator(KubernetesPodOperator):
             outcome = TriggerOutcome.from_payload(event)
         if outcome.replica is not None:
             context["ti"].xcom_push(key="replica", value=outcome.replica.to_xcom())
+            self._store_log_link(context, outcome.replica.key)
         if outcome.state == SUCCEEDED:
             return None
         if outcome.state == SKIPPED:
             raise AirflowSkipException(outcome.reason)
         raise AirflowFailException(outcome.reason)
+
+    def _store_log_link(self, context: Any, key: str) -> None:
+        """The replica log link (deferred from a worker; from the triggerer, the trigger stores it)."""
+        try:
+            record = JobRecord.from_xcom(self.job)
+        except Exception:  # noqa: BLE001 - no record here, no link: the outcome stands
+            return
+        if record.log_dir:
+            store_link(context["ti"], ReplicaLogLink,
+                       replica_log_url(context["dag"].dag_id, context["run_id"], record.job, key))

@@ -81,9 +81,12 @@ class TFJobSetupOperator(BaseOperator):
     :param replica_task_id: the replica tasks' id (their pods get its task labels).
     :param poll_interval: seconds between the job watch's LISTs (recorded for the triggers).
     :param create_concurrency: parallel create/patch requests of the batch.
+    :param log_dir: the job's log directory, where the replica tasks stream each replica's whole log
+        and teardown archives (default: the spec's ``logs`` volume's host path). A directory the
+        triggerer and the workers see; the pods need not mount it.
     """
 
-    template_fields: Sequence[str] = ("spec", "shards", "overrides")
+    template_fields: Sequence[str] = ("spec", "shards", "overrides", "log_dir")
     template_ext: Sequence[str] = ()
     ui_color = "#ffe8b3"
 
@@ -91,7 +94,7 @@ class TFJobSetupOperator(BaseOperator):
                  kubernetes_conn_id: str = "kubernetes_default", job_group: str | None = None,
                  max_replicas: int | None = None, check_quota: bool = True, replica_task_id: str | None = None,
                  poll_interval: float = 5.0, create_concurrency: int = DEFAULT_CONCURRENCY,
-                 **kwargs: Any) -> None:
+                 log_dir: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.spec = as_spec_input(spec)
         self.shards = shards
@@ -103,6 +106,7 @@ class TFJobSetupOperator(BaseOperator):
         self.replica_task_id = replica_task_id
         self.poll_interval = poll_interval
         self.create_concurrency = create_concurrency
+        self.log_dir = log_dir
 
     def execute(self, context: Any) -> list[dict[str, str]]:
         with fail_permanently():  # spec errors and Kubernetes 4xx never retry
@@ -174,7 +178,7 @@ class TFJobSetupOperator(BaseOperator):
         judged_by = JobPolicy.from_spec(spec, active_deadline=deadline)
         record: JobRecord = job_record(spec, names, replicas, policy=judged_by, has_shards=shards is not None,
                                        kubernetes_conn_id=self.kubernetes_conn_id, poll_interval=self.poll_interval,
-                                       tensorboard_url=policy.tensorboard_url)
+                                       tensorboard_url=policy.tensorboard_url, log_dir=self.log_dir or None)
         context["ti"].xcom_push(key="job", value=record.to_xcom())
         return [{"replica": ref.key} for ref in record.replicas]
 

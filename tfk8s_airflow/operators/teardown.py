@@ -1,5 +1,10 @@
 """Teardown of a TF job: archive every replica's log tail, then delete everything of it.
 
+A replica whose task streamed its whole log into the job's log directory
+(:mod:`tfk8s_airflow.k8s.logstream`) keeps that file: teardown neither reads its log again nor
+replaces it, so teardown never waits on a huge log. The tail below is the fallback for
+replicas whose log was not streamed (no log directory visible to the triggerer, a simulated node).
+
 Why archive first: TFJob users lost the logs of failed and healthy peers at
 cleanup (kubeflow/training-operator#536, #877, #1059). Each replica task has already
 written its replica's log into its own task log; when the job has an archive
@@ -37,7 +42,8 @@ class TFJobTeardownOperator(BaseOperator):
 
     :param job: the job record returned by :class:`TFJobSetupOperator` (XComArg).
     :param log_tail_lines: lines archived per replica.
-    :param archive_dir: directory for archived logs (default: the spec's ``logs`` host path).
+    :param archive_dir: directory for archived logs (default: the record's log directory: ``tf_job``'s
+        ``archive_dir``, else the spec's ``logs`` host path).
     :param grace_period_seconds: grace given to replicas on delete.
     :param wait_timeout: seconds to wait for the objects to be gone.
     """
@@ -81,8 +87,15 @@ class TFJobTeardownOperator(BaseOperator):
         if root is None:
             self.log.info("no archive directory (archive_dir, or a 'logs' volume with a host path): the replicas' "
                           "logs are in the replica tasks' logs")
+        streamed_root = root if root is not None and record.log_dir and str(root) == record.log_dir else None
         for pod in pods:
             name = pod.metadata.name
+            size = logs.streamed_size(streamed_root, job, name) if streamed_root is not None else None
+            if size is not None and streamed_root is not None:
+                # Its replica task streamed the whole log here: kept as it is, not read again.
+                self.log.info("log of %s: streamed in full by its replica task (%d bytes), kept", name, size)
+                archived.append(str(streamed_root / logs.log_path(job, name)))
+                continue
             text, error = client.try_log_tail(ns, name, self.log_tail_lines)
             if error is not None:
                 text = f"<log unavailable: {error}>"

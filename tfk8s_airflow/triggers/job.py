@@ -16,6 +16,8 @@ triggerer, pulled from the XCom ``job`` of the setup task beside this one (``<gr
 
 from __future__ import annotations
 
+import asyncio
+import os
 import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -24,13 +26,29 @@ from airflow.triggers.base import BaseTrigger, TaskFailedEvent, TaskSkippedEvent
 
 from tfk8s_airflow.contract import CONTAINER_NAME
 from tfk8s_airflow.exceptions import KubernetesApiError, RecordError
-from tfk8s_airflow.job.judge import FAILED, RUNNING, SUCCEEDED, JobPolicy, JobStatus, replica_outcome
+from tfk8s_airflow.job.judge import FAILED, RUNNING, SUCCEEDED, JobPolicy, JobStatus, ReplicaState, replica_outcome
 from tfk8s_airflow.job.records import FAILED as OUT_FAILED
-from tfk8s_airflow.job.records import SKIPPED, TIMED_OUT, JobProgress, JobRecord, ReplicaResult, TriggerOutcome
+from tfk8s_airflow.job.records import (
+    SKIPPED,
+    TIMED_OUT,
+    JobProgress,
+    JobRecord,
+    ReplicaRef,
+    ReplicaResult,
+    TriggerOutcome,
+)
 from tfk8s_airflow.job.records import SUCCEEDED as OUT_SUCCEEDED
 from tfk8s_airflow.job.tensorboard import tensorboard_url
+from tfk8s_airflow.k8s.logstream import Incarnation, LogFollower
 from tfk8s_airflow.k8s.watch import JobWatch, Snapshot, watch_job
-from tfk8s_airflow.links import TensorBoardLink, astore_link, axcom_push, link_xcom
+from tfk8s_airflow.links import (
+    ReplicaLogLink,
+    TensorBoardLink,
+    astore_link,
+    axcom_push,
+    link_xcom,
+    replica_log_url,
+)
 
 __all__ = ["TFJobTrigger", "TFReplicaTrigger", "DEFAULT_LOG_BYTES", "WAITING_LOG_INTERVAL_S", "job_progress"]
 
@@ -40,6 +58,10 @@ DEFAULT_LOG_BYTES = 1 << 20
 WAITING_LOG_INTERVAL_S = 60.0
 #: The sensor refreshes its XCom ``progress`` this often while the job runs.
 PROGRESS_PUSH_S = 10.0
+#: Seconds a replica task waits, once its replica ended, for the last of its log to be streamed.
+LOG_DRAIN_S = 10.0
+#: The same for an untracked replica still running when the job ended (teardown stops it).
+LOG_DRAIN_RUNNING_S = 2.0
 
 
 def _progress_text(snap: Snapshot) -> str:
@@ -334,43 +356,103 @@ class TFReplicaTrigger(_JobTriggerBase):
         kind = "tracked" if ref.tracked else "untracked: it ends with the job"
         self.log.info("replica %s of TF job %s: pod %s/%s (%s)", ref.key, record.job, record.namespace, ref.pod, kind)
         async with self._watch(record) as watch:
-            last = ""
-            attempts_said = 0
-            async for snap in watch.snapshots():
-                if snap.error is not None:
-                    if snap.permanent:
-                        reason = f"cannot watch job {record.job}: {snap.error}"
-                        self.log.error("%s", reason)
-                        yield self._end(TriggerOutcome("replica", OUT_FAILED, reason), {})
-                        return
-                    continue
-                status = snap.status
-                assert status is not None
-                for attempt in snap.attempts[attempts_said:]:
-                    mine = not attempt.replicas or ref.key in attempt.replicas
-                    self.log.warning("attempt %d of TF job %s (%s): %s%s", attempt.number, record.job,
-                                     attempt.failure_class, attempt.reason,
-                                     f"; {ref.key} was recreated" if mine else f"; {ref.key} kept running")
-                attempts_said = len(snap.attempts)
-                if snap.restarting:
-                    continue
-                st = status.replicas.get(ref.key)
-                now = st.describe() if st is not None else f"{ref.key}: no pod"
-                if now != last:
-                    self.log.info("%s", now)
-                    last = now
-                outcome = replica_outcome(status, ref.key, ref.tracked)
-                if outcome is None:
-                    continue
-                result = ReplicaResult(key=ref.key, pod=ref.pod, state=outcome.state, reason=outcome.reason,
-                                       phase=st.phase if st else "", exit_code=st.exit_code if st else None,
-                                       restarts=st.restarts if st else 0, node=st.node if st else None)
-                if st is not None:
-                    container = (status.failed_container if status.failed_pod == st.pod and status.failed_container
-                                 else CONTAINER_NAME)
-                    self.log.info("%s", await self._log_of(watch, ref.pod, container, st.restarts, record))
-                say = self.log.info if outcome.state != OUT_FAILED else self.log.error
-                say("replica %s %s: %s", ref.key, outcome.state, outcome.reason)
-                yield self._end(TriggerOutcome("replica", outcome.state, outcome.reason, replica=result),
-                                {"replica": result.to_xcom()})
-                return
+            follower = await self._follower(record, ref, watch)
+            link = await self._log_link(record, ref) if record.log_dir else {}
+            try:
+                async for event in self._follow_replica(record, ref, watch, follower, link):
+                    yield event
+                    return
+            finally:
+                if follower is not None:
+                    await follower.close(0)
+
+    async def _follow_replica(self, record: JobRecord, ref: ReplicaRef, watch: JobWatch,
+                              follower: LogFollower | None, link: dict[str, str]) -> AsyncIterator[TriggerEvent]:
+        """The replica's snapshots until its outcome: one event."""
+        last = ""
+        attempts_said = 0
+        async for snap in watch.snapshots():
+            if snap.error is not None:
+                if snap.permanent:
+                    reason = f"cannot watch job {record.job}: {snap.error}"
+                    self.log.error("%s", reason)
+                    yield self._end(TriggerOutcome("replica", OUT_FAILED, reason), {})
+                    return
+                continue
+            status = snap.status
+            assert status is not None
+            for attempt in snap.attempts[attempts_said:]:
+                mine = not attempt.replicas or ref.key in attempt.replicas
+                self.log.warning("attempt %d of TF job %s (%s): %s%s", attempt.number, record.job,
+                                 attempt.failure_class, attempt.reason,
+                                 f"; {ref.key} was recreated" if mine else f"; {ref.key} kept running")
+            attempts_said = len(snap.attempts)
+            if snap.restarting:
+                continue
+            st = status.replicas.get(ref.key)
+            now = st.describe() if st is not None else f"{ref.key}: no pod"
+            if now != last:
+                self.log.info("%s", now)
+                last = now
+            if follower is not None and st is not None:
+                await self._feed(follower, watch, st)
+            outcome = replica_outcome(status, ref.key, ref.tracked)
+            if outcome is None:
+                continue
+            streamed = None
+            if follower is not None:
+                await follower.close(LOG_DRAIN_RUNNING_S if st is not None and st.phase == "Running"
+                                     else LOG_DRAIN_S)
+                if follower.written:
+                    streamed = follower.path
+                    self.log.info("the whole log of %s (%d bytes) is in %s", ref.pod, follower.written,
+                                  follower.path)
+            result = ReplicaResult(key=ref.key, pod=ref.pod, state=outcome.state, reason=outcome.reason,
+                                   phase=st.phase if st else "", exit_code=st.exit_code if st else None,
+                                   restarts=st.restarts if st else 0, node=st.node if st else None,
+                                   log=streamed, log_bytes=follower.written if streamed and follower else None)
+            if st is not None:
+                container = (status.failed_container if status.failed_pod == st.pod and status.failed_container
+                             else CONTAINER_NAME)
+                self.log.info("%s", await self._log_of(watch, ref.pod, container, st.restarts, record))
+            say = self.log.info if outcome.state != OUT_FAILED else self.log.error
+            say("replica %s %s: %s", ref.key, outcome.state, outcome.reason)
+            yield self._end(TriggerOutcome("replica", outcome.state, outcome.reason, replica=result),
+                            {"replica": result.to_xcom(), **link})
+            return
+
+    async def _follower(self, record: JobRecord, ref: ReplicaRef, watch: JobWatch) -> LogFollower | None:
+        """A follower of the replica's log when the job has a log directory this process sees."""
+        if not record.log_dir:
+            return None
+        if not await asyncio.to_thread(os.path.isdir, record.log_dir):
+            self.log.info("the log of %s is not streamed: the job's log directory %s is not visible here (mount "
+                          "the logs volume on the triggerer, or rely on teardown's tail)", ref.pod, record.log_dir)
+            return None
+        self.log.info("streaming the whole log of %s to %s/%s/%s.log", ref.pod, record.log_dir, record.job, ref.pod)
+        return LogFollower(open_api=watch.open_api, namespace=record.namespace, pod=ref.pod,
+                           container=CONTAINER_NAME, log_dir=record.log_dir, job=record.job)
+
+    async def _log_link(self, record: JobRecord, ref: ReplicaRef) -> dict[str, str]:
+        """The replica log link's XCom (pushed now from the triggerer, so it works while the replica
+        runs, and returned for the end event)."""
+        ti = self.task_instance
+        if ti is None or not getattr(ti, "run_id", None):
+            return {}  # deferred from a worker (dag.test()): execute_complete stores the link
+        link = link_xcom(ReplicaLogLink, replica_log_url(ti.dag_id, ti.run_id, record.job, ref.key))
+        if hasattr(ti, "axcom_pull"):
+            try:
+                await astore_link(ti, ReplicaLogLink, next(iter(link.values()), None))
+            except Exception as exc:  # noqa: BLE001 - a link is informative: never fail the replica for it
+                self.log.warning("storing the replica log link failed: %s: %s", type(exc).__name__, exc)
+        return link
+
+    async def _feed(self, follower: LogFollower, watch: JobWatch, st: ReplicaState) -> None:
+        """Tell the follower which container runs; none on a simulated node (no log there)."""
+        if st.container_id is None:  # not started yet, or waiting to restart
+            follower.update(None, running=False)
+            return
+        if st.node and await watch.is_simulated(st.node):
+            return
+        running = st.phase == "Running" and st.exit_code is None
+        follower.update(Incarnation(st.created, st.container_id, st.restarts), running=running)

@@ -6,5 +6,6 @@ pods); ``app`` is the FastAPI app the plugin mounts, with Airflow's auth manager
 sees what; ``static/`` holds the page.
 """
 
-#: Where the api-server mounts the view's app (the plugin's ``fastapi_apps``).
-PREFIX = "/tfk8s"
+from tfk8s_airflow.viewpaths import PREFIX
+
+__all__ = ["PREFIX"]

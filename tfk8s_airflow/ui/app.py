@@ -32,7 +32,7 @@ from fastapi.staticfiles import StaticFiles
 
 from tfk8s_airflow.exceptions import DataError
 from tfk8s_airflow.ui import PREFIX
-from tfk8s_airflow.ui.rows import JobSources, Links, archive_roots, job_row, sort_rows
+from tfk8s_airflow.ui.rows import JobSources, Links, job_row, log_roots, sort_rows
 from tfk8s_airflow.ui.sources import DEFAULT_LIMIT, find_jobs
 from tfk8s_airflow.volume.logs import read_archived_log
 
@@ -119,20 +119,23 @@ def run_jobs(request: Request, dag_id: str, run_id: str, user: UserDep, session:
 
 @app.get("/api/runs/{dag_id}/{run_id}/jobs/{job}/logs/{replica}", response_class=PlainTextResponse)
 def archived_log(dag_id: str, run_id: str, job: str, replica: str, user: UserDep, session: SessionDep) -> Response:
-    """One replica's archived log, as text: only the file teardown reported for that replica."""
+    """One replica's log file, as text: the file teardown reported for that replica, else the one its
+    replica task streams into the job's log directory (the record's, never a path from a request)."""
     _require(user, dag_id, DagAccessEntity.TASK_LOGS)
     src = next((j for j in find_jobs(session, {dag_id}, run=(dag_id, run_id), list_pods=False)
                 if j.record.job == job), None)
     if src is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no TF job {job!r} in run {run_id!r} of {dag_id!r}")
-    root = archive_roots(src).get(replica)
+    root = log_roots(src).get(replica)
     if root is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"the log of {replica!r} of {job!r} is not archived")
+        raise HTTPException(status.HTTP_404_NOT_FOUND,
+                            f"the log of {replica!r} of {job!r} is neither archived nor streamed")
     pod = src.record.replica_by_key(replica).pod
     try:
         log = read_archived_log(root, job, pod)
     except FileNotFoundError:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"the archived log of {replica!r} is gone") from None
+        raise HTTPException(status.HTTP_404_NOT_FOUND,
+                            f"no log file of {replica!r} (gone, or not written yet)") from None
     except (DataError, NotADirectoryError, PermissionError) as exc:
         raise HTTPException(status.HTTP_403_FORBIDDEN, f"refused: {exc}") from None
     return PlainTextResponse(log.text, headers={**LOG_HEADERS, "X-Archive-Size": str(log.size),

@@ -19,6 +19,7 @@ from urllib.parse import quote, urlencode
 from tfk8s_airflow.job.records import JobProgress, JobRecord, ReplicaResult
 from tfk8s_airflow.job.tensorboard_url import http_url
 from tfk8s_airflow.ui import PREFIX
+from tfk8s_airflow.viewpaths import replica_log_path
 from tfk8s_airflow.volume.logs import archive_path, archive_root_of
 
 #: The task ids of a group, after its prefix (``train.``): what the view reads from each.
@@ -87,8 +88,7 @@ class Links:
         return f"{base}?{urlencode({'try_number': try_number})}" if try_number > 0 else base
 
     def archived_log(self, dag_id: str, run_id: str, job: str, replica: str) -> str:
-        return (f"{self.app.rstrip('/')}/api/runs/{quote(dag_id, safe='')}/{quote(run_id, safe='')}"
-                f"/jobs/{quote(job, safe='')}/logs/{quote(replica, safe='')}")
+        return replica_log_path(self.app, dag_id, run_id, job, replica)
 
 
 def archive_roots(src: JobSources) -> dict[str, str]:
@@ -99,6 +99,20 @@ def archive_roots(src: JobSources) -> dict[str, str]:
             root = archive_root_of(str(path), src.record.job, ref.pod)
             if root is not None and str(archive_path(root, src.record.job, ref.pod)) == str(path):
                 roots[ref.key] = root
+    return roots
+
+
+def log_roots(src: JobSources) -> dict[str, str]:
+    """Replica key -> the directory its log file is read from: teardown's archive, else the job's
+    log directory (the record's, from the validated spec) where the replica task streamed the log
+    (its result says so) or while the job runs (the replica tasks stream it there)."""
+    roots = archive_roots(src)
+    live = src.archived is None and src.run_state in RUNNING_RUN_STATES
+    if src.record.log_dir:
+        for map_index, ref in enumerate(src.record.replicas):
+            result = src.results.get(map_index)
+            if ref.key not in roots and (live or (result is not None and result.log)):
+                roots[ref.key] = src.record.log_dir
     return roots
 
 
@@ -152,8 +166,9 @@ def _archive_state(src: JobSources, roots: Mapping[str, str]) -> str:
     if roots:
         return "archived"
     if src.archived is None and src.run_state in RUNNING_RUN_STATES:
-        where = f" under {src.record.log_dir}" if src.record.log_dir else " when the group has an archive directory"
-        return f"not archived yet (teardown archives them{where})"
+        if src.record.log_dir:
+            return f"streamed to {src.record.log_dir} while the replicas run"
+        return "not archived yet (teardown archives them when the group has an archive directory)"
     return "not archived"
 
 
@@ -164,6 +179,7 @@ def job_row(src: JobSources, links: Links) -> dict[str, Any]:
     summary_replicas = (src.summary or {}).get("replicas") or {}
     progress_replicas = src.progress.replicas if src.progress is not None else {}
     roots = archive_roots(src)
+    readable = log_roots(src)
     replicas = []
     for map_index, ref in enumerate(src.record.replicas):
         result = src.results.get(map_index)
@@ -180,7 +196,7 @@ def job_row(src: JobSources, links: Links) -> dict[str, Any]:
             "result": result.state if result is not None else None,
             "log_url": links.task_log(src.dag_id, src.run_id, src.task_id(REPLICA), map_index, try_number),
             "archive_url": (links.archived_log(src.dag_id, src.run_id, src.record.job, ref.key)
-                            if ref.key in roots else None),
+                            if ref.key in readable else None),
         })
     return {
         "dag_id": src.dag_id, "run_id": src.run_id, "run_state": src.run_state,

@@ -14,6 +14,7 @@ head and the tail of a large one.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Literal
@@ -21,8 +22,8 @@ from typing import BinaryIO, Literal
 from tfk8s_airflow.exceptions import PathSafetyError
 from tfk8s_airflow.volume import safe
 
-__all__ = ["log_path", "archive_path", "archive_root_of", "archive_tail", "append_log", "read_archived_log",
-           "ArchivedLog", "Outcome"]
+__all__ = ["log_path", "archive_path", "archive_root_of", "archive_tail", "append_log", "start_log",
+           "streamed_size", "read_archived_log", "ArchivedLog", "Outcome"]
 
 #: Bytes of one archived log a reader returns at most (its head and its tail beyond this).
 DEFAULT_READ_LIMIT = 2 * 1024 * 1024
@@ -72,6 +73,35 @@ def append_log(log_dir: str | os.PathLike[str], job: str, pod: str, data: bytes)
     rel = log_path(job, pod)
     with safe.SafeDir.open(log_dir, create=True) as d:
         return d.append(rel, data, make_parents=True)
+
+
+def start_log(log_dir: str | os.PathLike[str], job: str, pod: str, data: bytes = b"") -> None:
+    """Begin a streamed log: ``<log_dir>/<job>/<pod>.log`` replaced atomically by ``data``.
+
+    Whatever was at the name before (a pod's planted file, a link, an older run's archive) is
+    replaced, never written through; the stream then appends with :func:`append_log`.
+    """
+    rel = log_path(job, pod)
+    with safe.SafeDir.open(log_dir, create=True) as d:
+        d.write_atomic(rel, data, make_parents=True)
+
+
+def streamed_size(log_dir: str | os.PathLike[str], job: str, pod: str) -> int | None:
+    """The size of a replica's log file when it is a non-empty regular file of one link, else None.
+
+    Teardown keeps such a file (the replica trigger streamed the whole log into it) instead of
+    replacing it with a tail. A link or anything else in the way is reported as None: teardown
+    then writes the tail, which replaces the name without following it.
+    """
+    rel = log_path(job, pod)
+    try:
+        with safe.SafeDir.open(log_dir) as d:
+            st = d.lstat(rel)
+    except (PathSafetyError, FileNotFoundError, NotADirectoryError):
+        return None
+    if st is None or not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_size == 0:
+        return None
+    return st.st_size
 
 
 def archive_path(log_dir: str | os.PathLike[str], job: str, pod: str) -> Path:
