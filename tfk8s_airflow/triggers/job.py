@@ -17,7 +17,6 @@ triggerer, pulled from the XCom ``job`` of the setup task beside this one (``<gr
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -25,7 +24,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TaskFailedEvent, TaskSkippedEvent, TaskSuccessEvent, TriggerEvent
 
 from tfk8s_airflow.contract import CONTAINER_NAME
-from tfk8s_airflow.exceptions import KubernetesApiError, RecordError
+from tfk8s_airflow.exceptions import DataError, KubernetesApiError, RecordError
 from tfk8s_airflow.job.judge import FAILED, RUNNING, SUCCEEDED, JobPolicy, JobStatus, ReplicaState, replica_outcome
 from tfk8s_airflow.job.records import FAILED as OUT_FAILED
 from tfk8s_airflow.job.records import (
@@ -49,6 +48,7 @@ from tfk8s_airflow.links import (
     link_xcom,
     replica_log_url,
 )
+from tfk8s_airflow.volume import logs
 
 __all__ = ["TFJobTrigger", "TFReplicaTrigger", "DEFAULT_LOG_BYTES", "WAITING_LOG_INTERVAL_S", "job_progress"]
 
@@ -425,9 +425,11 @@ class TFReplicaTrigger(_JobTriggerBase):
         """A follower of the replica's log when the job has a log directory this process sees."""
         if not record.log_dir:
             return None
-        if not await asyncio.to_thread(os.path.isdir, record.log_dir):
-            self.log.info("the log of %s is not streamed: the job's log directory %s is not visible here (mount "
-                          "the logs volume on the triggerer, or rely on teardown's tail)", ref.pod, record.log_dir)
+        try:
+            await asyncio.to_thread(logs.open_log_dir, record.log_dir)
+        except (OSError, DataError) as exc:
+            self.log.info("the log of %s is not streamed: the job's log directory %s cannot be used here (%s; "
+                          "mount it on the triggerer, or rely on teardown's tail)", ref.pod, record.log_dir, exc)
             return None
         self.log.info("streaming the whole log of %s to %s/%s/%s.log", ref.pod, record.log_dir, record.job, ref.pod)
         return LogFollower(open_api=watch.open_api, namespace=record.namespace, pod=ref.pod,

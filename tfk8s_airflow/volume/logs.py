@@ -23,7 +23,7 @@ from tfk8s_airflow.exceptions import PathSafetyError
 from tfk8s_airflow.volume import safe
 
 __all__ = ["log_path", "archive_path", "archive_root_of", "archive_tail", "append_log", "start_log",
-           "streamed_size", "read_archived_log", "ArchivedLog", "Outcome"]
+           "open_log_dir", "streamed_size", "read_archived_log", "ArchivedLog", "Outcome"]
 
 #: Bytes of one archived log a reader returns at most (its head and its tail beyond this).
 DEFAULT_READ_LIMIT = 2 * 1024 * 1024
@@ -73,6 +73,13 @@ def append_log(log_dir: str | os.PathLike[str], job: str, pod: str, data: bytes)
     rel = log_path(job, pod)
     with safe.SafeDir.open(log_dir, create=True) as d:
         return d.append(rel, data, make_parents=True)
+
+
+def open_log_dir(log_dir: str | os.PathLike[str]) -> None:
+    """Make the job's log directory when missing (as teardown does) and check it is a directory;
+    raises ``OSError`` or :class:`PathSafetyError` when it cannot be."""
+    with safe.SafeDir.open(log_dir, create=True):
+        pass
 
 
 def start_log(log_dir: str | os.PathLike[str], job: str, pod: str, data: bytes = b"") -> None:
