@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import os
 import re
 import time
 from collections.abc import AsyncIterator, Callable
@@ -33,12 +32,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfk8s_airflow.contract import CONTAINER_NAME, PROGRESS_PREFIX
-from tfk8s_airflow.exceptions import KubernetesApiError, PermanentKubernetesApiError
+from tfk8s_airflow.exceptions import DataError, KubernetesApiError, PermanentKubernetesApiError
 from tfk8s_airflow.job.judge import FAILED, RUNNING, STALLED, JobPolicy, JobStatus, evaluate
 from tfk8s_airflow.job.records import Attempt, JobRecord, ProgressPoint
 from tfk8s_airflow.job.recovery import FAIL, REPLACE, RESTART_GROUP, Progress, RecoveryPolicy, decide
 from tfk8s_airflow.job.tensorboard import TensorBoardState, tensorboard_state
 from tfk8s_airflow.k8s.client import wrap_api_error
+from tfk8s_airflow.volume.safe import SafeDir
 
 #: Consecutive failed polls after which the watch gives up (the API is unreachable).
 MAX_CONSECUTIVE_ERRORS = 10
@@ -119,23 +119,21 @@ def parse_progress(text: str) -> dict[str, Any] | None:
 
 
 def checkpoint_step(model_dir: str) -> int | None:
-    """The step of the chief's newest checkpoint, from TensorFlow's ``checkpoint`` file.
+    """The step of the chief's newest checkpoint, from TensorFlow's ``checkpoint`` file; None
+    while there is none (no model directory or no ``checkpoint`` file yet, or no step in it).
 
-    The file was written by a training pod on the shared volume: it is opened without following a
-    link, must be a regular file, and at most :data:`CHECKPOINT_FILE_MAX` bytes are read as text.
+    The file was written by a training pod on the shared volume, so it is read through
+    :class:`~tfk8s_airflow.volume.safe.SafeDir`: a symbolic link, a FIFO, a device or a file
+    of several hard links at ``checkpoint`` is refused without being followed or opened for a
+    blocking read, and a file larger than :data:`CHECKPOINT_FILE_MAX` bytes is not read.
+    A refusal raises :class:`~tfk8s_airflow.exceptions.DataError` (a PathSafetyError for
+    what is not a regular file of one link), so the watch can say so once.
     """
     try:
-        fd = os.open(os.path.join(model_dir, "checkpoint"), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with SafeDir.open(model_dir) as d:
+            text = d.read_bytes("checkpoint", CHECKPOINT_FILE_MAX).decode("utf-8", "replace")
     except OSError:
-        return None
-    try:
-        import stat
-
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        text = os.read(fd, CHECKPOINT_FILE_MAX).decode("utf-8", "replace")
-    finally:
-        os.close(fd)
+        return None  # not there yet (or not readable here): no progress known
     m = _CHECKPOINT_STEP.search(text)
     return int(m.group(1)) if m else None
 
@@ -167,6 +165,7 @@ class JobWatch:
         self._nodes_forbidden = False
         self._progress: Progress | None = None
         self._history: list[ProgressPoint] = []
+        self._checkpoint_refused = False  # said once in the log, then no progress from the file
         self._recoverer: Any = None
 
     # ------------------------------------------------------------------ subscribers
@@ -327,7 +326,7 @@ class JobWatch:
         except KubernetesApiError:
             pass
         if self.record.model_dir:
-            step = await asyncio.to_thread(checkpoint_step, self.record.model_dir)
+            step = await asyncio.to_thread(self.checkpoint_progress)
             if step is not None and step > int(found.get("step", -1)):
                 found = {"step": step}
         now = time.time()
@@ -346,6 +345,20 @@ class JobWatch:
         if grew:
             self._history.append(ProgressPoint(now, step, found.get("loss"), found.get("examples_per_sec")))
             del self._history[:-HISTORY]
+
+    def checkpoint_progress(self) -> int | None:
+        """:func:`checkpoint_step` of the job's model directory; a refused ``checkpoint`` file
+        (planted by a pod: a link, a FIFO, an oversize file) means no progress known from it,
+        logged once per watch rather than every poll, and never ends the watch."""
+        if not self.record.model_dir:
+            return None
+        try:
+            return checkpoint_step(self.record.model_dir)
+        except DataError as exc:
+            if not self._checkpoint_refused:
+                self._checkpoint_refused = True
+                _log.warning("job %s: the checkpoint file is not read for progress: %s", self.record.job, exc)
+            return None
 
     # ------------------------------------------------------------------ nodes
     async def _check_nodes(self, status: JobStatus) -> None:
