@@ -238,7 +238,7 @@ def test_trigger_from_the_form_and_follow_the_job_in_the_tf_jobs_view(ui_stack, 
     planted.unlink()
     planted.symlink_to("/etc/hostname")
     refused = page.request.get(stack.url(ended["replicas"][1]["archive_url"]))
-    assert refused.status == 403 and "symlink" in refused.text(), refused.text()
+    assert refused.status == 403 and "symbolic link" in refused.text(), refused.text()
 
     # The replica task's log in the Airflow UI: that replica's own lines.
     page.goto(stack.url("plugin/tf-jobs"))

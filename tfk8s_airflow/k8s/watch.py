@@ -328,7 +328,7 @@ class JobWatch:
         if self.record.model_dir:
             step = await asyncio.to_thread(self.checkpoint_progress)
             if step is not None and step > int(found.get("step", -1)):
-                found = {"step": step}
+                found = {**found, "step": step}  # the line's loss, rate and target stay: the newest known
         now = time.time()
         prev = self._progress
         if prev is None:
