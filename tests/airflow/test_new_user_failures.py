@@ -2,11 +2,13 @@
 
 A missing namespace fails setup once, permanently; a job without a deadline ends at the
 deployment's default; the sensor says what it waits for at least every interval, not only on a
-change; a program landing on a simulated (KWOK) node is pointed out.
+change, and for a Pending replica how long it has waited, why and until which timeout; a program
+landing on a simulated (KWOK) node is pointed out.
 """
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 
 import pytest
@@ -39,14 +41,14 @@ def test_job_without_a_deadline_ends_at_the_deployment_default(k8s_cluster, k8s_
     assert leftovers(k8s_cluster.core_v1, k8s_namespace) == []
 
 
-def _job(core, namespace, command):
+def _job(core, namespace, command, node_type="kwok"):
     from tests.fixtures.k8s import wait_for
     from tfk8s_airflow.job.judge import JobPolicy
     from tfk8s_airflow.job.objects import JobNames, job_manifests, plan_replicas
     from tfk8s_airflow.job.resolve import job_record
     from tfk8s_airflow.job.spec import TFJobSpec
 
-    raw = {"name": "talk", "namespace": namespace, "image": "tfk8s/trainer:0.1", "node_selector": {"type": "kwok"},
+    raw = {"name": "talk", "namespace": namespace, "image": "tfk8s/trainer:0.1", "node_selector": {"type": node_type},
            "ps": 1, "worker": 1}
     if command:
         raw["command"] = ["python", "train.py"]
@@ -54,8 +56,12 @@ def _job(core, namespace, command):
     names = JobNames.for_run(spec, "talk-1")
     for obj in job_manifests(spec, names):
         (core.create_namespaced_pod if obj["kind"] == "Pod" else core.create_namespaced_service)(namespace, obj)
-    wait_for(lambda: sum(p.status.phase == "Running" for p in core.list_namespaced_pod(namespace).items) == 2,
-             60, "2 pods Running")
+    if node_type == "kwok":
+        wait_for(lambda: sum(p.status.phase == "Running" for p in core.list_namespaced_pod(namespace).items) == 2,
+                 60, "2 pods Running")
+    else:  # no node has the label: the real scheduler marks both pods Unschedulable
+        wait_for(lambda: sum(any(c.reason == "Unschedulable" for c in (p.status.conditions or []))
+                             for p in core.list_namespaced_pod(namespace).items) == 2, 60, "2 pods Unschedulable")
     return job_record(spec, names, plan_replicas(spec, names), policy=JobPolicy.from_spec(spec),
                       has_shards=False, kubernetes_conn_id="kubernetes_default", poll_interval=0.2)
 
@@ -85,6 +91,23 @@ def test_sensor_says_what_it_waits_for_at_every_interval_and_names_simulated_nod
     assert len(waiting) <= elapsed / 0.5 + 2
     simulated = [line for line in lines if "simulated (KWOK) node" in line]
     assert len(simulated) == 2 and all("does not really run" in m for m in simulated), simulated
+
+
+def test_sensor_says_how_long_pending_replicas_waited_for_what_and_until_when(
+        k8s_cluster, k8s_namespace, airflow_db, monkeypatch, capsys):
+    from tfk8s_airflow.triggers import job as jobtriggers
+
+    record = _job(k8s_cluster.core_v1, k8s_namespace, command=True, node_type="no-such-node-type")
+    monkeypatch.setattr(jobtriggers, "WAITING_LOG_INTERVAL_S", 0.5)
+    capsys.readouterr()
+    asyncio.run(_run_for(jobtriggers.TFJobTrigger(job=record.to_xcom()), 3.0))
+    lines = capsys.readouterr().out.splitlines()
+    pending = [m for m in (re.search(r"(\w+-0) Pending for (\d+)s \(2 replicas Pending\), Unschedulable: (.*); "
+                                     r"the job fails at schedule_timeout 300s", line) for line in lines) if m]
+    assert len(pending) >= 3, lines  # on every periodic line, not only on a change
+    assert all("0/" in m[3] and "node" in m[3] for m in pending), [m[3] for m in pending]  # the scheduler's words
+    waited = [int(m[2]) for m in pending]
+    assert waited == sorted(waited) and len({m[1] for m in pending}) == 1, pending  # one replica, a growing wait
 
 
 def test_no_simulated_node_warning_without_a_command(k8s_cluster, k8s_namespace, airflow_db, capsys):

@@ -98,6 +98,29 @@ def test_deferrable_sensor_succeeds_when_marker_lands(airflow_db, hdfs_server, h
     assert states(dr) == {"wait": "success"}
 
 
+def test_partition_trigger_says_what_it_waits_for_and_how_long_is_left(airflow_db, hdfs_server, hdfs_dir, capsys):
+    """The deferrable sensor's trigger, run here as the triggerer runs it (its log on stdout)."""
+    import asyncio
+    import re
+    from dataclasses import asdict
+
+    from tfk8s_airflow.connections import webhdfs_config
+    from tfk8s_airflow.triggers.hdfs import HdfsPartitionTrigger
+
+    hdfs_server.client().makedirs(f"{hdfs_dir}/pending")  # exists, _SUCCESS never comes
+    config = asdict(webhdfs_config())
+    config["urls"] = list(config["urls"])
+    trigger = HdfsPartitionTrigger(path=f"{hdfs_dir}/pending", marker="_SUCCESS", config=config,
+                                   poll_interval=0.5, deadline=time.time() + 5)
+    capsys.readouterr()
+    event = asyncio.run(trigger.run().__anext__())
+    out = capsys.readouterr().out
+    assert event.payload["status"] == "timeout", event.payload
+    left = [int(x) for x in re.findall(r"pending exists but its marker _SUCCESS does not yet \((-?\d+)s left before "
+                                       r"the sensor's timeout\)", out)]
+    assert len(left) >= 2 and left == sorted(left, reverse=True) and left[0] <= 5, out[-3000:]
+
+
 @pytest.mark.gluster
 def test_gluster_stage_operator(airflow_db, gluster_dir, hdfs_server):
     data = gluster_dir / "dt=1"

@@ -101,6 +101,25 @@ def test_unschedulable_only_after_schedule_timeout():
     assert st.state == FAILED and "Unschedulable" in st.reason and "Insufficient nvidia.com/gpu" in st.reason
 
 
+def test_the_sensor_says_how_long_a_replica_has_been_pending_and_which_timeout_ends_it():
+    msg = "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+    pods = [pod("ps", 0), pod("worker", 0, unschedulable=msg, created=T0 + 5),
+            pod("worker", 1, "Pending", waiting="ContainerCreating", created=T0 + 8)]
+    st = evaluate(pods, policy(), T0 + 30, T0)
+    assert st.state == RUNNING
+    assert st.pending_note(policy(), T0 + 47, T0) == (
+        f"worker-0 Pending for 42s (2 replicas Pending), Unschedulable: {msg}; the job fails at schedule_timeout 60s")
+    pulling = evaluate([pod("ps", 0), pod("worker", 0), pods[2]], policy(), T0 + 30, T0)
+    assert pulling.pending_note(policy(), T0 + 30, T0) == (
+        "worker-1 Pending for 22s, ContainerCreating; the job fails at startup_timeout 120s")
+    gated = pod("worker", 0, "Pending")
+    gated["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}]
+    assert "scheduling gates; the job fails at startup_timeout" in \
+        evaluate([gated, pod("ps", 0), pod("worker", 1)], policy(), T0 + 3, T0).pending_note(policy(), T0 + 3, T0)
+    assert evaluate([pod("ps", 0), pod("worker", 0), pod("worker", 1)], policy(), T0 + 3, T0) \
+        .pending_note(policy(), T0 + 3, T0) == ""
+
+
 def test_image_pull_fails_fast():
     pods = [pod("ps", 0, "Pending", waiting="ImagePullBackOff"), pod("worker", 0), pod("worker", 1)]
     st = evaluate(pods, policy(), T0 + 2, T0)

@@ -45,6 +45,7 @@ FAILURE_CLASSES = (CODE, INFRASTRUCTURE, OOM, STALLED, STRAGGLER, CONFIG)
 #: SIGTERM. A program's own crash (SIGSEGV 139, SIGABRT 134, SIGBUS, SIGFPE, SIGILL) is its code's.
 EXTERNAL_SIGNALS = frozenset({1, 2, 3, 9, 15})
 MESSAGE_MAX = 2000  # characters of a container's termination message kept in a reason
+PENDING_MESSAGE_MAX = 300  # characters of the scheduler's message in the sensor's waiting line
 
 
 @dataclass(frozen=True)
@@ -193,6 +194,24 @@ class JobStatus:
             elif st.phase != "Succeeded":
                 pending.append(st.describe())
         return ", ".join(pending) or "nothing"
+
+    def pending_note(self, policy: JobPolicy, now: float, job_start: float) -> str:
+        """How long the longest-waiting Pending replica has waited, for what, and which timeout
+        ends the wait: the sensor's periodic line while pods wait for a node, an image or the
+        gates. Empty when no replica is Pending."""
+        pending = [st for st in self.replicas.values() if st.phase == "Pending"]
+        if not pending:
+            return ""
+        st = min(pending, key=lambda r: (r.created or job_start, r.key))
+        waited = max(0.0, now - (st.created or job_start))
+        if st.unschedulable:
+            why, limit = f"Unschedulable: {st.unschedulable[:PENDING_MESSAGE_MAX]}", \
+                f"schedule_timeout {policy.schedule_timeout:.0f}s"
+        else:
+            why = "scheduling gates" if st.gated else (st.waiting_reason or "not started")
+            limit = f"startup_timeout {policy.startup_timeout:.0f}s"
+        others = f" ({len(pending)} replicas Pending)" if len(pending) > 1 else ""
+        return f"{st.key} Pending for {waited:.0f}s{others}, {why}; the job fails at {limit}"
 
 
 def _ts(value: Any) -> float | None:

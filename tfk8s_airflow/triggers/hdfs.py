@@ -73,5 +73,6 @@ class HdfsPartitionTrigger(BaseTrigger):
             if self.deadline is not None and time.time() >= self.deadline:
                 yield TriggerEvent({"status": "timeout", "message": why})
                 return
-            self.log.info("waiting: %s", why)
+            left = f" ({self.deadline - time.time():.0f}s left before the sensor's timeout)" if self.deadline else ""
+            self.log.info("waiting: %s%s", why, left)
             await asyncio.sleep(self.poll_interval)

@@ -239,7 +239,9 @@ class TFJobTrigger(_JobTriggerBase):
                 line = (f"TF job {record.job}: {status.progress()}{_progress_text(snap)}; "
                         f"waiting for {status.waiting_for(policy)}")
                 if status.state == RUNNING and (line != last_line or now - last_said >= WAITING_LOG_INTERVAL_S):
-                    self.log.info("%s", line)
+                    # How long a Pending replica has waited changes every poll: said, not compared.
+                    pending = status.pending_note(policy, time.time(), record.created_at)
+                    self.log.info("%s%s", line, f"; {pending}" if pending else "")
                     last_line, last_said = line, now
                 if status.state == RUNNING and now - pushed >= PROGRESS_PUSH_S:
                     pushed = now
