@@ -205,6 +205,10 @@ class JobWatch:
     # ------------------------------------------------------------------ the loop
     async def _publish(self, snap: Snapshot) -> None:
         async with self._changed:
+            if self._latest is not None and snap.seq <= self._latest.seq:
+                # A second snapshot of one poll (a recovery's "restarting", then its error): every
+                # subscriber already past the first must still see it.
+                snap = dataclasses.replace(snap, seq=self._latest.seq + 1)
             self._latest = snap
             self._changed.notify_all()
 

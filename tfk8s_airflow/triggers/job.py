@@ -219,8 +219,9 @@ class TFJobTrigger(_JobTriggerBase):
                     if snap.permanent:
                         reason = f"cannot watch job {record.job}: {snap.error}"
                         self.log.error("%s", reason)
-                        yield self._end(TriggerOutcome("job", OUT_FAILED, reason,
-                                                       {"job": record.job, "namespace": record.namespace}), {})
+                        summary = {"job": record.job, "namespace": record.namespace, "state": FAILED,
+                                   "reason": reason}
+                        yield self._end(TriggerOutcome("job", OUT_FAILED, reason, summary), {"summary": summary})
                         return
                     self.log.warning("listing the pods of %s failed: %s", record.job, snap.error)
                     continue
