@@ -7,6 +7,7 @@ would need ``HISTORY`` + 1 polls of a real program to get there. The progress li
 themselves are the reference trainer's (``runtime.report``).
 """
 import asyncio
+import concurrent.futures
 import io
 import json
 
@@ -58,7 +59,9 @@ def test_the_history_keeps_the_newest_points_in_step_order_and_no_more():
             await watch._read_progress(status)  # a poll that sees no new step adds no point
         return watch, polled
 
-    watch, polled = asyncio.run(polls())
+    # In a thread of its own: an earlier test of the session may have left this thread's event loop running.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        watch, polled = pool.submit(asyncio.run, polls()).result()
     history = watch._snapshot(1, running(watch)).history
     assert len(history) == HISTORY < polled
     steps = [p.step for p in history]

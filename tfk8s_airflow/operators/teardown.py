@@ -29,7 +29,6 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException
 
-from tfk8s_airflow.contract import LABEL_ROLE
 from tfk8s_airflow.exceptions import DataError
 from tfk8s_airflow.job.records import JobRecord
 from tfk8s_airflow.k8s.client import JobClient
@@ -81,8 +80,8 @@ class TFJobTeardownOperator(BaseOperator):
         archived = []
         # Each replica task already wrote its replica's log into its own task log; teardown
         # reads the logs again only to archive them.
-        # Replicas only: the TensorBoard pod (no role label) is deleted with the job, its log not archived.
-        pods = sorted((p for p in client.list_pods(ns, selector) if LABEL_ROLE in (p.metadata.labels or {})),
+        # Replicas only: the TensorBoard pod is deleted with the job, its log not archived.
+        pods = sorted((p for p in client.list_pods(ns, selector) if p.metadata.name != record.tensorboard_pod),
                       key=lambda p: p.metadata.name) if root is not None else []
         if root is None:
             self.log.info("no archive directory (archive_dir, or a 'logs' volume with a host path): the replicas' "
