@@ -351,7 +351,12 @@ def stack_round(stack: Stack, replicas: int) -> dict[str, Any]:
         with PodTimes(cluster, ns) as pods:
             m0, cpu0 = cluster.metrics(), stack.cpu()
             run_id = stack.trigger("tfk8s_t_from_conf", {"namespace": ns, "spec": spec_dict(ns, replicas)})
-            last_running = pods.wait_running(replicas, 600)
+            try:
+                last_running = pods.wait_running(replicas, 600)
+            except SystemExit as exc:  # say where the run stands: the setup's state and reason
+                states = {(t["task_id"], t["map_index"]): t["state"] for t in stack.tis("tfk8s_t_from_conf", run_id)
+                          if t["task_id"] != "train.replica"}
+                raise SystemExit(f"{exc}; run {run_id}: {states}; logs in {stack.stack.home}") from None
             row["airflow_cpu_s"] = stack.cpu() - cpu0
             waiting = time.monotonic() + 60  # until the sensor and every replica task wait in the triggerer
             while time.monotonic() < waiting:

@@ -61,7 +61,9 @@ exit3 = scenario("tfk8s_t_exit3", {
     "worker": {"replicas": 2, "annotations": {"tfk8s.io/sim-duration": "6s", "tfk8s.io/sim-exit-code": "3"}}})
 slow = scenario("tfk8s_t_slow", {"name": "slow", "ps": 1, "worker": {
     "replicas": 3, "annotations": {"tfk8s.io/sim-duration": "40s", "tfk8s.io/sim-exit-code": "0"}}})
-gang = scenario("tfk8s_t_gang", {"name": "gang", "ps": 1, "worker": {
+# all_workers: the job succeeds only once every worker has, so each worker task ends with its own exit
+# (under the default policy worker 0's exit ends the job and a worker a poll slower ends "not finished").
+gang = scenario("tfk8s_t_gang", {"name": "gang", "ps": 1, "success_policy": "all_workers", "worker": {
     "replicas": 15, "annotations": {"tfk8s.io/sim-duration": "6s", "tfk8s.io/sim-exit-code": "0"}}})
 forever = scenario("tfk8s_t_forever", {"name": "forever", "ps": 1, "worker": 1})  # nothing ever ends
 scale = scenario("tfk8s_t_scale", {"name": "scale", "ps": 4, "worker": {"replicas": 60, "annotations": OK}})
