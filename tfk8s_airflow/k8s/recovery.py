@@ -5,7 +5,7 @@ triggerers, ``dag.test()`` running one trigger after another), so the attempts m
 overrides they brought (memory after an OOM, nodes to avoid) are kept as an annotation of the
 job's Service. Patching it with the Service's resourceVersion is the lease: of two watches
 that decide the same restart, one patch succeeds and only that watch acts. The pods are
-recreated from the job's templates ConfigMap (``<job>-pods``, written by setup, gzipped JSON),
+recreated from the job's templates ConfigMap (``<job>-pods``, written by setup, xz-compressed JSON),
 with the same names and DNS, a new ``tfk8s.io/attempt`` label, and again held by the scheduling
 gate until every one exists.
 """
@@ -15,31 +15,86 @@ from __future__ import annotations
 import asyncio
 import base64
 import copy
-import gzip
 import json
+import lzma
 import time
+import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tfk8s_airflow.contract import CONTAINER_NAME, GANG_GATE, LABEL_ATTEMPT
-from tfk8s_airflow.exceptions import KubernetesApiError
+from tfk8s_airflow.exceptions import KubernetesApiError, PermanentKubernetesApiError, SpecError
 from tfk8s_airflow.job.quantity import quantity_to_float
 from tfk8s_airflow.job.records import Attempt, JobRecord
 from tfk8s_airflow.job.recovery import REPLACE, RESTART_GROUP, Decision
 from tfk8s_airflow.k8s.client import wrap_api_error
 
 ATTEMPTS_ANNOTATION = "tfk8s.io/attempts"
-TEMPLATES_KEY = "pods.json.gz"
+TEMPLATES_KEY = "pods.json.xz"
+LEGACY_TEMPLATES_KEY = "pods.json.gz"  # jobs set up by 0.1: still read, so their recovery survives an upgrade
+CONFIGMAP_MAX_BYTES = 1024 * 1024  # the kube-apiserver's bound on a ConfigMap's data
+TEMPLATES_MAX_JSON_BYTES = 256 * 1024 * 1024  # read bound: a ConfigMap that inflates beyond this is refused
 GONE_TIMEOUT_S = 120.0
+
+
+def templates_blob(pods: Sequence[Mapping[str, Any]]) -> bytes:
+    """The pods' manifests as stored: JSON, xz (preset 1, a 1 MiB window).
+
+    xz, not gzip: a pod's TF_CONFIG names every replica, so at 512 replicas each pod is ~40 KB and
+    gzip's 32 KiB window sees no pod twice (1.1 MB, over the ConfigMap bound); xz's window spans many
+    pods and stores 512 of them in ~10 KB.
+    """
+    return lzma.compress(json.dumps(list(pods), separators=(",", ":")).encode(), preset=1)
+
+
+def check_templates_fit(pods: Sequence[Mapping[str, Any]]) -> None:
+    """Raise SpecError (before anything is created) when the templates would not fit a ConfigMap."""
+    size = len(templates_blob(pods))
+    if size > CONFIGMAP_MAX_BYTES - 64 * 1024:  # headroom for what setup adds (owner references)
+        raise SpecError(f"the job's {len(pods)} pod manifests take {size} bytes compressed, more than the "
+                        f"ConfigMap recovery keeps them in holds ({CONFIGMAP_MAX_BYTES}); nothing was created "
+                        "(fix: fewer replicas, or smaller env/pod_template per replica)", field="replicas")
 
 
 def templates_configmap(record_job: str, namespace: str, name: str, labels: Mapping[str, str],
                         pods: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The ConfigMap of a job's pod manifests as setup creates them (gzip: 512 pods fit easily)."""
-    blob = gzip.compress(json.dumps(list(pods), separators=(",", ":")).encode(), compresslevel=6)
+    """The ConfigMap of a job's pod manifests as setup creates them."""
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
-            "binaryData": {TEMPLATES_KEY: base64.b64encode(blob).decode()}}
+            "binaryData": {TEMPLATES_KEY: base64.b64encode(templates_blob(pods)).decode()}}
+
+
+def read_templates(binary_data: Mapping[str, str] | None, where: str,
+                   limit: int = TEMPLATES_MAX_JSON_BYTES) -> list[dict[str, Any]]:
+    """The pod manifests of a templates ConfigMap's ``binaryData``, inflated at most to the read bound."""
+    data = binary_data or {}
+    if TEMPLATES_KEY in data:
+        inflate: Any = lzma.LZMADecompressor()
+        raw = base64.b64decode(data[TEMPLATES_KEY])
+    elif LEGACY_TEMPLATES_KEY in data:
+        inflate = zlib.decompressobj(wbits=31)  # gzip
+        raw = base64.b64decode(data[LEGACY_TEMPLATES_KEY])
+    else:
+        raise _unreadable(where, f"it holds no {TEMPLATES_KEY}")
+    try:
+        text = inflate.decompress(raw, limit + 1)
+    except (lzma.LZMAError, zlib.error) as exc:
+        raise _unreadable(where, f"it is not {'xz' if TEMPLATES_KEY in data else 'gzip'} data ({exc})") from None
+    if len(text) > limit:
+        raise _unreadable(where, f"it inflates beyond {limit} bytes")
+    try:
+        pods = json.loads(text)
+    except ValueError as exc:
+        raise _unreadable(where, f"it is not JSON ({exc})") from None
+    if not isinstance(pods, list) or not all(isinstance(p, dict) for p in pods):
+        raise _unreadable(where, "it does not hold a list of pod manifests")
+    return pods
+
+
+def _unreadable(where: str, why: str) -> PermanentKubernetesApiError:
+    """The templates cannot be trusted or read: recovery stops (the job is judged as it stands)."""
+    return PermanentKubernetesApiError(f"reading the pod templates of {where}", None,
+                                       f"{why}; the job cannot be recovered")
 
 
 def memory_of(pod: Mapping[str, Any]) -> float | None:
@@ -121,8 +176,8 @@ class Recoverer:
             name = rec.templates or ""
             cm = await self._call(f"reading ConfigMap {rec.namespace}/{name}",
                                   self._v1().read_namespaced_config_map(name, rec.namespace))
-            pods = json.loads(gzip.decompress(base64.b64decode((cm.binary_data or {})[TEMPLATES_KEY])))
-            by_pod = {p["metadata"]["name"]: p for p in pods}
+            pods = read_templates(cm.binary_data, f"ConfigMap {rec.namespace}/{name}")
+            by_pod = {(p.get("metadata") or {}).get("name"): p for p in pods}
             self._templates = {r.key: by_pod[r.pod] for r in rec.replicas if r.pod in by_pod}
         return self._templates
 
@@ -228,4 +283,5 @@ def dataclass_dict(attempt: Attempt) -> dict[str, Any]:
     return out
 
 
-__all__ = ["ATTEMPTS_ANNOTATION", "Recoverer", "templates_configmap", "rebuilt", "memory_of", "REPLACE"]
+__all__ = ["ATTEMPTS_ANNOTATION", "Recoverer", "templates_configmap", "check_templates_fit",
+           "read_templates", "rebuilt", "memory_of", "REPLACE"]

@@ -47,7 +47,7 @@ from tfk8s_airflow.job.resolve import as_spec_input, job_record, resolve_spec
 from tfk8s_airflow.job.shardmap import normalize_shards
 from tfk8s_airflow.job.tensorboard import plan_tensorboard, tensorboard_manifest
 from tfk8s_airflow.k8s.client import DEFAULT_CONCURRENCY, JobClient
-from tfk8s_airflow.k8s.recovery import templates_configmap
+from tfk8s_airflow.k8s.recovery import check_templates_fit, templates_configmap
 from tfk8s_airflow.operators.base import fail_permanently
 
 __all__ = ["TFJobSetupOperator", "normalize_shards", "replica_task_labels"]
@@ -141,6 +141,7 @@ class TFJobSetupOperator(BaseOperator):
         pods = [pod_manifest(spec, names, r, gated=True,
                              extra_labels=replica_task_labels(dag.dag_id, task_id, context["run_id"], i))
                 for i, r in enumerate(replicas)]
+        check_templates_fit(pods)  # recovery's copy of the pods must fit its ConfigMap: refuse before creating
         if any(rs.pod_template for rs in spec.active_roles):
             self._dry_run(client, replicas, pods)
         tensorboard = plan_tensorboard(spec, names, policy)
