@@ -37,6 +37,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -443,6 +444,7 @@ def concurrent(stack: Stack, jobs: int) -> dict[str, Any]:
 
 
 def stack_main(args: argparse.Namespace) -> None:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped: still stop the stack and drop its nodes
     cluster = Cluster()
     nodes = cluster.add_nodes()
     workdir = Path(tempfile.mkdtemp(prefix="tfk8s-bench-"))

@@ -21,6 +21,8 @@ from typing import Any
 from tfk8s_airflow.exceptions import RecordError
 
 RECORD_VERSION = 1
+#: Setup's XCom beside ``job``: the record's :attr:`JobRecord.job_id`, a few bytes the triggers pull first.
+JOB_ID_KEY = "job_id"
 
 #: The one event vocabulary of every trigger of the package (job, replica, partition).
 SUCCEEDED, FAILED, SKIPPED, TIMED_OUT = "succeeded", "failed", "skipped", "timed_out"
@@ -79,6 +81,11 @@ class JobRecord:
     tensorboard_port: int | None = None
     tensorboard_url: str | None = None  # [tfk8s] tensorboard_url with what setup knows filled in ({pod_ip} may remain)
     version: int = RECORD_VERSION
+
+    @property
+    def job_id(self) -> str:
+        """What changes whenever setup (re)creates the job: its name and creation time (XCom ``job_id``)."""
+        return f"{self.job}@{self.created_at!r}"
 
     @property
     def lead(self) -> ReplicaRef | None:

@@ -42,7 +42,7 @@ from tfk8s_airflow.job.objects import (
     pod_manifest,
     service_manifest,
 )
-from tfk8s_airflow.job.records import JobRecord
+from tfk8s_airflow.job.records import JOB_ID_KEY, JobRecord
 from tfk8s_airflow.job.resolve import as_spec_input, job_record, resolve_spec
 from tfk8s_airflow.job.shardmap import normalize_shards
 from tfk8s_airflow.job.tensorboard import plan_tensorboard, tensorboard_manifest
@@ -181,6 +181,7 @@ class TFJobSetupOperator(BaseOperator):
                                        kubernetes_conn_id=self.kubernetes_conn_id, poll_interval=self.poll_interval,
                                        tensorboard_url=policy.tensorboard_url, log_dir=self.log_dir or None)
         context["ti"].xcom_push(key="job", value=record.to_xcom())
+        context["ti"].xcom_push(key=JOB_ID_KEY, value=record.job_id)  # the triggers pull the record once per job
         return [{"replica": ref.key} for ref in record.replicas]
 
     def _dry_run(self, client: JobClient, replicas: Sequence[Any], pods: Sequence[Mapping[str, Any]]) -> None:

@@ -11,7 +11,8 @@ triggers fire a plain event with a :class:`~tfk8s_airflow.job.records.TriggerOut
 the task resumes in ``execute_complete``.
 
 Where the job record comes from: passed in (deferred from a worker), or, started from the
-triggerer, pulled from the XCom ``job`` of the setup task beside this one (``<group>.setup``).
+triggerer, pulled from the XCom ``job`` of the setup task beside this one (``<group>.setup``),
+once per job and triggerer process (:mod:`tfk8s_airflow.triggers.record_pull`).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from tfk8s_airflow.links import (
     link_xcom,
     replica_log_url,
 )
+from tfk8s_airflow.triggers.record_pull import pull_record
 from tfk8s_airflow.volume import logs
 
 __all__ = ["TFJobTrigger", "TFReplicaTrigger", "DEFAULT_LOG_BYTES", "WAITING_LOG_INTERVAL_S", "job_progress"]
@@ -138,12 +140,7 @@ class _JobTriggerBase(BaseTrigger):
         ti = self.task_instance
         if ti is None or not hasattr(ti, "axcom_pull"):
             raise RecordError("no job record: pass job= (the setup task's XCom 'job') when deferring")
-        source = self.setup_task_id or setup_task_id(ti.task_id)
-        value = await ti.axcom_pull(task_ids=source, key="job", map_indexes=-1)
-        if value is None:
-            raise RecordError(f"task {source} pushed no XCom 'job' (fix: the replica tasks and the sensor must "
-                              "follow the job's setup task, as tf_job() builds them)")
-        return JobRecord.from_xcom(value)
+        return await pull_record(ti, self.setup_task_id or setup_task_id(ti.task_id))
 
     def _watch(self, record: JobRecord) -> Any:
         return watch_job(record, config_file=self.config_file)
