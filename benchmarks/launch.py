@@ -7,9 +7,11 @@ scheduler with LocalExecutor, dag-processor, triggerer) on a fresh PostgreSQL da
 of 1 PS + workers on KWOK triggered through the REST API (``tfk8s_t_from_conf``, spec in the
 conf, ``success_policy: all_workers``). Per size it prints a table row and a JSON line:
 
-* ``created_s`` / ``running_s``: from the DAG run's start to the last pod created / every
-  pod Running; ``floor_running_s``: the same Service and pods POSTed directly (16 parallel
-  requests) from the first POST to every pod Running, in a fresh namespace just before;
+* ``created_s`` / ``bound_s`` / ``running_s``: from the DAG run's start to the last pod created /
+  bound to a node / Running; ``floor_running_s``: the same Service and pods POSTed directly (16
+  parallel requests) from the first POST to every pod Running (seen by a WATCH, as for the job),
+  in a fresh namespace just before; ``floor_gated_running_s``: the same, the pods created held by
+  the scheduling gate and released once all exist (16 parallel patches), as setup does;
 * ``done_to_sensor_s``: from the last worker ending to the sensor task ending (1 s poll);
   ``replica_tasks_done_s``: to the last replica task ending; ``teardown_s``: teardown's duration;
 * ``airflow_cpu_s``: CPU seconds of the four services and every process they started
@@ -195,6 +197,7 @@ class PodTimes:
         self.added: dict[str, float] = {}
         self.running: dict[str, float] = {}
         self.ended: dict[str, float] = {}
+        self.bound: dict[str, float] = {}
         self.roles: dict[str, str] = {}
         self.jobs: dict[str, str] = {}
         self._stop = threading.Event()
@@ -213,6 +216,8 @@ class PodTimes:
                     self.roles[name] = (pod.metadata.labels or {}).get("tfk8s.io/role", "")
                     self.jobs[name] = (pod.metadata.labels or {}).get("tfk8s.io/job", "")
                     phase = pod.status.phase if pod.status else None
+                    if pod.spec.node_name:
+                        self.bound.setdefault(name, now)
                     if phase in ("Running", "Succeeded", "Failed"):
                         self.running.setdefault(name, now)
                     if phase in ("Succeeded", "Failed"):
@@ -239,31 +244,46 @@ class PodTimes:
         raise SystemExit(f"only {len(self.running)}/{n} pods ran in {self.namespace} within {timeout:.0f}s")
 
 
-def floor(cluster: Cluster, replicas: int) -> dict[str, float]:
-    """The same Service and pods created straight through the API (16 in parallel), polled until Running."""
+def floor(cluster: Cluster, replicas: int, gated: bool = False) -> dict[str, float]:
+    """The same Service and pods created straight through the API (16 in parallel), watched until Running.
+
+    ``gated``: the pods are created held by the scheduling gate and released (16 parallel patches)
+    once all exist, as setup does: the floor of a launch that keeps the group together.
+    """
+    from tfk8s_airflow.contract import GANG_GATE
     from tfk8s_airflow.job.objects import JobNames, job_manifests
     from tfk8s_airflow.job.spec import TFJobSpec
+    from tfk8s_airflow.k8s.client import GATE_PATCH
 
     ns = cluster.namespace()
+    prefix = "floor_gated" if gated else "floor"
     try:
-        spec = TFJobSpec.from_dict(spec_dict(ns, replicas))
+        spec = TFJobSpec.from_dict(spec_dict(ns, replicas, duration=None))
         names = JobNames.for_run(spec, uuid.uuid4().hex)
         objs = job_manifests(spec, names)
-        t0 = time.time()
-        cluster.core.create_namespaced_service(ns, objs[0], _preload_content=False)
-        with ThreadPoolExecutor(16) as pool:
-            list(pool.map(lambda o: cluster.core.create_namespaced_pod(ns, o, _preload_content=False), objs[1:]))
-        while True:
-            pods = cluster.core.list_namespaced_pod(ns, label_selector=names.selector).items
-            if sum(p.status.phase in ("Running", "Succeeded") for p in pods) == replicas:
-                break
-            time.sleep(POLL)
-        running = time.time() - t0
+        if gated:
+            for pod in objs[1:]:
+                pod["spec"]["schedulingGates"] = [{"name": GANG_GATE}]
+        with PodTimes(cluster, ns) as pods:
+            time.sleep(0.5)  # the watch is open before the first POST
+            t0 = time.time()
+            cluster.core.create_namespaced_service(ns, objs[0], _preload_content=False)
+            with ThreadPoolExecutor(16) as pool:
+                list(pool.map(lambda o: cluster.core.create_namespaced_pod(ns, o, _preload_content=False),
+                              objs[1:]))
+                if gated:
+                    list(pool.map(lambda o: cluster.core.patch_namespaced_pod(
+                        o["metadata"]["name"], ns, GATE_PATCH, _preload_content=False), objs[1:]))
+            last = pods.wait_running(replicas, 600)
+        row = {f"{prefix}_running_s": last - t0, f"{prefix}_bound_s": max(pods.bound.values()) - t0}
         t1 = time.time()
         cluster.core.delete_collection_namespaced_pod(ns, label_selector=names.selector, grace_period_seconds=0)
-        while cluster.core.list_namespaced_pod(ns, label_selector=names.selector).items:
-            time.sleep(POLL)
-        return {"floor_running_s": running, "floor_teardown_s": time.time() - t1}
+        while cluster.core.list_namespaced_pod(ns, label_selector=names.selector, _preload_content=False).read() \
+                .count(b'"kind":"Pod"'):
+            time.sleep(0.5)
+        if not gated:
+            row["floor_teardown_s"] = time.time() - t1
+        return row
     finally:
         cluster.drop(ns)
 
@@ -310,7 +330,10 @@ class Stack:
         drop_database(self.database)
 
     def cpu(self) -> float:
-        return sum(tree_cpu(p.pid) for p in self.stack.procs.values())
+        return sum(self.cpu_by_service().values())
+
+    def cpu_by_service(self) -> dict[str, float]:
+        return {name: tree_cpu(p.pid) for name, p in self.stack.procs.items()}
 
     def trigger(self, dag_id: str, conf: dict) -> str:
         resp = self.stack.api.post(self.stack.url(f"api/v2/dags/{dag_id}/dagRuns"),
@@ -346,19 +369,26 @@ def stack_round(stack: Stack, replicas: int) -> dict[str, Any]:
     cluster = stack.cluster
     row: dict[str, Any] = {"replicas": replicas, "mode": "stack"}
     row.update(floor(cluster, replicas))
+    row.update(floor(cluster, replicas, gated=True))
     row["one_task_s"] = stack.one_task_s()
     ns = cluster.namespace()
     try:
         with PodTimes(cluster, ns) as pods:
-            m0, cpu0 = cluster.metrics(), stack.cpu()
-            run_id = stack.trigger("tfk8s_t_from_conf", {"namespace": ns, "spec": spec_dict(ns, replicas)})
+            m0, by0 = cluster.metrics(), stack.cpu_by_service()
+            cpu0 = sum(by0.values())
+            # The workers train long enough for the LIST count below to be taken while they do.
+            duration = f"{max(15, replicas // 8)}s"
+            run_id = stack.trigger("tfk8s_t_from_conf", {"namespace": ns,
+                                                         "spec": spec_dict(ns, replicas, duration=duration)})
             try:
                 last_running = pods.wait_running(replicas, 600)
             except SystemExit as exc:  # say where the run stands: the setup's state and reason
                 states = {(t["task_id"], t["map_index"]): t["state"] for t in stack.tis("tfk8s_t_from_conf", run_id)
                           if t["task_id"] != "train.replica"}
                 raise SystemExit(f"{exc}; run {run_id}: {states}; logs in {stack.stack.home}") from None
-            row["airflow_cpu_s"] = stack.cpu() - cpu0
+            by1 = stack.cpu_by_service()
+            row["airflow_cpu_s"] = sum(by1.values()) - cpu0
+            row["airflow_cpu_by_service"] = {k: round(by1[k] - by0.get(k, 0.0), 2) for k in by1}
             waiting = time.monotonic() + 60  # until the sensor and every replica task wait in the triggerer
             while time.monotonic() < waiting:
                 tis = [t for t in stack.tis("tfk8s_t_from_conf", run_id)
@@ -389,6 +419,7 @@ def stack_round(stack: Stack, replicas: int) -> dict[str, Any]:
         workers_done = max(t for name, t in pods.ended.items() if pods.roles.get(name) == "worker")
         row.update({
             "created_s": max(pods.added.values()) - start, "running_s": last_running - start,
+            "bound_s": max(pods.bound.values()) - start,
             "done_to_sensor_s": iso(sensor["end_date"]) - workers_done,
             "replica_tasks_done_s": replica_end - workers_done,
             "teardown_s": iso(teardown["end_date"]) - iso(teardown["start_date"]),
@@ -466,13 +497,15 @@ def stack_main(args: argparse.Namespace) -> None:
     finally:
         stack.close()
         cluster.remove_nodes(nodes)
-    print(f"{'replicas':>8} {'running s':>10} {'floor s':>8} {'one task':>9} {'target':>7} {'cpu s':>7} "
+    print(f"{'replicas':>8} {'running s':>10} {'floor s':>8} {'gated floor':>11} {'one task':>9} {'target':>7} "
+          f"{'cpu s':>7} "
           f"{'done->sensor':>12} {'replicas done':>13} {'teardown':>9} {'requests':>9} {'LIST/poll':>9}",
           file=sys.stderr)
     for r in rows:
         target = 1.3 * r["floor_running_s"] + r["one_task_s"]
-        print(f"{r['replicas']:>8} {r['running_s']:>10.2f} {r['floor_running_s']:>8.2f} {r['one_task_s']:>9.2f} "
-              f"{target:>7.2f} {r['airflow_cpu_s']:>7.2f} {r['done_to_sensor_s']:>12.2f} "
+        print(f"{r['replicas']:>8} {r['running_s']:>10.2f} {r['floor_running_s']:>8.2f} "
+              f"{r['floor_gated_running_s']:>11.2f} {r['one_task_s']:>9.2f} {target:>7.2f} {r['airflow_cpu_s']:>7.2f} "
+              f"{r['done_to_sensor_s']:>12.2f} "
               f"{r['replica_tasks_done_s']:>13.2f} {r['teardown_s']:>9.2f} {r['api_requests']:>9} "
               f"{r['lists_per_poll']:>9.2f}", file=sys.stderr)
 
