@@ -171,3 +171,15 @@ def test_a_streamed_log_is_linked_while_the_job_runs_and_after_its_replica_task_
     assert log_roots(ended) == {"worker-1": "/vol/logs"}
     # No log directory in the record: nothing is readable before teardown reports files.
     assert log_roots(sources(run_state="running")) == {}
+
+
+def test_an_ended_jobs_progress_is_the_one_in_the_sensors_summary():
+    from tfk8s_airflow.ui.sources import final_progress
+
+    last = JobProgress(job="j", namespace="ns", state="succeeded", updated_at=50.0, step=300, target_step=300,
+                       tensorboard_url="http://127.0.0.1:6006/")
+    assert final_progress({"state": "succeeded", "progress": last.to_xcom()}) == last
+    for summary in (None, {}, {"progress": None}, {"progress": {"version": 99}}, {"progress": "x"}, "x"):
+        assert final_progress(summary) is None, summary
+    row = job_row(sources(progress=final_progress({"progress": last.to_xcom()})), LINKS)
+    assert row["progress"]["step"] == 300 and row["tensorboard_url"] == "http://127.0.0.1:6006/"

@@ -304,7 +304,8 @@ class TFJobTrigger(_JobTriggerBase):
         xcoms = {"summary": summary, **link_xcom(TensorBoardLink, final.tensorboard_url)}
         if watch._recoverer is not None and watch._recoverer.overrides:
             summary["overrides"] = watch._recoverer.overrides  # e.g. the memory an OOM relaunch chose
-        await self._push_progress(final)
+        # No last XCom 'progress': the summary carries it (the TF jobs view reads it there), and a
+        # round trip to the triggerer's supervisor here waits behind every other task's ending.
         self.log.info("watch: %s", watch.stats())
         for key, rep in sorted(summary["replicas"].items()):
             duration = rep.get("duration_s")

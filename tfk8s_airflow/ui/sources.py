@@ -89,11 +89,23 @@ def find_jobs(session: Session, dag_ids: Collection[str], *, run: tuple[str, str
 
     out = []
     for job in jobs.values():
+        if (final := final_progress(job.get("summary"))) is not None:
+            job["progress"] = final  # the sensor's last word: it pushes no XCom 'progress' when it ends
         src = JobSources(**job)
         if list_pods and wants_pod_list(src.run_state, src.summary, src.progress):
             src = JobSources(**{**job, "live": live_replicas(src.record)})
         out.append(src)
     return out
+
+
+def final_progress(summary: Any) -> JobProgress | None:
+    """The progress a job ended with, from the sensor's summary (None: no summary, or unreadable)."""
+    if not isinstance(summary, dict) or not isinstance(summary.get("progress"), dict):
+        return None
+    try:
+        return JobProgress.from_xcom(summary["progress"])
+    except (RecordError, TypeError):
+        return None
 
 
 def _take_xcom(job: dict[str, Any], task: str, x: Any) -> None:
