@@ -2,6 +2,12 @@
 
 In CI (``CI`` set) a skipped test is a failure: a test that cannot reach its
 server or its dependency must be seen, not hidden in a green run.
+
+How ``scripts/test`` runs the suite (docs/development.md, "Tests"): first the tests marked
+``serial``, one at a time with nothing beside them, then all others in two processes
+(``pytest -n 2 --dist loadfile``). In the second run a test module is one unit of work, so
+its module fixtures are made once; the modules of :data:`ONE_AT_A_TIME` are one unit
+together, run one after another in one process.
 """
 import os
 
@@ -12,6 +18,40 @@ from tests.fixtures.airflow_services import *  # noqa: F401,F403
 from tests.fixtures.data import *  # noqa: F401,F403
 from tests.fixtures.k8s import *  # noqa: F401,F403
 from tests.fixtures.nodeagent import *  # noqa: F401,F403
+
+#: Real TensorFlow training (in the node agent's pods, on loopback, in the evaluation) and the
+#: Airflow stacks: each takes most of both cores, and their stall detection, straggler timeouts and
+#: deadlines assume the headroom of a serial run, so they never run two at a time: under
+#: ``--dist loadfile`` these modules are one unit of work (one process, one after another).
+ONE_AT_A_TIME = ("tests/e2e/", "tests/ui/", "tests/realpods/", "tests/tf/",
+                 "tests/security/test_evaluation_isolation.py")
+HEAVY_MARKS = ("tf", "ui")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``--dist loadfile`` (one module, one unit of work), with the modules of ONE_AT_A_TIME one unit together.
+
+    (pytest-xdist's own ``loadgroup`` groups by renaming items, ``item._nodeid``, which pytest 9.2 no longer reads.)
+    """
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class OneUnitForTheHeavyModules(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "tensorflow" if nodeid.startswith(ONE_AT_A_TIME) else super()._split_scope(nodeid)
+
+    return OneUnitForTheHeavyModules(config, log)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("serial") and os.environ.get("PYTEST_XDIST_WORKER"):
+        pytest.fail("marked serial: it needs the machine to itself, so it runs without -n; under -n select "
+                    "-m 'not serial' (scripts/test runs the two apart)", pytrace=False)
+    if any(item.get_closest_marker(m) for m in HEAVY_MARKS) and not item.nodeid.startswith(ONE_AT_A_TIME):
+        pytest.fail(f"marked {' or '.join(HEAVY_MARKS)} but not in a module of ONE_AT_A_TIME (tests/conftest.py), "
+                    "so under -n it could run beside another of its kind: add its module there", pytrace=False)
 
 
 @pytest.hookimpl(hookwrapper=True)

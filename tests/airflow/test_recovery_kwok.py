@@ -173,6 +173,7 @@ def _ready(node) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
 
 
+@pytest.mark.serial  # it bounds the recovery's wall time; its schedulable node would take other tests' pods
 def test_replicas_on_a_lost_node_are_replaced_elsewhere_after_the_grace(k8s_cluster, k8s_namespace, airflow_db,
                                                                         two_nodes):
     core = k8s_cluster.core_v1

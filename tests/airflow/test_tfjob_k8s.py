@@ -107,6 +107,7 @@ def test_worker_failure_fails_the_job_and_blocks_evaluation(k8s_cluster, k8s_nam
     assert leftovers(k8s_cluster.core_v1, k8s_namespace) == []
 
 
+@pytest.mark.serial  # it bounds its own wall time
 def test_unschedulable_gpu_request_fails_within_schedule_timeout(k8s_cluster, k8s_namespace, airflow_db):
     t0 = time.monotonic()
     dr = run_dag("tfk8s_t_gpu_unschedulable", k8s_namespace)

@@ -7,7 +7,8 @@ import subprocess
 
 import pytest
 
-pytestmark = pytest.mark.gluster
+# serial: it bounds the time of devstack/up gluster.
+pytestmark = [pytest.mark.gluster, pytest.mark.serial]
 
 
 def _fs_type(path) -> str:

@@ -13,7 +13,8 @@ from hdfs.util import HdfsError
 
 from tests.fixtures.data import crc32c, hdfs_md5_crc_checksum
 
-pytestmark = pytest.mark.hdfs
+# serial: it stops the NameNode every HDFS test uses, and bounds the time of devstack/up.
+pytestmark = [pytest.mark.hdfs, pytest.mark.serial]
 
 
 def test_write_list_read_back_and_checksum(hdfs_server, hdfs_dir):

@@ -14,7 +14,9 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.fixtures.k8s import wait_for
 
-pytestmark = pytest.mark.k8s
+# serial: its pods select no node (they may land on another test's nodes), it adds a node, and it asserts the
+# KWOK nodes carry no taint.
+pytestmark = [pytest.mark.k8s, pytest.mark.serial]
 
 FAKE_NODES = ("kwok-node-0", "kwok-node-1")
 

@@ -16,7 +16,8 @@ import pytest
 from tests.fixtures.k8s import DEVSTACK, wait_for
 from tests.fixtures.nodeagent import LOCAL_NODE_SELECTOR, LOCAL_TOLERATIONS
 
-pytestmark = [pytest.mark.k8s, pytest.mark.timeout(300)]
+# serial: devstack/down nodeagent stops every pod on the agent's node (other tests' too), and a test bounds its time.
+pytestmark = [pytest.mark.k8s, pytest.mark.timeout(300), pytest.mark.serial]
 
 
 def _pod(name: str, script: str, restart: str = "Never", **spec) -> dict:

@@ -126,6 +126,7 @@ def test_killed_worker_restarts_in_place_and_resumes(agent, k8s_namespace, airfl
     watch.assert_nothing_left()
 
 
+@pytest.mark.serial  # it bounds its own wall time
 def test_worker_without_peers_fails_in_bounded_time_naming_the_peer(agent, k8s_namespace, dataset):
     """A worker pod whose TF_CONFIG names a PS that never appears: the trainer gives up
     after its --peer-timeout, exits 138 (retryable), and its log and termination message

@@ -6,7 +6,6 @@ import hashlib
 import http.server
 import io
 import os
-import socket
 import subprocess
 import sys
 import tarfile
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.ports import free_port
 from tfk8s_airflow.codefetch import EXIT_PERMANENT, EXIT_RETRYABLE, resolve_url
 from tfk8s_airflow.job.objects import FETCH_CONTAINER
 
@@ -127,9 +127,7 @@ def test_404_is_permanent(http_files, tmp_path):
 
 
 def test_connection_refused_is_retryable(tmp_path):
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()  # reserved: no other test process listens on it meanwhile
     res = fetch(f"http://127.0.0.1:{port}/algo.tar.gz", tmp_path / "code", sha256=ANY_SHA256)
     assert res.returncode == EXIT_RETRYABLE
     assert "cannot reach" in res.stderr

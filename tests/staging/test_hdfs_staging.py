@@ -249,6 +249,7 @@ def test_path_traversal_refused_before_anything(hdfs_server, hdfs_dir, gluster_d
     assert not list(gluster_dir.rglob(MANIFEST_NAME))
 
 
+@pytest.mark.serial  # it stops the NameNode every HDFS test uses
 def test_namenode_down_names_the_urls_tried(hdfs_server, hdfs_dir, gluster_dir):
     write_partition(hdfs_server.client(), f"{hdfs_dir}/p", [10])
     dead = "http://127.0.0.1:9"

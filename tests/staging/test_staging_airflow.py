@@ -79,6 +79,7 @@ def test_stage_empty_partition_fails_without_retry(airflow_db, hdfs_server, hdfs
     assert scenarios.stage_hdfs.get_task("stage").retries == 0
 
 
+@pytest.mark.serial  # it bounds its own wall time
 @pytest.mark.parametrize("mode", ["poke", "deferrable"])
 def test_sensor_times_out_cleanly(airflow_db, hdfs_server, hdfs_dir, mode):
     hdfs_server.client().makedirs(f"{hdfs_dir}/never")  # exists, but _SUCCESS never comes

@@ -13,20 +13,17 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from tests.ports import free_port
+
+__all__ = ["LocalJob", "free_port", "tf_config", "trainer_command", "wait_until"]
+
 REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def tf_config(cluster: dict[str, list[str]], role: str, index: int) -> str:

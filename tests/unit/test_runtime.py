@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from tests.ports import free_port
 from tfk8s_airflow import runtime
 from tfk8s_airflow.exceptions import (
     DataError,
@@ -208,12 +209,6 @@ def listener():
     s.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_wait_for_peers_reaches_listening_sockets(listener):
     cfg = runtime.parse_tf_config(_cfg(
         "worker", 1, ps=[f"127.0.0.1:{listener}"], worker=[f"localhost:{listener}", "127.0.0.1:1"]))
@@ -223,7 +218,7 @@ def test_wait_for_peers_reaches_listening_sockets(listener):
 
 
 def test_wait_for_peers_waits_for_a_late_peer():
-    port = _free_port()
+    port = free_port()
     cfg = runtime.parse_tf_config(_cfg("worker", 0, ps=[f"127.0.0.1:{port}"], worker=["127.0.0.1:1"]))
     late = socket.socket()
     calls = []
@@ -243,7 +238,7 @@ def test_wait_for_peers_waits_for_a_late_peer():
 
 
 def test_wait_for_peers_timeout_names_missing_peer_and_connect_stage(listener):
-    dead = _free_port()
+    dead = free_port()
     cfg = runtime.parse_tf_config(_cfg(
         "worker", 0, ps=[f"127.0.0.1:{listener}"], worker=["127.0.0.1:1", f"127.0.0.1:{dead}"]))
     t0 = time.monotonic()
