@@ -1,6 +1,7 @@
 """What a new user hit: failures that were slow or said the wrong thing (devstack KWOK, dag.test()).
 
-A missing namespace fails setup once, permanently; a job without a deadline ends at the
+A missing namespace fails setup once, permanently, and so do pods too big for recovery's copy
+of them, before anything is created; a job without a deadline ends at the
 deployment's default; the sensor says what it waits for at least every interval, not only on a
 change, and for a Pending replica how long it has waited, why and until which timeout; a program
 landing on a simulated (KWOK) node is pointed out.
@@ -27,6 +28,25 @@ def test_missing_namespace_fails_setup_once_naming_it(k8s_cluster, k8s_namespace
     assert dr.state == "failed" and st[("train.setup", -1)] == "failed", st
     ti = next(t for t in dr.get_task_instances() if t.task_id == "train.setup")
     assert ti.try_number == 1  # a Kubernetes 404 is permanent: setup is not retried (retries=2)
+
+
+def test_pods_too_big_for_recoverys_configmap_fail_setup_once_before_anything_is_created(
+        k8s_cluster, k8s_namespace, airflow_db, monkeypatch, capsys):
+    # No real spec of <= 512 replicas outgrows the ConfigMap once xz-compressed (512 replicas: ~10 KB); the
+    # bound is lowered here, in this process (dag.test() runs setup in it), so a 3-replica job exceeds it.
+    from tfk8s_airflow.k8s import recovery
+
+    monkeypatch.setattr(recovery, "CONFIGMAP_MAX_BYTES", 64 * 1024 + 100)
+    spec = {"name": "big", "namespace": k8s_namespace, "image": "tfk8s/trainer:0.1", "ps": 1, "worker": 2}
+    capsys.readouterr()
+    dr = run_dag("tfk8s_t_from_conf", k8s_namespace, spec=spec)
+    out = capsys.readouterr().out  # setup's task log, as dag.test() prints it
+    st = states(dr)
+    assert dr.state == "failed" and st[("train.setup", -1)] == "failed", st
+    ti = next(t for t in dr.get_task_instances() if t.task_id == "train.setup")
+    assert ti.try_number == 1  # a SpecError is permanent: setup is not retried
+    assert "replicas: the job's 3 pod manifests take" in out and "fix: fewer replicas" in out, out[-3000:]
+    assert leftovers(k8s_cluster.core_v1, k8s_namespace) == []  # refused before the Service or any pod
 
 
 def test_job_without_a_deadline_ends_at_the_deployment_default(k8s_cluster, k8s_namespace, airflow_db,
