@@ -27,7 +27,7 @@ from tfk8s_airflow.exceptions import KubernetesApiError, PermanentKubernetesApiE
 from tfk8s_airflow.job.quantity import quantity_to_float
 from tfk8s_airflow.job.records import Attempt, JobRecord
 from tfk8s_airflow.job.recovery import REPLACE, RESTART_GROUP, Decision
-from tfk8s_airflow.k8s.client import wrap_api_error
+from tfk8s_airflow.k8s.client import GATE_PATCH, wrap_api_error
 
 ATTEMPTS_ANNOTATION = "tfk8s.io/attempts"
 TEMPLATES_KEY = "pods.json.xz"
@@ -260,16 +260,19 @@ class Recoverer:
         rec, v1 = self.record, self._v1()
         sem = asyncio.Semaphore(16)
 
+        # Each body is read (and dropped) so that its connection goes back to the pool for the next.
         async def create(pod: Mapping[str, Any]) -> None:
             async with sem:
-                await self._call(f"recreating pod {pod['metadata']['name']}",
-                                 v1.create_namespaced_pod(rec.namespace, pod, _preload_content=False))
+                resp = await self._call(f"recreating pod {pod['metadata']['name']}",
+                                        v1.create_namespaced_pod(rec.namespace, pod, _preload_content=False))
+                await resp.read()
 
         async def release(pod: Mapping[str, Any]) -> None:
             async with sem:
-                await self._call(f"releasing the gates of {pod['metadata']['name']}", v1.patch_namespaced_pod(
-                    pod["metadata"]["name"], rec.namespace, [{"op": "remove", "path": "/spec/schedulingGates"}],
+                resp = await self._call(f"releasing the gates of {pod['metadata']['name']}", v1.patch_namespaced_pod(
+                    pod["metadata"]["name"], rec.namespace, GATE_PATCH,
                     _preload_content=False, _content_type="application/json-patch+json"))
+                await resp.read()
 
         await asyncio.gather(*(create(p) for p in pods))
         await asyncio.gather(*(release(p) for p in pods))
