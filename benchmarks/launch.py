@@ -95,6 +95,9 @@ class Cluster:
 
         self.env = devstack_env("k8s")
         self.api = config.new_client_from_config(self.env["KUBECONFIG"])
+        # Room for the floor's 16 parallel requests, each connection kept alive, as setup's client has.
+        self.api.configuration.connection_pool_maxsize = 16
+        self.api.rest_client.pool_manager.connection_pool_kw["maxsize"] = 16
         self.core = client.CoreV1Api(self.api)
         self.client = client
 
@@ -255,7 +258,7 @@ def floor(cluster: Cluster, replicas: int, gated: bool = False) -> dict[str, flo
     from tfk8s_airflow.contract import GANG_GATE
     from tfk8s_airflow.job.objects import JobNames, job_manifests
     from tfk8s_airflow.job.spec import TFJobSpec
-    from tfk8s_airflow.k8s.client import GATE_PATCH
+    from tfk8s_airflow.k8s.client import GATE_PATCH, discard
 
     ns = cluster.namespace()
     prefix = "floor_gated" if gated else "floor"
@@ -267,12 +270,13 @@ def floor(cluster: Cluster, replicas: int, gated: bool = False) -> dict[str, flo
             for pod in objs[1:]:
                 pod["spec"]["schedulingGates"] = [{"name": GANG_GATE}]
         t0 = time.time()
-        cluster.core.create_namespaced_service(ns, objs[0], _preload_content=False)
+        discard(cluster.core.create_namespaced_service(ns, objs[0], _preload_content=False))
         with ThreadPoolExecutor(16) as pool:
-            list(pool.map(lambda o: cluster.core.create_namespaced_pod(ns, o, _preload_content=False), objs[1:]))
+            list(pool.map(lambda o: discard(cluster.core.create_namespaced_pod(ns, o, _preload_content=False)),
+                          objs[1:]))
             if gated:
-                list(pool.map(lambda o: cluster.core.patch_namespaced_pod(
-                    o["metadata"]["name"], ns, GATE_PATCH, _preload_content=False), objs[1:]))
+                list(pool.map(lambda o: discard(cluster.core.patch_namespaced_pod(
+                    o["metadata"]["name"], ns, GATE_PATCH, _preload_content=False)), objs[1:]))
         while True:
             pods = cluster.core.list_namespaced_pod(ns, label_selector=names.selector).items
             if sum(p.status.phase in ("Running", "Succeeded") for p in pods) == replicas:
@@ -436,6 +440,8 @@ def stack_round(stack: Stack, replicas: int) -> dict[str, Any]:
 
 def concurrent(stack: Stack, jobs: int) -> dict[str, Any]:
     """``jobs`` jobs of 8 replicas whose workers all end at once; sensors' delay in polls (5 s)."""
+    from tfk8s_airflow.k8s.client import discard
+
     cluster = stack.cluster
     ns = cluster.namespace()
     interval = 5.0
@@ -456,8 +462,8 @@ def concurrent(stack: Stack, jobs: int) -> dict[str, Any]:
             patch = {"metadata": {"annotations": {"tfk8s.io/sim-duration": "1s", "tfk8s.io/sim-exit-code": "0"}}}
             t_end = time.time()
             with ThreadPoolExecutor(16) as pool:
-                list(pool.map(lambda p: cluster.core.patch_namespaced_pod(p.metadata.name, ns, patch,
-                                                                          _preload_content=False), workers))
+                list(pool.map(lambda p: discard(cluster.core.patch_namespaced_pod(p.metadata.name, ns, patch,
+                                                                                  _preload_content=False)), workers))
             for r in runs:
                 stack.wait("tfk8s_t_from_conf_poll5", r, 900)
         from tfk8s_airflow.job.naming import job_name
