@@ -212,3 +212,40 @@ def test_replicas_on_a_lost_node_are_replaced_elsewhere_after_the_grace(k8s_clus
         assert first.pod.spec.node_name == names["lost"] and second.pod.spec.node_name == names["spare"]
         assert second.attempt == 2
     assert leftovers(core, k8s_namespace) == []
+
+
+def test_templates_rewritten_in_the_namespace_are_refused_and_no_pod_is_made_from_them(
+        k8s_cluster, k8s_namespace, airflow_db):
+    """Who may write ConfigMaps in the job's namespace, but not create pods, cannot choose what
+    recovery creates: the pod templates are read only while they hold the digest setup kept in the
+    job record. Here they are rewritten (same pods, another image) before a worker is evicted."""
+    import base64
+    import json
+    import lzma
+
+    from kubernetes import client
+
+    from tfk8s_airflow.k8s.recovery import TEMPLATES_KEY, read_templates
+
+    core = k8s_cluster.core_v1
+    with PodWatch(core, k8s_namespace) as watch:
+        def rewrite_then_evict():
+            life = watch.wait_for(lambda p: p.key == "worker-1" and "Running" in p.phases, what="running worker-1")
+            cm = next(c for c in core.list_namespaced_config_map(k8s_namespace).items
+                      if TEMPLATES_KEY in (c.binary_data or {}))
+            pods = read_templates(cm.binary_data, "the test")
+            for pod in pods:
+                pod["spec"]["containers"][0]["image"] = "evil/miner:1"
+            cm.binary_data = {TEMPLATES_KEY: base64.b64encode(lzma.compress(json.dumps(pods).encode())).decode()}
+            core.replace_namespaced_config_map(cm.metadata.name, k8s_namespace, cm)
+            core.create_namespaced_pod_eviction(life.name, k8s_namespace, client.V1Eviction(
+                metadata=client.V1ObjectMeta(name=life.name, namespace=k8s_namespace)))
+        join = in_background(rewrite_then_evict)
+        dr = run_dag("tfk8s_t_from_conf", k8s_namespace, spec=spec(k8s_namespace))
+        join()
+        images = {c.image for life in watch.lives.values() for c in life.pod.spec.containers}
+    assert dr.state == "failed" and states(dr)[("train.wait", -1)] == "failed"
+    reason = summary_of(dr)["reason"]
+    assert "no longer holds what setup wrote" in reason and "pod templates" in reason, reason
+    assert images == {IMAGE}, images  # no pod was ever made from the rewritten templates
+    assert leftovers(core, k8s_namespace) == []

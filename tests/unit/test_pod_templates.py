@@ -24,6 +24,7 @@ from tfk8s_airflow.k8s.recovery import (
     check_templates_fit,
     read_templates,
     templates_configmap,
+    templates_digest,
 )
 
 
@@ -88,3 +89,23 @@ def test_a_planted_templates_bomb_is_refused_at_the_read_bound():
     with pytest.raises(PermanentKubernetesApiError) as err:
         read_templates(data, "cm", limit=1024 * 1024)
     assert "inflates beyond 1048576 bytes" in str(err.value)
+
+
+def test_templates_are_read_only_while_they_hold_what_setup_wrote():
+    """Setup keeps the digest in the job record (Airflow's database); a ConfigMap rewritten by
+    anyone who may write ConfigMaps in the namespace is refused before it is inflated."""
+    pods = pods_of(4)
+    cm = templates_configmap("bench", "bench-221f261b", "bench-pods", {}, pods)
+    digest = templates_digest(cm)
+    assert digest.startswith("sha256:") and len(digest) == 7 + 64
+    assert read_templates(cm["binaryData"], "ConfigMap x", digest=digest) == pods
+
+    evil = [{**p, "spec": {**p["spec"], "containers": [{**p["spec"]["containers"][0], "image": "evil/miner"}]}}
+            for p in pods]
+    swapped = templates_configmap("bench", "bench-221f261b", "bench-pods", {}, evil)
+    with pytest.raises(PermanentKubernetesApiError, match="no longer holds what setup wrote"):
+        read_templates(swapped["binaryData"], "ConfigMap x", digest=digest)
+    # 0.1's gzip key is read only for records that carry no digest (0.1's setup kept none).
+    legacy = {LEGACY_TEMPLATES_KEY: base64.b64encode(gzip.compress(json.dumps(evil).encode())).decode()}
+    with pytest.raises(PermanentKubernetesApiError, match="holds no"):
+        read_templates(legacy, "ConfigMap x", digest=digest)

@@ -18,7 +18,8 @@ SPEC = TFJobSpec.from_dict({"name": "rec", "image": "i:1", "chief": 1, "ps": 2, 
 def record() -> JobRecord:
     names = JobNames.for_run(SPEC, "manual__1", "train", "dag")
     return job_record(SPEC, names, plan_replicas(SPEC, names), policy=JobPolicy.from_spec(SPEC, 600),
-                      has_shards=False, kubernetes_conn_id="k8s", poll_interval=2.0, created_at=1.5)
+                      has_shards=False, kubernetes_conn_id="k8s", poll_interval=2.0, created_at=1.5,
+                      templates_digest="sha256:" + "ab" * 32)
 
 
 def test_job_record_round_trips_and_holds_the_plan_in_map_index_order():
@@ -29,6 +30,7 @@ def test_job_record_round_trips_and_holds_the_plan_in_map_index_order():
     assert [r.key for r in rec.replicas] == ["chief-0", "ps-0", "ps-1", "worker-0", "worker-1", "worker-2"]
     assert rec.replica(1).pod.endswith("-ps-0") and not rec.replica(1).tracked
     assert rec.log_dir == "/mnt/v/logs" and rec.policy["active_deadline"] == 600.0
+    assert JobRecord.from_xcom(data).templates_digest == "sha256:" + "ab" * 32
     assert "s3cret" not in json.dumps(data)  # the spec (and its env values) never travels in XCom
     with pytest.raises(RecordError, match="map index 6 is outside the job's 6 replicas"):
         rec.replica(6)

@@ -75,6 +75,7 @@ class JobRecord:
     kubernetes_conn_id: str | None = "kubernetes_default"  # how the triggers reach the cluster
     poll_interval: float = 5.0  # seconds between the job watch's LISTs
     templates: str | None = None  # the ConfigMap of the pods as created (recovery recreates from it)
+    templates_digest: str | None = None  # "sha256:<hex>" of that ConfigMap's data as setup wrote it
     recovery: Mapping[str, Any] = field(default_factory=dict)  # RecoveryPolicy.to_dict()
     model_dir: str | None = None  # a ``model`` volume's host path: the chief's checkpoints (progress)
     tensorboard_pod: str | None = None  # the job's TensorBoard pod (``tensorboard:`` in the spec)
@@ -125,6 +126,7 @@ class JobRecord:
                        log_dir=d.get("log_dir"), identity=dict(d.get("identity") or {}),
                        kubernetes_conn_id=d.get("kubernetes_conn_id"),
                        poll_interval=float(d.get("poll_interval") or 5.0), templates=d.get("templates"),
+                       templates_digest=d.get("templates_digest"),
                        recovery=dict(d.get("recovery") or {}), model_dir=d.get("model_dir"),
                        tensorboard_pod=d.get("tensorboard_pod"), tensorboard_port=d.get("tensorboard_port"),
                        tensorboard_url=d.get("tensorboard_url"))

@@ -75,7 +75,7 @@ def _flatten(overrides: Mapping[str, Any] | None, prefix: str = "") -> list[str]
 def job_record(spec: TFJobSpec, names: JobNames, replicas: Sequence[Replica], *, policy: JobPolicy,
                has_shards: bool, kubernetes_conn_id: str | None, poll_interval: float,
                created_at: float | None = None, tensorboard_url: str | None = None,
-               log_dir: str | None = None) -> JobRecord:
+               log_dir: str | None = None, templates_digest: str | None = None) -> JobRecord:
     """The XCom record of one job run: names, the replica plan (in map-index order), the policy.
 
     ``tensorboard_url``: the deployment's template (``[tfk8s] tensorboard_url``), kept with what is
@@ -95,7 +95,7 @@ def job_record(spec: TFJobSpec, names: JobNames, replicas: Sequence[Replica], *,
                                   tracked=r.tracked) for r in replicas),
         created_at=time.time() if created_at is None else created_at, has_shards=has_shards,
         log_dir=log_dir, identity=dict(names.identity), kubernetes_conn_id=kubernetes_conn_id,
-        poll_interval=poll_interval, templates=naming.templates_name(names.job),
+        poll_interval=poll_interval, templates=naming.templates_name(names.job), templates_digest=templates_digest,
         recovery=RecoveryPolicy.from_spec(spec).to_dict(), model_dir=model_dir,
         tensorboard_pod=naming.tensorboard_pod_name(names.job) if tb else None,
         tensorboard_port=tb.port if tb else None,

@@ -208,6 +208,19 @@ class JobClient:
                 return False
             raise wrap_api_error(f"creating {kind} {ns}/{name}", exc) from exc
 
+    def create_or_replace_configmap(self, obj: Mapping[str, Any]) -> bool:
+        """Create a ConfigMap, or replace the one of that name with it; True when created."""
+        ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+        try:
+            discard(self.core.create_namespaced_config_map(namespace=ns, body=obj, _preload_content=False))
+            return True
+        except ApiException as exc:
+            if exc.status != 409:
+                raise wrap_api_error(f"creating ConfigMap {ns}/{name}", exc) from exc
+        discard(call(f"replacing ConfigMap {ns}/{name}", self.core.replace_namespaced_config_map,
+                     name=name, namespace=ns, body=obj, _preload_content=False))
+        return False
+
     def ensure_service(self, obj: Mapping[str, Any]) -> tuple[bool, str]:
         """Create the job's Service, or find the one an earlier try made: ``(created, uid)``.
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import copy
+import hashlib
 import json
 import lzma
 import time
@@ -64,14 +65,32 @@ def templates_configmap(record_job: str, namespace: str, name: str, labels: Mapp
             "binaryData": {TEMPLATES_KEY: base64.b64encode(templates_blob(pods)).decode()}}
 
 
+def templates_digest(configmap: Mapping[str, Any]) -> str:
+    """``sha256:<hex>`` of a templates ConfigMap's data: setup keeps it in the job record (Airflow's
+    database), and recovery reads the pods only when the ConfigMap still holds exactly that."""
+    return _digest(base64.b64decode(configmap["binaryData"][TEMPLATES_KEY]))
+
+
+def _digest(raw: bytes) -> str:
+    return "sha256:" + hashlib.sha256(raw).hexdigest()
+
+
 def read_templates(binary_data: Mapping[str, str] | None, where: str,
-                   limit: int = TEMPLATES_MAX_JSON_BYTES) -> list[dict[str, Any]]:
-    """The pod manifests of a templates ConfigMap's ``binaryData``, inflated at most to the read bound."""
+                   limit: int = TEMPLATES_MAX_JSON_BYTES, digest: str | None = None) -> list[dict[str, Any]]:
+    """The pod manifests of a templates ConfigMap's ``binaryData``, inflated at most to the read bound.
+
+    ``digest``: what setup wrote (the job record's). Anyone who may write ConfigMaps in the job's
+    namespace could otherwise choose the pods recovery creates, past the deployment's policy that
+    admitted setup's; a ConfigMap that no longer holds it is refused before it is inflated.
+    """
     data = binary_data or {}
     if TEMPLATES_KEY in data:
         inflate: Any = lzma.LZMADecompressor()
         raw = base64.b64decode(data[TEMPLATES_KEY])
-    elif LEGACY_TEMPLATES_KEY in data:
+        if digest is not None and _digest(raw) != digest:
+            raise _unreadable(where, f"it no longer holds what setup wrote ({_digest(raw)[:19]}..., setup wrote "
+                                     f"{digest[:19]}...): recovery creates only the pods setup admitted")
+    elif LEGACY_TEMPLATES_KEY in data and digest is None:  # 0.1's setup kept no digest
         inflate = zlib.decompressobj(wbits=31)  # gzip
         raw = base64.b64decode(data[LEGACY_TEMPLATES_KEY])
     else:
@@ -176,7 +195,7 @@ class Recoverer:
             name = rec.templates or ""
             cm = await self._call(f"reading ConfigMap {rec.namespace}/{name}",
                                   self._v1().read_namespaced_config_map(name, rec.namespace))
-            pods = read_templates(cm.binary_data, f"ConfigMap {rec.namespace}/{name}")
+            pods = read_templates(cm.binary_data, f"ConfigMap {rec.namespace}/{name}", digest=rec.templates_digest)
             by_pod = {(p.get("metadata") or {}).get("name"): p for p in pods}
             self._templates = {r.key: by_pod[r.pod] for r in rec.replicas if r.pod in by_pod}
         return self._templates
@@ -286,5 +305,5 @@ def dataclass_dict(attempt: Attempt) -> dict[str, Any]:
     return out
 
 
-__all__ = ["ATTEMPTS_ANNOTATION", "Recoverer", "templates_configmap", "check_templates_fit",
+__all__ = ["ATTEMPTS_ANNOTATION", "Recoverer", "templates_configmap", "templates_digest", "check_templates_fit",
            "read_templates", "rebuilt", "memory_of", "REPLACE"]

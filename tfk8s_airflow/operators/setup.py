@@ -47,7 +47,7 @@ from tfk8s_airflow.job.resolve import as_spec_input, job_record, resolve_spec
 from tfk8s_airflow.job.shardmap import normalize_shards
 from tfk8s_airflow.job.tensorboard import plan_tensorboard, tensorboard_manifest
 from tfk8s_airflow.k8s.client import DEFAULT_CONCURRENCY, JobClient
-from tfk8s_airflow.k8s.recovery import check_templates_fit, templates_configmap
+from tfk8s_airflow.k8s.recovery import check_templates_fit, templates_configmap, templates_digest
 from tfk8s_airflow.operators.base import fail_permanently
 
 __all__ = ["TFJobSetupOperator", "normalize_shards", "replica_task_labels"]
@@ -152,13 +152,18 @@ class TFJobSetupOperator(BaseOperator):
             self.log.info("Service %s %s", names.service, "created" if created else "reused (retry or cleared run)")
             owner = owner_reference(names.service, uid)
             pods = [owned_by(p, owner) for p in pods]
-            objs = [configmap_manifest(spec, names, shards)] if shards is not None else []
-            # The pods as created: recovery recreates replicas from them (docs/recovery.md).
-            objs.append(templates_configmap(names.job, names.namespace, naming.templates_name(names.job),
-                                            job_labels(spec, names), pods))
-            for obj in objs:
+            if shards is not None:
+                obj = configmap_manifest(spec, names, shards)
                 verb = "created" if client.create_if_absent(owned_by(obj, owner)) else "reused (retry or cleared run)"
-                self.log.info("%s %s %s", obj["kind"], obj["metadata"]["name"], verb)
+                self.log.info("ConfigMap %s %s", obj["metadata"]["name"], verb)
+            # The pods as created: recovery recreates replicas from them (docs/recovery.md), and only
+            # while the ConfigMap holds what the digest in the job record says. Written over whatever
+            # has that name: a retry's, or one made before setup ran.
+            templates = owned_by(templates_configmap(names.job, names.namespace, naming.templates_name(names.job),
+                                                     job_labels(spec, names), pods), owner)
+            digest = templates_digest(templates)
+            verb = "created" if client.create_or_replace_configmap(templates) else "replaced"
+            self.log.info("ConfigMap %s %s (%s)", templates["metadata"]["name"], verb, digest)
             batch = client.create_pods(pods, self.create_concurrency)
             released = client.release_gates(names.namespace, [p["metadata"]["name"] for p in pods],
                                             self.create_concurrency)
@@ -179,7 +184,8 @@ class TFJobSetupOperator(BaseOperator):
         judged_by = JobPolicy.from_spec(spec, active_deadline=deadline)
         record: JobRecord = job_record(spec, names, replicas, policy=judged_by, has_shards=shards is not None,
                                        kubernetes_conn_id=self.kubernetes_conn_id, poll_interval=self.poll_interval,
-                                       tensorboard_url=policy.tensorboard_url, log_dir=self.log_dir or None)
+                                       tensorboard_url=policy.tensorboard_url, log_dir=self.log_dir or None,
+                                       templates_digest=digest)
         context["ti"].xcom_push(key="job", value=record.to_xcom())
         context["ti"].xcom_push(key=JOB_ID_KEY, value=record.job_id)  # the triggers pull the record once per job
         return [{"replica": ref.key} for ref in record.replicas]
