@@ -239,12 +239,14 @@ class Recoverer:
                 overrides[key]["avoid_nodes"] = sorted(avoid)
         attempt = Attempt(number=self.attempt + 1, failure_class=decision.failure_class or "", reason=decision.reason,
                           at=time.time(), action=decision.action, replicas=tuple(keys))
+        # The templates first: when they cannot be used (rewritten, unreadable), no attempt is recorded
+        # that could never be made, and every watch of the job fails naming them, not a spent budget.
+        templates = await self.templates()
         if not await self._lease(attempt, overrides):
             return None
         what = "restarting the group" if decision.action == RESTART_GROUP else f"replacing {', '.join(keys)}"
         log.warning("TF job %s: attempt %d: %s (%s: %s)", rec.job, attempt.number, what, attempt.failure_class,
                     attempt.reason)
-        templates = await self.templates()
         pods = [r.pod for r in rec.replicas if r.key in keys]
         await self._delete(pods)
         await asyncio.sleep(backoff)
