@@ -37,3 +37,17 @@ def test_create_and_release_of_a_batch_open_no_more_connections_than_its_concurr
     assert len(live) == PODS and not any(p.spec.scheduling_gates for p in live)
     # 2 x 24 + 2 requests; one connection per parallel request at most, each reused.
     assert 1 <= _opened(client) <= CONCURRENCY
+
+
+def test_a_configmap_of_the_same_name_is_written_over_not_reused(k8s_cluster, k8s_namespace):
+    """Setup writes the pod templates over whatever ConfigMap has their name (a retry's, or one
+    made before setup ran), so the data recovery checks against the record's digest is setup's."""
+    from tfk8s_airflow.k8s.client import JobClient
+
+    client = JobClient.from_conn("kubernetes_default")
+    planted = {"apiVersion": "v1", "kind": "ConfigMap", "data": {"pods": "planted"},
+               "metadata": {"name": "job-pods", "namespace": k8s_namespace}}
+    ours = {**planted, "data": {"pods": "setup's"}}
+    assert client.create_or_replace_configmap(planted) is True
+    assert client.create_or_replace_configmap(ours) is False
+    assert k8s_cluster.core_v1.read_namespaced_config_map("job-pods", k8s_namespace).data == {"pods": "setup's"}

@@ -87,8 +87,9 @@ def read_templates(binary_data: Mapping[str, str] | None, where: str,
     if TEMPLATES_KEY in data:
         inflate: Any = lzma.LZMADecompressor()
         raw = base64.b64decode(data[TEMPLATES_KEY])
-        if digest is not None and _digest(raw) != digest:
-            raise _unreadable(where, f"it no longer holds what setup wrote ({_digest(raw)[:19]}..., setup wrote "
+        found = _digest(raw) if digest is not None else ""
+        if digest is not None and found != digest:
+            raise _unreadable(where, f"it no longer holds what setup wrote ({found[:19]}..., setup wrote "
                                      f"{digest[:19]}...): recovery creates only the pods setup admitted")
     elif LEGACY_TEMPLATES_KEY in data and digest is None:  # 0.1's setup kept no digest
         inflate = zlib.decompressobj(wbits=31)  # gzip
