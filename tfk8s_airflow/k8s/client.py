@@ -21,6 +21,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tfk8s_airflow.contract import CONTAINER_NAME, LABEL_JOB, LABEL_RUN
 from tfk8s_airflow.exceptions import KubernetesApiError, PermanentKubernetesApiError
+from tfk8s_airflow.job.verdict import read_verdict, verdict_body
 
 T = TypeVar("T")
 PERMANENT_STATUSES = {400, 401, 403, 404, 405, 409, 410, 422}
@@ -49,6 +50,9 @@ def call(action: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 #: Parallel API requests of a batch (like a client's QPS/burst; client-go defaults to 5 QPS,
 #: TFJob users raise it to 100-200). The API server's own priority and fairness still applies.
 DEFAULT_CONCURRENCY = 16
+#: Seconds any single request made from the triggerer may take (a LIST of 512 pods is ~20 MB: a few
+#: seconds): no request of a job's watch, its recovery or a replica's trigger waits without bound.
+REQUEST_TIMEOUT_S = 30.0
 GATE_PATCH = [{"op": "remove", "path": "/spec/schedulingGates"}]
 
 
@@ -300,6 +304,21 @@ class JobClient:
                     namespace=namespace).items
 
     # ----------------------------------------------------------------- delete
+    def record_verdict(self, namespace: str, service: str, state: str, reason: str, by: str) -> bool:
+        """Write the job's verdict on its Service unless it has one; False when there is no Service or
+        a verdict was there already."""
+        try:
+            svc = self.core.read_namespaced_service(service, namespace, _request_timeout=REQUEST_TIMEOUT_S)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise wrap_api_error(f"reading Service {namespace}/{service}", exc) from exc
+        if read_verdict(svc.metadata.annotations) is not None:
+            return False
+        call(f"recording the verdict on Service {namespace}/{service}", self.core.patch_namespaced_service,
+             service, namespace, verdict_body(state, reason, by), _request_timeout=REQUEST_TIMEOUT_S)
+        return True
+
     def delete_job_objects(self, namespace: str, selector: str, grace_period_seconds: int = 0) -> dict[str, int]:
         """Delete every pod, Service and ConfigMap with the job label; returns counts."""
         counts = {"pods": 0, "services": 0, "configmaps": 0}

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfk8s_airflow.exceptions import DataError
+from tfk8s_airflow.k8s.client import REQUEST_TIMEOUT_S
 from tfk8s_airflow.volume import logs
 
 __all__ = ["LogFollower", "Incarnation", "CHUNK_BYTES", "FLUSH_S", "MAX_LOG_BYTES"]
@@ -53,6 +54,8 @@ MAX_LOG_BYTES = 1 << 30
 RETRY_S = 2.0
 #: Consecutive errors after which one container's log is given up (teardown's tail remains).
 MAX_ERRORS = 5
+#: Seconds :meth:`LogFollower.close` waits for a cancelled follower to end before it leaves it behind.
+CLOSE_TIMEOUT_S = 5.0
 
 log = logging.getLogger(__name__)
 
@@ -106,17 +109,22 @@ class LogFollower:
     async def close(self, drain: float) -> None:
         """Stop following: give an ending container up to ``drain`` seconds to deliver its last
         output, then cancel, and append what is buffered."""
-        if self._task is None:
+        task = self._task
+        if task is None:
             return
         self._running = False
         self._changed.set()
-        try:
-            await asyncio.wait_for(asyncio.shield(self._task), drain)
-        except TimeoutError:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-        except Exception:  # noqa: BLE001 - the follower logs its own errors; the task goes on
-            pass
+        # asyncio.wait, not wait_for: it never cancels (or swallows a cancellation of) anything itself,
+        # and each wait is bounded, so a follower that does not end can never hold its replica's task.
+        await asyncio.wait({task}, timeout=drain)
+        if not task.done():
+            task.cancel()
+            await asyncio.wait({task}, timeout=CLOSE_TIMEOUT_S)
+        if not task.done():
+            log.warning("the log stream of %s/%s did not stop within %.0fs of being cancelled: left behind",
+                        self.namespace, self.pod, CLOSE_TIMEOUT_S)
+        elif not task.cancelled() and task.exception() is not None:
+            self._say(f"following the log of {self.namespace}/{self.pod} ended with {task.exception()!r}")
 
     # ------------------------------------------------------------------ the loop
     async def _run(self) -> None:
@@ -147,7 +155,8 @@ class LogFollower:
             self._changed.clear()
             # Not started yet, or a stream that ended while the container runs: again soon.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), min(RETRY_S * 2 ** errors, 30.0))
+                async with asyncio.timeout(min(RETRY_S * 2 ** errors, 30.0)):
+                    await self._changed.wait()
 
     async def _follow(self, inc: Incarnation) -> bool:
         """Stream ``inc``'s output from where the file left it; True when the stream ended normally
@@ -184,7 +193,10 @@ class LogFollower:
                     buf += inc.header(self.pod)
                 while True:
                     try:
-                        chunk = await asyncio.wait_for(resp.content.read(CHUNK_BYTES), FLUSH_S)
+                        # asyncio.timeout, not wait_for: on 3.11 wait_for swallows a cancellation that
+                        # arrives as its read completes, and the follower would then never stop.
+                        async with asyncio.timeout(FLUSH_S):
+                            chunk = await resp.content.read(CHUNK_BYTES)
                     except TimeoutError:
                         chunk = None
                     if chunk == b"":
@@ -210,9 +222,12 @@ class LogFollower:
         from kubernetes_asyncio import client as async_client
 
         try:
+            # A followed log may be quiet for hours (a parameter server): only connecting is bounded
+            # there; a previous container's log is read with an idle bound as well.
+            timeout = (REQUEST_TIMEOUT_S, REQUEST_TIMEOUT_S if previous else None)
             return await v1.read_namespaced_pod_log(name=self.pod, namespace=self.namespace, container=self.container,
                                                     follow=not previous, previous=previous,
-                                                    _preload_content=False)
+                                                    _preload_content=False, _request_timeout=timeout)
         except async_client.ApiException as exc:
             if exc.status in (400, 404):  # not started yet, or gone: the next change says which
                 return None
@@ -224,9 +239,10 @@ class LogFollower:
         from kubernetes_asyncio import client as async_client
 
         try:
-            resp: Any = await v1.read_namespaced_pod(name=self.pod, namespace=self.namespace, _preload_content=False)
+            resp: Any = await v1.read_namespaced_pod(name=self.pod, namespace=self.namespace, _preload_content=False,
+                                                     _request_timeout=REQUEST_TIMEOUT_S)
             pod = json.loads(await resp.read())
-        except (async_client.ApiException, ValueError):
+        except (async_client.ApiException, ValueError, TimeoutError):
             return None
         for cs in (pod.get("status") or {}).get("containerStatuses") or []:
             if cs.get("name") == self.container:

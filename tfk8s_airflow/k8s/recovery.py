@@ -28,7 +28,8 @@ from tfk8s_airflow.exceptions import KubernetesApiError, PermanentKubernetesApiE
 from tfk8s_airflow.job.quantity import quantity_to_float
 from tfk8s_airflow.job.records import Attempt, JobRecord
 from tfk8s_airflow.job.recovery import REPLACE, RESTART_GROUP, Decision
-from tfk8s_airflow.k8s.client import GATE_PATCH, wrap_api_error
+from tfk8s_airflow.job.verdict import read_verdict, verdict_body
+from tfk8s_airflow.k8s.client import GATE_PATCH, REQUEST_TIMEOUT_S, wrap_api_error
 
 ATTEMPTS_ANNOTATION = "tfk8s.io/attempts"
 TEMPLATES_KEY = "pods.json.xz"
@@ -161,6 +162,7 @@ class Recoverer:
         self.overrides: dict[str, dict[str, Any]] = {}
         self._templates: dict[str, dict[str, Any]] | None = None
         self._version: str | None = None
+        self.verdict: dict[str, Any] | None = None  # the job's verdict read from its Service: recover nothing
 
     def _v1(self) -> Any:
         from kubernetes_asyncio import client as async_client
@@ -179,8 +181,10 @@ class Recoverer:
         """Read the attempts and overrides recorded on the job's Service."""
         rec = self.record
         svc = await self._call(f"reading Service {rec.namespace}/{rec.service}",
-                               self._v1().read_namespaced_service(rec.service, rec.namespace))
+                               self._v1().read_namespaced_service(rec.service, rec.namespace,
+                                                                                  _request_timeout=REQUEST_TIMEOUT_S))
         self._version = svc.metadata.resource_version
+        self.verdict = read_verdict(svc.metadata.annotations)
         raw = (svc.metadata.annotations or {}).get(ATTEMPTS_ANNOTATION)
         doc = json.loads(raw) if raw else {}
         self.attempts = [Attempt(**{**a, "replicas": tuple(a.get("replicas") or ())}) for a in doc.get("attempts", [])]
@@ -195,7 +199,8 @@ class Recoverer:
             rec = self.record
             name = rec.templates or ""
             cm = await self._call(f"reading ConfigMap {rec.namespace}/{name}",
-                                  self._v1().read_namespaced_config_map(name, rec.namespace))
+                                  self._v1().read_namespaced_config_map(
+                                      name, rec.namespace, _request_timeout=REQUEST_TIMEOUT_S))
             pods = read_templates(cm.binary_data, f"ConfigMap {rec.namespace}/{name}", digest=rec.templates_digest)
             by_pod = {(p.get("metadata") or {}).get("name"): p for p in pods}
             self._templates = {r.key: by_pod[r.pod] for r in rec.replicas if r.pod in by_pod}
@@ -216,7 +221,8 @@ class Recoverer:
         body = {"metadata": {"resourceVersion": self._version,
                              "annotations": {ATTEMPTS_ANNOTATION: json.dumps(doc, separators=(",", ":"))}}}
         try:
-            svc = await self._v1().patch_namespaced_service(rec.service, rec.namespace, body)
+            svc = await self._v1().patch_namespaced_service(rec.service, rec.namespace, body,
+                                                            _request_timeout=REQUEST_TIMEOUT_S)
         except async_client.ApiException as exc:
             if exc.status == 409:  # another watch acted on this failure: take its record
                 await self.load()
@@ -226,6 +232,17 @@ class Recoverer:
         self.attempts.append(attempt)
         self.overrides = overrides
         return True
+
+    async def record_verdict(self, state: str, reason: str) -> None:
+        """Write the job's verdict on its Service (a merge patch of one annotation; an existing one is kept)."""
+        if self.verdict is not None:
+            return
+        rec = self.record
+        await self._call(f"recording the verdict on Service {rec.namespace}/{rec.service}",
+                         self._v1().patch_namespaced_service(rec.service, rec.namespace,
+                                                             verdict_body(state, reason, "watch"),
+                                                             _request_timeout=REQUEST_TIMEOUT_S))
+        self.verdict = {"state": state, "reason": reason, "by": "watch"}
 
     async def execute(self, decision: Decision, backoff: float, log: Any) -> Attempt | None:
         """Restart the group or replace replicas; the Attempt made, or None if another watch made it."""
@@ -243,8 +260,8 @@ class Recoverer:
         # The templates first: when they cannot be used (rewritten, unreadable), no attempt is recorded
         # that could never be made, and every watch of the job fails naming them, not a spent budget.
         templates = await self.templates()
-        if not await self._lease(attempt, overrides):
-            return None
+        if self.verdict is not None or not await self._lease(attempt, overrides):
+            return None  # another watch acted first, or the job has its verdict (teardown may be deleting it)
         what = "restarting the group" if decision.action == RESTART_GROUP else f"replacing {', '.join(keys)}"
         log.warning("TF job %s: attempt %d: %s (%s: %s)", rec.job, attempt.number, what, attempt.failure_class,
                     attempt.reason)
@@ -261,7 +278,8 @@ class Recoverer:
 
         async def one(name: str) -> None:
             try:
-                await v1.delete_namespaced_pod(name, rec.namespace, grace_period_seconds=0)
+                await v1.delete_namespaced_pod(name, rec.namespace, grace_period_seconds=0,
+                                               _request_timeout=REQUEST_TIMEOUT_S)
             except async_client.ApiException as exc:
                 if exc.status != 404:
                     raise wrap_api_error(f"deleting pod {rec.namespace}/{name}", exc) from exc
@@ -271,7 +289,8 @@ class Recoverer:
         wanted = set(pods)
         while time.monotonic() < deadline:
             listed = await self._call("listing pods",
-                                      v1.list_namespaced_pod(rec.namespace, label_selector=rec.selector))
+                                      v1.list_namespaced_pod(rec.namespace, label_selector=rec.selector,
+                                                                             _request_timeout=REQUEST_TIMEOUT_S))
             left = wanted & {p.metadata.name for p in listed.items}
             if not left:
                 return
@@ -286,14 +305,16 @@ class Recoverer:
         async def create(pod: Mapping[str, Any]) -> None:
             async with sem:
                 resp = await self._call(f"recreating pod {pod['metadata']['name']}",
-                                        v1.create_namespaced_pod(rec.namespace, pod, _preload_content=False))
+                                        v1.create_namespaced_pod(rec.namespace, pod, _preload_content=False,
+                                                                 _request_timeout=REQUEST_TIMEOUT_S))
                 await resp.read()
 
         async def release(pod: Mapping[str, Any]) -> None:
             async with sem:
                 resp = await self._call(f"releasing the gates of {pod['metadata']['name']}", v1.patch_namespaced_pod(
                     pod["metadata"]["name"], rec.namespace, GATE_PATCH,
-                    _preload_content=False, _content_type="application/json-patch+json"))
+                    _preload_content=False, _content_type="application/json-patch+json",
+                    _request_timeout=REQUEST_TIMEOUT_S))
                 await resp.read()
 
         await asyncio.gather(*(create(p) for p in pods))

@@ -17,6 +17,13 @@ the job as running, restarting.
 
 Transient API errors are published too (subscribers decide how many they tolerate);
 permanent ones (403, 404 namespace) end the watch with that error.
+
+Why nothing of it can wedge a trigger: every request carries a timeout
+(:data:`REQUEST_TIMEOUT_S`), nothing raised inside a poll ends the loop (an unexpected error is
+published as a transient one, and logged once), and a subscriber that waits longer than
+:func:`stale_after` for a snapshot restarts the loop itself when it has stopped or stalled, so
+the loop runs as long as anyone listens, whatever happened to it. Subscribers are counted by
+token, so an exit can only ever remove its own subscription.
 """
 
 from __future__ import annotations
@@ -33,11 +40,21 @@ from typing import Any
 
 from tfk8s_airflow.contract import CONTAINER_NAME, PROGRESS_PREFIX
 from tfk8s_airflow.exceptions import DataError, KubernetesApiError, PermanentKubernetesApiError
-from tfk8s_airflow.job.judge import FAILED, RUNNING, STALLED, JobPolicy, JobStatus, evaluate
+from tfk8s_airflow.job.judge import (
+    FAILED,
+    INFRASTRUCTURE,
+    RUNNING,
+    STALLED,
+    SUCCEEDED,
+    JobPolicy,
+    JobStatus,
+    evaluate,
+)
 from tfk8s_airflow.job.records import Attempt, JobRecord, ProgressPoint
 from tfk8s_airflow.job.recovery import FAIL, REPLACE, RESTART_GROUP, Progress, RecoveryPolicy, decide
 from tfk8s_airflow.job.tensorboard import TensorBoardState, tensorboard_state
-from tfk8s_airflow.k8s.client import wrap_api_error
+from tfk8s_airflow.k8s.client import REQUEST_TIMEOUT_S, wrap_api_error
+from tfk8s_airflow.k8s.recovery import GONE_TIMEOUT_S
 from tfk8s_airflow.volume.safe import SafeDir
 
 #: Consecutive failed polls after which the watch gives up (the API is unreachable).
@@ -50,6 +67,10 @@ LOG_CONCURRENCY = 8
 SIMULATED_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 #: Seconds between two looks at the nodes of the job's pods (node loss).
 NODE_CHECK_S = 5.0
+#: Polls without a snapshot after which a subscriber restarts a stopped or stalled loop ...
+STALE_POLLS = 4
+#: ... but never sooner than this (a slow LIST, a recovery's API calls).
+STALE_MIN_S = 20.0
 #: The progress points kept (the summary's history).
 HISTORY = 240
 PROGRESS_TAIL_BYTES = 32 * 1024
@@ -88,6 +109,11 @@ class WatchKey:
     config_file: str | None
     namespace: str
     selector: str
+
+
+def stale_after(interval: float) -> float:
+    """Seconds without a snapshot after which a subscriber takes the job's loop for stopped."""
+    return max(STALE_POLLS * interval, STALE_MIN_S)
 
 
 def _judge(raw: bytes, policy: JobPolicy, now: float, watch_started: float,
@@ -148,7 +174,7 @@ class JobWatch:
         self.recovery = RecoveryPolicy.from_dict(record.recovery)
         self.watch_started = record.created_at
         self.interval = interval
-        self.subscribers = 0
+        self._tokens: set[object] = set()
         self.lists = 0  # LIST requests answered (tests and benchmarks read it)
         self.started = time.monotonic()
         self.max_gap = 0.0  # the longest time between two answered LISTs (event-loop stalls show here)
@@ -157,6 +183,10 @@ class JobWatch:
         self._latest: Snapshot | None = None
         self._changed = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
+        self._beat = time.monotonic()  # the loop's last sign of life (each poll's start and end)
+        self._busy_until = 0.0  # a recovery in progress may keep the loop from beating until then
+        self.restarts = 0  # loops restarted by a subscriber that waited too long (tests read it)
+        self._said_errors: set[str] = set()
         self._api: Any = None
         self._log_slots = asyncio.Semaphore(LOG_CONCURRENCY)
         self._nodes: dict[str, dict[str, Any] | None] = {}
@@ -167,14 +197,40 @@ class JobWatch:
         self._history: list[ProgressPoint] = []
         self._checkpoint_refused = False  # said once in the log, then no progress from the file
         self._recoverer: Any = None
+        self._verdict: Snapshot | None = None  # the first snapshot with the job's final state: kept from then on
 
     # ------------------------------------------------------------------ subscribers
+    @property
+    def subscribers(self) -> int:
+        """The triggers subscribed now."""
+        return len(self._tokens)
+
+    @property
+    def latest(self) -> Snapshot | None:
+        """The newest snapshot published (None before the first poll)."""
+        return self._latest
+
+    @property
+    def overrides(self) -> dict[str, dict[str, Any]]:
+        """What recovery changed in the pods (e.g. the memory an OOM relaunch chose)."""
+        return dict(self._recoverer.overrides) if self._recoverer is not None else {}
+
     async def next(self, after_seq: int = 0) -> Snapshot:
-        """The first snapshot newer than ``after_seq`` (waits for the next poll)."""
-        async with self._changed:
-            await self._changed.wait_for(lambda: self._latest is not None and self._latest.seq > after_seq)
-            assert self._latest is not None
-            return self._latest
+        """The first snapshot newer than ``after_seq`` (waits for the next poll).
+
+        Never waits forever on a loop that stopped or stalled: after :func:`stale_after` seconds
+        without one, the loop is started again (:meth:`heal`) and the wait goes on.
+        """
+        while True:
+            try:
+                async with asyncio.timeout(stale_after(self.interval)):
+                    async with self._changed:
+                        await self._changed.wait_for(
+                            lambda: self._latest is not None and self._latest.seq > after_seq)
+                        assert self._latest is not None
+                        return self._latest
+            except TimeoutError:
+                self.heal()
 
     async def snapshots(self) -> AsyncIterator[Snapshot]:
         """Every snapshot from now on (a slow subscriber skips to the newest)."""
@@ -186,15 +242,48 @@ class JobWatch:
             if snap.permanent:
                 return
 
+    def heal(self) -> bool:
+        """Start the loop again when it ended or has shown no sign of life for :func:`stale_after`
+        seconds while someone listens; True when it did."""
+        if not self._tokens:
+            return False
+        task = self._task
+        now = time.monotonic()
+        quiet = now - self._beat
+        if task is not None and not task.done() and (quiet < stale_after(self.interval) or now < self._busy_until):
+            return False
+        if task is None or task.done():
+            why = "it had ended" + (f" ({_task_error(task)})" if task is not None else "")
+        else:
+            why = f"it had shown no sign of life for {quiet:.0f}s"
+            task.cancel()  # not awaited: a loop stuck past its timeouts must not hold the subscriber
+        self.restarts += 1
+        _log.warning("job %s: the watch of its pods was started again: %s", self.record.job, why)
+        self._task = None
+        self._start()
+        return True
+
+    def _subscribe(self) -> object:
+        token = object()
+        self._tokens.add(token)
+        self._start()
+        return token
+
+    def _unsubscribe(self, token: object) -> bool:
+        """Drop one subscription; True when it was the last."""
+        self._tokens.discard(token)
+        return not self._tokens
+
     def _start(self) -> None:
         if self._task is None or self._task.done():
+            self._beat = time.monotonic()
             self._task = asyncio.ensure_future(self._run())
 
     async def _stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.wait({task}, timeout=REQUEST_TIMEOUT_S)  # bounded: the caller's exit never hangs here
 
     def stats(self) -> str:
         """One line on the watch itself, for the sensor's log."""
@@ -218,15 +307,36 @@ class JobWatch:
                         attempts=attempts, **kw)
 
     async def _run(self) -> None:
+        """Poll until cancelled or a permanent error; one connection at a time, reopened every
+        :data:`RECONNECT_S`. Nothing raised inside ends it but cancellation: an error no handler
+        expected is published as a transient one (and logged once, with its traceback)."""
+        seq = self._latest.seq if self._latest else 0
+        errors = 0
+        while True:
+            self._beat = time.monotonic()
+            try:
+                seq, errors, done = await self._connection(seq, errors)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - e.g. the connection's config: never ends the loop silently
+                seq += 1
+                errors += 1
+                done = await self._publish_error(seq, self._unexpected("opening the API connection", exc), errors)
+                if not done:
+                    await asyncio.sleep(self.interval)
+            if done:
+                return
+
+    async def _connection(self, seq: int, errors: int) -> tuple[int, int, bool]:
+        """Polls over one API connection: (the last seq, consecutive errors, whether the watch is over)."""
         from kubernetes_asyncio import client as async_client
 
         from tfk8s_airflow.k8s.recovery import Recoverer
 
-        seq = self._latest.seq if self._latest else 0
-        errors = 0
-        while True:
-            hook = self._hook_factory()
-            opened = time.monotonic()
+        hook = self._hook_factory()
+        opened = time.monotonic()
+        api = None
+        try:
             async with hook.get_conn() as api:
                 self._api = api
                 if self._recoverer is None and self.record.templates:
@@ -236,43 +346,88 @@ class JobWatch:
                         self._recoverer = recoverer
                     except KubernetesApiError:
                         self._recoverer = None  # no Service to keep attempts on: no recovery, judged as is
+                    except (ValueError, TypeError) as exc:  # its attempts cannot be read: none are trusted
+                        self._recoverer = None
+                        _log.warning("job %s: no recovery: the attempts on its Service cannot be read (%s)",
+                                     self.record.job, exc)
                 elif self._recoverer is not None:
                     self._recoverer.api = api
                 v1 = async_client.CoreV1Api(api)
                 while time.monotonic() - opened < RECONNECT_S:
-                    t0 = time.monotonic()
+                    t0 = self._beat = time.monotonic()
                     seq += 1
-                    try:
-                        resp: Any = await v1.list_namespaced_pod(namespace=self.key.namespace,
-                                                                 label_selector=self.key.selector,
-                                                                 _preload_content=False)
-                        raw = await resp.read()  # the raw response: judged in a thread, not parsed here
-                        self._count_list()
-                        status, count, tensorboard = await asyncio.to_thread(
-                            _judge, raw, self.policy, time.time(), self.watch_started, self.record.tensorboard_pod)
-                        judged = await self._recover(seq, status, v1)
+                    error = await self._poll(seq, v1)
+                    self._beat = time.monotonic()
+                    if error is None:
                         errors = 0
-                        if judged is not None:
-                            await self._publish(self._snapshot(seq, judged, pods=count, tensorboard=tensorboard))
-                    except async_client.ApiException as exc:
-                        err = wrap_api_error(f"listing pods {self.key.selector} in {self.key.namespace}", exc)
+                    else:
                         errors += 1
-                        permanent = isinstance(err, PermanentKubernetesApiError) or errors >= MAX_CONSECUTIVE_ERRORS
-                        await self._publish(self._snapshot(seq, None, error=err, permanent=permanent))
-                        if permanent:
-                            return
-                    except (TimeoutError, OSError, ValueError, KubernetesApiError) as exc:
-                        errors += 1
-                        err = exc if isinstance(exc, KubernetesApiError) else KubernetesApiError(
-                            f"listing pods {self.key.selector} in {self.key.namespace}", None,
-                            f"{type(exc).__name__}: {exc}")
-                        # e.g. recovery refused by RBAC (403): that will not pass by itself
-                        permanent = isinstance(err, PermanentKubernetesApiError) or errors >= MAX_CONSECUTIVE_ERRORS
-                        await self._publish(self._snapshot(seq, None, error=err, permanent=permanent))
-                        if permanent:
-                            return
+                        if await self._publish_error(seq, error, errors):
+                            return seq, errors, True
                     await asyncio.sleep(max(0.0, self.interval - (time.monotonic() - t0)))
-            self._api = None
+        finally:
+            if self._api is api:  # a loop restarted by heal() has its own by now
+                self._api = None
+        return seq, errors, False
+
+    async def _poll(self, seq: int, v1: Any) -> KubernetesApiError | None:
+        """One LIST, judged and published; the error it met instead, if any."""
+        from kubernetes_asyncio import client as async_client
+
+        action = f"listing pods {self.key.selector} in {self.key.namespace}"
+        if self._verdict is not None:  # the job's verdict is final: nothing to list, judge or recover
+            await self._publish(dataclasses.replace(self._verdict, seq=seq, at=time.time()))
+            return None
+        try:
+            resp: Any = await v1.list_namespaced_pod(namespace=self.key.namespace, label_selector=self.key.selector,
+                                                     _preload_content=False, _request_timeout=REQUEST_TIMEOUT_S)
+            raw = await resp.read()  # the raw response: judged in a thread, not parsed here
+            self._count_list()
+            status, count, tensorboard = await asyncio.to_thread(
+                _judge, raw, self.policy, time.time(), self.watch_started, self.record.tensorboard_pod)
+            judged = await self._recover(seq, status, v1)
+            if judged is not None:
+                snap = self._snapshot(seq, judged, pods=count, tensorboard=tensorboard)
+                await self._publish(snap)
+                if judged.state != RUNNING:
+                    self._verdict = snap
+                    await self._record_verdict(judged)
+            return None
+        except asyncio.CancelledError:
+            raise
+        except async_client.ApiException as exc:
+            return wrap_api_error(action, exc)
+        except KubernetesApiError as exc:  # e.g. recovery refused by RBAC (403): that will not pass by itself
+            return exc
+        except (TimeoutError, OSError, ValueError) as exc:
+            return KubernetesApiError(action, None, f"{type(exc).__name__}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - anything else met in a poll: published, never the loop's end
+            return self._unexpected(action, exc)
+
+    async def _publish_error(self, seq: int, error: KubernetesApiError, errors: int) -> bool:
+        """Publish a failed poll; True when the watch ends with it (permanent, or too many in a row)."""
+        permanent = isinstance(error, PermanentKubernetesApiError) or errors >= MAX_CONSECUTIVE_ERRORS
+        await self._publish(self._snapshot(seq, None, error=error, permanent=permanent))
+        return permanent
+
+    def _unexpected(self, action: str, exc: Exception) -> KubernetesApiError:
+        """An error no handler expected, as a transient API error; its traceback logged once per kind."""
+        kind = f"{type(exc).__module__}.{type(exc).__qualname__}"
+        if kind not in self._said_errors:
+            self._said_errors.add(kind)
+            _log.exception("job %s: %s met an unexpected %s (the watch goes on)", self.record.job, action,
+                           type(exc).__name__, exc=exc)
+        return KubernetesApiError(action, None, f"{type(exc).__name__}: {exc}")
+
+    async def _record_verdict(self, status: JobStatus) -> None:
+        """The verdict on the job's Service, so that no watch recovers the job after it (best effort:
+        teardown writes one too, before it deletes anything)."""
+        if self._recoverer is None:
+            return  # no recovery for this job: nothing could act on it after its verdict
+        try:
+            await self._recoverer.record_verdict(status.state, status.reason)
+        except (KubernetesApiError, TimeoutError, OSError) as exc:
+            _log.warning("job %s: its verdict was not recorded on its Service: %s", self.record.job, exc)
 
     def _count_list(self) -> None:
         self.lists += 1
@@ -286,6 +441,17 @@ class JobWatch:
         await self._read_progress(status)
         if self._recoverer is None:
             return status
+        verdict = self._recoverer.verdict
+        if verdict is not None:
+            # Recorded by another watch or by teardown: nothing is recovered any more. The pods stay the
+            # truth of a success; a job they do not show ended is ended here as failed (what is on the
+            # Service could have been written by anyone who may write Services: it may end a job's
+            # watch, never make it succeed).
+            if status.state == SUCCEEDED:
+                return status
+            return dataclasses.replace(status, state=FAILED, failure_class=status.failure_class or INFRASTRUCTURE,
+                                       reason=f"the job had ended ({verdict['state']}: {verdict['reason'] or '-'}; "
+                                              f"recorded on its Service by {verdict['by'] or 'another process'})")
         await self._check_nodes(status)
         roles = {r.key: r.role for r in self.record.replicas}
         memory = await self._recoverer.memory() if _oom_possible(status) else {}
@@ -297,7 +463,13 @@ class JobWatch:
                 f"replacing {', '.join(decision.replicas)}"
             await self._publish(self._snapshot(seq, running, restarting=f"{what} ({decision.failure_class}: "
                                                                         f"{decision.reason})"))
-            attempt = await self._recoverer.execute(decision, self.recovery.restart_backoff, _log)
+            # Deleting, waiting for the pods to go, the backoff, creating: the loop does not beat meanwhile.
+            self._busy_until = time.monotonic() + stale_after(self.interval) + self.recovery.restart_backoff + \
+                GONE_TIMEOUT_S + 4 * REQUEST_TIMEOUT_S
+            try:
+                attempt = await self._recoverer.execute(decision, self.recovery.restart_backoff, _log)
+            finally:
+                self._busy_until = 0.0
             if attempt is not None:
                 for node in decision.avoid_nodes:
                     self._lost.pop(node, None)
@@ -376,7 +548,8 @@ class JobWatch:
         if not names:
             return
         try:
-            resp: Any = await async_client.CoreV1Api(self._api).list_node(_preload_content=False)
+            resp: Any = await async_client.CoreV1Api(self._api).list_node(_preload_content=False,
+                                                                          _request_timeout=REQUEST_TIMEOUT_S)
             items = json.loads(await resp.read()).get("items") or []
         except async_client.ApiException as exc:
             if exc.status == 403:
@@ -406,7 +579,8 @@ class JobWatch:
         if self._api is None:
             return None
         try:
-            resp: Any = await async_client.CoreV1Api(self._api).read_node(name, _preload_content=False)
+            resp: Any = await async_client.CoreV1Api(self._api).read_node(name, _preload_content=False,
+                                                                          _request_timeout=REQUEST_TIMEOUT_S)
             self._nodes[name] = json.loads(await resp.read()).get("metadata") or {}
         except (TimeoutError, async_client.ApiException, OSError, ValueError):
             pass
@@ -461,7 +635,8 @@ class JobWatch:
         from kubernetes_asyncio import client as async_client
 
         kwargs: dict[str, Any] = {"name": pod, "namespace": self.key.namespace, "container": container,
-                                  "previous": previous, "_preload_content": False}
+                                  "previous": previous, "_preload_content": False,
+                                  "_request_timeout": REQUEST_TIMEOUT_S}
         if limit_bytes is not None:
             kwargs["limit_bytes"] = limit_bytes
         if tail_lines is not None:
@@ -484,6 +659,14 @@ class JobWatch:
             if 0 <= cut < len(buf) - 1:
                 del buf[:cut + 1]
         return bytes(buf)
+
+
+def _task_error(task: asyncio.Task[None]) -> str:
+    """How a finished loop ended, for the log."""
+    if task.cancelled():
+        return "cancelled"
+    exc = task.exception()
+    return f"{type(exc).__name__}: {exc}" if exc is not None else "returned"
 
 
 def _oom_possible(status: JobStatus) -> bool:
@@ -509,6 +692,9 @@ class _Log:
 
     def warning(self, msg: str, *args: Any) -> None:
         self._log.warning(msg, *args)
+
+    def exception(self, msg: str, *args: Any, exc: BaseException) -> None:
+        self._log.warning(msg, *args, exc_info=exc)
 
 
 _log = _Log()
@@ -537,12 +723,11 @@ async def watch_job(record: JobRecord, *, interval: float | None = None, config_
                                                                                       config_file))
         _WATCHES[loop_key] = watch
     watch.interval = min(watch.interval, interval)
-    watch.subscribers += 1
-    watch._start()
+    token = watch._subscribe()
     try:
         yield watch
     finally:
-        watch.subscribers -= 1
-        if watch.subscribers <= 0:
-            _WATCHES.pop(loop_key, None)
+        if watch._unsubscribe(token):
+            if _WATCHES.get(loop_key) is watch:
+                del _WATCHES[loop_key]
             await watch._stop()

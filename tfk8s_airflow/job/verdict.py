@@ -1,0 +1,47 @@
+"""A job's verdict as it is kept on the job's Service: written once the job has one, read by every watch.
+
+Why on the Service: the verdict must outlive the process that found it. A watch that starts later
+(a restarted or another triggerer, a replica task that started late) reads it there and takes the
+job as ended; no recovery recreates a pod of a job that has one; and teardown writes one (``ended``
+when the sensor found none) before it deletes anything, so a watch still running while teardown
+deletes the pods never takes the deletions for lost replicas. The Service is the job's own and is
+deleted last. A value written by anyone else is parsed defensively and can at most end the job's
+watch early, never make anything run.
+"""
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["VERDICT_ANNOTATION", "VERDICT_STATES", "read_verdict", "verdict_body"]
+
+#: The job's verdict on its Service, once known (by the watch that judged it, or by teardown before
+#: it deletes anything): no recovery acts on a job that has one, and a watch started later takes it.
+VERDICT_ANNOTATION = "tfk8s.io/verdict"
+VERDICT_STATES = ("succeeded", "failed", "ended")
+#: Characters of a verdict's reason kept on the Service.
+VERDICT_REASON_MAX = 1000
+
+
+def verdict_body(state: str, reason: str, by: str) -> dict[str, Any]:
+    """The merge patch that records a job's verdict on its Service."""
+    doc = {"state": state, "reason": reason[:VERDICT_REASON_MAX], "by": by, "at": round(time.time(), 3)}
+    return {"metadata": {"annotations": {VERDICT_ANNOTATION: json.dumps(doc, separators=(",", ":"))}}}
+
+
+def read_verdict(annotations: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The verdict recorded on a Service's annotations; None when there is none or it is not one
+    (a namespace writer's value is ignored, never trusted for more than ending the job's watch)."""
+    raw = (annotations or {}).get(VERDICT_ANNOTATION)
+    if not isinstance(raw, str) or len(raw) > 4 * VERDICT_REASON_MAX:
+        return None
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict) or doc.get("state") not in VERDICT_STATES:
+        return None
+    reason = doc.get("reason")
+    return {"state": doc["state"], "reason": reason if isinstance(reason, str) else "", "by": str(doc.get("by", ""))}
