@@ -26,7 +26,18 @@ from airflow.triggers.base import BaseTrigger, TaskFailedEvent, TaskSkippedEvent
 
 from tfk8s_airflow.contract import CONTAINER_NAME
 from tfk8s_airflow.exceptions import DataError, KubernetesApiError, RecordError
-from tfk8s_airflow.job.judge import FAILED, RUNNING, SUCCEEDED, JobPolicy, JobStatus, ReplicaState, replica_outcome
+from tfk8s_airflow.job.judge import (
+    FAILED,
+    REPLICA_FAILED,
+    REPLICA_SUCCEEDED,
+    RUNNING,
+    SUCCEEDED,
+    JobPolicy,
+    JobStatus,
+    ReplicaOutcome,
+    ReplicaState,
+    replica_outcome,
+)
 from tfk8s_airflow.job.records import FAILED as OUT_FAILED
 from tfk8s_airflow.job.records import (
     SKIPPED,
@@ -64,6 +75,9 @@ PROGRESS_PUSH_S = 10.0
 LOG_DRAIN_S = 10.0
 #: The same for an untracked replica still running when the job ended (teardown stops it).
 LOG_DRAIN_RUNNING_S = 2.0
+#: Seconds an XCom read or write of a trigger may take (they go through the triggerer's supervisor):
+#: a trigger never waits on one without bound.
+XCOM_TIMEOUT_S = 30.0
 
 
 def _progress_text(snap: Snapshot) -> str:
@@ -108,8 +122,13 @@ LOG_OMITTED = "[... the middle of this log is omitted: it is longer than {limit}
 
 def setup_task_id(task_id: str) -> str:
     """``train.replica`` -> ``train.setup``: the setup task of the same task group."""
+    return sibling_task_id(task_id, "setup")
+
+
+def sibling_task_id(task_id: str, name: str) -> str:
+    """``train.replica``, ``wait`` -> ``train.wait``: a task of the same task group, as ``tf_job()`` names them."""
     group, dot, _ = task_id.rpartition(".")
-    return f"{group}.setup" if dot else "setup"
+    return f"{group}.{name}" if dot else name
 
 
 class _JobTriggerBase(BaseTrigger):
@@ -140,7 +159,13 @@ class _JobTriggerBase(BaseTrigger):
         ti = self.task_instance
         if ti is None or not hasattr(ti, "axcom_pull"):
             raise RecordError("no job record: pass job= (the setup task's XCom 'job') when deferring")
-        return await pull_record(ti, self.setup_task_id or setup_task_id(ti.task_id))
+        source = self.setup_task_id or setup_task_id(ti.task_id)
+        try:
+            async with asyncio.timeout(XCOM_TIMEOUT_S):
+                return await pull_record(ti, source)
+        except TimeoutError:
+            raise RecordError(f"pulling the job record (XCom 'job' of {source}) took longer than "
+                              f"{XCOM_TIMEOUT_S:.0f}s: the triggerer could not reach Airflow's metadata") from None
 
     def _watch(self, record: JobRecord) -> Any:
         return watch_job(record, config_file=self.config_file)
@@ -264,10 +289,11 @@ class TFJobTrigger(_JobTriggerBase):
         if ti is None or not hasattr(ti, "xcom_push") or not hasattr(ti, "axcom_pull"):
             return  # deferred from a worker (dag.test()): the summary carries the progress at the end
         try:
-            await axcom_push(ti, "progress", progress.to_xcom())
-            if progress.tensorboard_url and progress.tensorboard_url != self._link_pushed:
-                await astore_link(ti, TensorBoardLink, progress.tensorboard_url)
-                self._link_pushed = progress.tensorboard_url
+            async with asyncio.timeout(XCOM_TIMEOUT_S):
+                await axcom_push(ti, "progress", progress.to_xcom())
+                if progress.tensorboard_url and progress.tensorboard_url != self._link_pushed:
+                    await astore_link(ti, TensorBoardLink, progress.tensorboard_url)
+                    self._link_pushed = progress.tensorboard_url
         except Exception as exc:  # noqa: BLE001 - progress is informative: never fail the job for it
             say = self.log.debug if self._push_failed else self.log.warning
             say("pushing the progress failed: %s: %s", type(exc).__name__, exc)
@@ -302,8 +328,8 @@ class TFJobTrigger(_JobTriggerBase):
         summary["attempts"] = final.to_xcom()["attempts"]
         summary["tensorboard_url"] = final.tensorboard_url
         xcoms = {"summary": summary, **link_xcom(TensorBoardLink, final.tensorboard_url)}
-        if watch._recoverer is not None and watch._recoverer.overrides:
-            summary["overrides"] = watch._recoverer.overrides  # e.g. the memory an OOM relaunch chose
+        if watch.overrides:
+            summary["overrides"] = watch.overrides  # e.g. the memory an OOM relaunch chose
         # No last XCom 'progress': the summary carries it (the TF jobs view reads it there), and a
         # round trip to the triggerer's supervisor here waits behind every other task's ending.
         self.log.info("watch: %s", watch.stats())
@@ -400,6 +426,8 @@ class TFReplicaTrigger(_JobTriggerBase):
             outcome = replica_outcome(status, ref.key, ref.tracked)
             if outcome is None:
                 continue
+            if st is None:  # its pod is gone: teardown ran before this task saw the job end
+                outcome = await self._outcome_after_teardown(ref) or outcome
             streamed = None
             if follower is not None:
                 await follower.close(LOG_DRAIN_RUNNING_S if st is not None and st.phase == "Running"
@@ -421,6 +449,34 @@ class TFReplicaTrigger(_JobTriggerBase):
             yield self._end(TriggerOutcome("replica", outcome.state, outcome.reason, replica=result),
                             {"replica": result.to_xcom(), **link})
             return
+
+    async def _outcome_after_teardown(self, ref: ReplicaRef) -> ReplicaOutcome | None:
+        """The outcome of a replica whose job is gone (its pods deleted by teardown before this task saw
+        the job end: the triggerer was down, or this task started late), from the durable verdict: the
+        job sensor's XCom ``summary`` (None when there is none to read: the judged outcome stands)."""
+        ti = self.task_instance
+        summary: Any = None
+        if ti is not None and hasattr(ti, "axcom_pull") and getattr(ti, "task_id", None):
+            source = sibling_task_id(ti.task_id, "wait")
+            try:
+                async with asyncio.timeout(XCOM_TIMEOUT_S):
+                    summary = await ti.axcom_pull(task_ids=source, key="summary", map_indexes=-1)
+            except Exception as exc:  # noqa: BLE001 - no verdict readable: said below
+                self.log.warning("reading the job's verdict (XCom 'summary' of %s) failed: %s: %s", source,
+                                 type(exc).__name__, exc)
+        if not isinstance(summary, Mapping) or summary.get("state") not in (SUCCEEDED, FAILED):
+            return None
+        gone = " (its pod was gone when this task looked: teardown had run)"
+        mine = summary.get("replicas")
+        phase = mine.get(ref.key, {}).get("phase") if isinstance(mine, Mapping) and \
+            isinstance(mine.get(ref.key), Mapping) else None
+        if ref.tracked and phase == "Succeeded":
+            return ReplicaOutcome(REPLICA_SUCCEEDED, f"{ref.key} exited 0{gone}", None)
+        if phase == "Failed":
+            return ReplicaOutcome(REPLICA_FAILED, f"{ref.key} failed{gone}", None)
+        found = replica_outcome(JobStatus(str(summary["state"]), str(summary.get("reason") or "")), ref.key,
+                                ref.tracked)
+        return ReplicaOutcome(found.state, f"{found.reason}{gone}", None) if found is not None else None
 
     async def _follower(self, record: JobRecord, ref: ReplicaRef, watch: JobWatch) -> LogFollower | None:
         """A follower of the replica's log when the job has a log directory this process sees."""
@@ -445,7 +501,8 @@ class TFReplicaTrigger(_JobTriggerBase):
         link = link_xcom(ReplicaLogLink, replica_log_url(ti.dag_id, ti.run_id, record.job, ref.key))
         if hasattr(ti, "axcom_pull"):
             try:
-                await astore_link(ti, ReplicaLogLink, next(iter(link.values()), None))
+                async with asyncio.timeout(XCOM_TIMEOUT_S):
+                    await astore_link(ti, ReplicaLogLink, next(iter(link.values()), None))
             except Exception as exc:  # noqa: BLE001 - a link is informative: never fail the replica for it
                 self.log.warning("storing the replica log link failed: %s: %s", type(exc).__name__, exc)
         return link
