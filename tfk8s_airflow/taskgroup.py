@@ -7,13 +7,14 @@ over the setup task's output (dynamic task mapping) instead of being fixed at pa
 Teardown is the setup's teardown, so Airflow runs it after failures and user kills, and
 clears it with the setup.
 
-    setup ─┬─► replica (mapped: chief-0, evaluator-0, ps-0.., worker-0..) ─┬─► teardown
-           └─► wait (the job sensor: the success policy) ──────────────────┘
+    setup ─┬─► replica (mapped: chief-0, evaluator-0, ps-0.., worker-0..)
+           └─► wait (the job sensor: the success policy) ─► teardown
 
 The replica tasks and the sensor wait side by side (in the triggerer, sharing one LIST
 per poll); ``group >> evaluate`` makes evaluation wait for both, and so for the sensor's
-verdict. Teardown waits for the replica tasks too, so each has read its replica's log
-before the pods go.
+verdict. Teardown follows the sensor alone: once the job has its verdict, it gives the replica
+tasks a bounded time (``replica_grace``) to stream the last of their logs and end, then deletes
+the job whatever they do, so a replica task that never ends cannot keep a parameter server running.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from airflow.sdk import TaskGroup, XComArg
 from tfk8s_airflow.k8s.client import DEFAULT_CONCURRENCY
 from tfk8s_airflow.operators.replica import TFReplicaPodOperator
 from tfk8s_airflow.operators.setup import TFJobSetupOperator
-from tfk8s_airflow.operators.teardown import TFJobTeardownOperator
+from tfk8s_airflow.operators.teardown import REPLICA_GRACE_S, TFJobTeardownOperator
 from tfk8s_airflow.sensors.job import TFJobSensor
 from tfk8s_airflow.triggers.job import DEFAULT_LOG_BYTES
 
@@ -41,7 +42,7 @@ def tf_job(group_id: str = "train", *, spec: Any, shards: Any = None,
            replica_kwargs: Mapping[str, Any] | None = None, setup_retries: int = 2,
            sensor_timeout: float | None = None, replicas_start_from_trigger: bool = True,
            log_bytes: int = DEFAULT_LOG_BYTES, create_concurrency: int = DEFAULT_CONCURRENCY,
-           launch_kwargs: Mapping[str, Any] | None = None) -> TaskGroup:
+           launch_kwargs: Mapping[str, Any] | None = None, replica_grace: float = REPLICA_GRACE_S) -> TaskGroup:
     """Build the job's task group in the current DAG; ``group >> evaluate`` gates on success.
 
     :param spec: TFJobSpec, dict (Jinja allowed), YAML/JSON path, or ``"{{ params.spec }}"``.
@@ -56,6 +57,8 @@ def tf_job(group_id: str = "train", *, spec: Any, shards: Any = None,
         runs, and its **Replica log** link opens it; teardown keeps those files and archives a tail
         of any replica not streamed. Default: the spec's ``logs`` volume's host path.
     :param launch_kwargs: the former name of ``replica_kwargs``.
+    :param replica_grace: seconds teardown gives the replica tasks, once the sensor has the job's
+        verdict, to end before it deletes the job anyway.
     """
     with TaskGroup(group_id=group_id) as group:
         setup = TFJobSetupOperator(
@@ -82,8 +85,8 @@ def tf_job(group_id: str = "train", *, spec: Any, shards: Any = None,
             deferrable=deferrable, log_bytes=log_bytes, retries=0, **sensor_args)
         teardown = TFJobTeardownOperator(
             task_id="teardown", job=job, kubernetes_conn_id=kubernetes_conn_id,
-            log_tail_lines=log_tail_lines, archive_dir=archive_dir)
+            log_tail_lines=log_tail_lines, archive_dir=archive_dir, replica_grace=replica_grace)
         setup >> [replicas, wait]
-        [replicas, wait] >> teardown
+        wait >> teardown
         teardown.as_teardown(setups=setup)
     return group

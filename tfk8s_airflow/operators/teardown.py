@@ -17,11 +17,20 @@ retry after the pods are gone) never replaces an archive already written. Then e
 Service and ConfigMap with the job label is deleted, parameter servers included,
 and the task waits until they are gone: nothing of a job outlives its run.
 Idempotent: a second run finds nothing and succeeds.
+
+Why teardown follows the sensor and not the replica tasks: a replica task that does not end (a
+triggerer that died or hung) must never keep the parameter servers running. Teardown starts once the
+sensor has its verdict, first records it on the job's Service (a watch still running then takes the
+deletions that follow for the end of the job, never for lost replicas to recover), then gives the
+replica tasks up to ``replica_grace`` seconds to end (they stream the last of their logs) and goes on
+without the ones that have not: their pods are deleted all the same, and each of those tasks then
+ends from the sensor's recorded verdict.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -33,7 +42,26 @@ from tfk8s_airflow.exceptions import DataError
 from tfk8s_airflow.job.records import JobRecord
 from tfk8s_airflow.k8s.client import JobClient
 from tfk8s_airflow.operators.base import fail_permanently
+from tfk8s_airflow.triggers.job import sibling_task_id
 from tfk8s_airflow.volume import logs
+
+#: Seconds teardown waits, once the sensor has its verdict, for the replica tasks to end.
+REPLICA_GRACE_S = 60.0
+REPLICA_POLL_S = 2.0
+#: Task instance states that have ended.
+ENDED_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
+
+
+def replicas_not_ended(states: dict[str, Any], task_id: str, record: JobRecord) -> list[str]:
+    """The replicas (by key) whose task has not ended, from ``get_task_states``' ``{"<task_id>_<i>": state}``."""
+    out = []
+    for key, state in states.items():
+        base, _, index = key.rpartition("_")
+        if base != task_id or not index.isdigit() or state in ENDED_STATES:
+            continue
+        i = int(index)
+        out.append(record.replicas[i].key if i < len(record.replicas) else f"{task_id}[{i}]")
+    return sorted(out)
 
 
 class TFJobTeardownOperator(BaseOperator):
@@ -45,6 +73,10 @@ class TFJobTeardownOperator(BaseOperator):
         ``archive_dir``, else the spec's ``logs`` host path).
     :param grace_period_seconds: grace given to replicas on delete.
     :param wait_timeout: seconds to wait for the objects to be gone.
+    :param replica_grace: seconds to wait, once the sensor has its verdict, for the replica tasks to end
+        before deleting the pods anyway (0: do not wait).
+    :param replica_task_id: the replica tasks (default: ``replica`` of this task's group, as ``tf_job()``
+        names it); ``sensor_task_id`` likewise (default: ``wait``), whose XCom ``summary`` is the verdict.
     """
 
     template_fields: Sequence[str] = ("job", "archive_dir")
@@ -52,8 +84,13 @@ class TFJobTeardownOperator(BaseOperator):
 
     def __init__(self, *, job: Any, kubernetes_conn_id: str = "kubernetes_default",
                  log_tail_lines: int = 100, archive_dir: str | None = None,
-                 grace_period_seconds: int = 5, wait_timeout: float = 180, **kwargs: Any) -> None:
+                 grace_period_seconds: int = 5, wait_timeout: float = 180,
+                 replica_grace: float = REPLICA_GRACE_S, replica_task_id: str | None = None,
+                 sensor_task_id: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.replica_grace = replica_grace
+        self.replica_task_id = replica_task_id
+        self.sensor_task_id = sensor_task_id
         self.job = job
         self.kubernetes_conn_id = kubernetes_conn_id
         self.log_tail_lines = log_tail_lines
@@ -68,6 +105,46 @@ class TFJobTeardownOperator(BaseOperator):
             return Path(record.log_dir)
         return None
 
+    def _verdict(self, context: Any) -> tuple[str, str] | None:
+        """(state, reason) of the job sensor's XCom ``summary``, when it has a final one."""
+        source = self.sensor_task_id or sibling_task_id(self.task_id, "wait")
+        try:
+            summary = context["ti"].xcom_pull(task_ids=source, key="summary")
+        except Exception as exc:  # noqa: BLE001 - no verdict readable: teardown goes on without it
+            self.log.warning("reading the job's verdict (XCom 'summary' of %s) failed: %s", source, exc)
+            return None
+        if isinstance(summary, dict) and summary.get("state") in ("succeeded", "failed"):
+            return str(summary["state"]), str(summary.get("reason") or "")
+        return None
+
+    def _wait_for_replicas(self, context: Any, record: JobRecord) -> list[str]:
+        """Wait up to ``replica_grace`` seconds for the replica tasks to end; the ones that did not."""
+        ti = context["ti"]
+        task_id = self.replica_task_id or sibling_task_id(self.task_id, "replica")
+        if self.replica_grace <= 0 or not hasattr(ti, "get_task_states"):
+            return []
+        deadline = time.monotonic() + self.replica_grace
+        said = False
+        while True:
+            try:
+                states = ti.get_task_states(dag_id=ti.dag_id, task_ids=[task_id], run_ids=[ti.run_id])
+            except Exception as exc:  # noqa: BLE001 - teardown never waits on what it cannot read
+                self.log.warning("reading the states of the replica tasks failed: %s", exc)
+                return []
+            waiting = replicas_not_ended(states.get(ti.run_id) or {}, task_id, record)
+            if not waiting:
+                return []
+            if time.monotonic() >= deadline:
+                self.log.warning("replica task(s) %s had not ended %.0fs after the job's verdict: their pods are "
+                                 "deleted all the same, and the tasks end from the recorded verdict",
+                                 ", ".join(waiting), self.replica_grace)
+                return waiting
+            if not said:
+                self.log.info("waiting up to %.0fs for replica task(s) %s to end (they stream the last of their "
+                              "logs)", self.replica_grace, ", ".join(waiting))
+                said = True
+            time.sleep(REPLICA_POLL_S)
+
     def execute(self, context: Any) -> dict[str, Any]:
         if not self.job:
             self.log.info("no job record (setup did not finish): nothing to tear down")
@@ -76,6 +153,12 @@ class TFJobTeardownOperator(BaseOperator):
             record = JobRecord.from_xcom(self.job)
         ns, selector, job = record.namespace, record.selector, record.job
         client = JobClient.from_conn(self.kubernetes_conn_id)
+        verdict = self._verdict(context)
+        state, reason = verdict if verdict else ("ended", "teardown ran before the job sensor had a verdict")
+        if client.record_verdict(ns, record.service, state, reason, "teardown"):
+            self.log.info("recorded the verdict of job %s on Service %s: %s", job, record.service, state)
+        if verdict is not None:
+            self._wait_for_replicas(context, record)
         root = self._archive_root(record)
         archived = []
         # Each replica task already wrote its replica's log into its own task log; teardown
