@@ -1,0 +1,150 @@
+"""Every replica task ends with its job, on the real scheduler stack, however the jobs start and end.
+
+Many short jobs at once (``tfk8s_t_stress``): real pods on the node agent whose programs print without
+pause (the parameter servers and untracked workers forever, the tracked workers for a few seconds), with
+and without log streaming and a TensorBoard, all started together and ending within seconds of each
+other while their streams still carry output. Each replica task must end within a bound of its job's
+verdict (the sensor's end), teardown must run, and nothing of any job may be left.
+
+What this catches: a replica task's trigger that stops its log follower when its replica's outcome is
+known, and a follower that does not stop when cancelled. On Python 3.11 ``asyncio.wait_for`` swallows a
+cancellation that arrives in the loop iteration in which its read completes, so a follower reading a
+stream that still carries output could outlive its cancellation; the trigger then waited for it forever,
+its task stayed deferred, and (teardown then following the replica tasks) the parameter server and the
+TensorBoard ran on. The bound here is far below teardown's ``replica_grace``, so a task that only ended
+because teardown removed its pod fails the test too.
+
+The second test kills the triggerer (SIGKILL, its trigger runner with it) while every replica task
+waits in it: the tasks are picked up again by the restarted triggerer, end with their jobs, and
+teardown runs.
+"""
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from tests.e2e._support import E2E_MARKS, env_root, leftovers, task_states, wait_gone
+from tfk8s_airflow.operators.teardown import REPLICA_GRACE_S
+from tfk8s_airflow.volume.logs import archive_path
+
+pytestmark = [*E2E_MARKS, pytest.mark.timeout(1200)]
+
+DAG_ID = "tfk8s_t_stress"
+TOLERATE_AGENT = [{"key": "tfk8s.io/node-agent", "operator": "Exists", "effect": "NoSchedule"}]
+#: A replica's program: a line every 4 ms, for RUN_S seconds (0: until it is stopped).
+PROGRAM = r"""
+import os, sys, time
+run, host, i = float(os.environ["RUN_S"]), os.environ.get("HOSTNAME", "?"), 0
+end = time.time() + run
+while run <= 0 or time.time() < end:
+    sys.stdout.write(f"{host} line {i} " + "x" * 100 + "\n")
+    sys.stdout.flush()
+    i += 1
+    time.sleep(0.004)
+"""
+#: Seconds within which every replica task must end after its job's sensor did: the log drain of a
+#: replica that ended (10 s) and a few polls, well below teardown's grace.
+BOUND_S = 30.0
+assert BOUND_S < REPLICA_GRACE_S
+
+
+def forever() -> dict:
+    return {"env": {"RUN_S": "0"}}
+
+
+def spec(name: str, namespace: str, root: Path, *, tf2: bool = False, stream: bool = True,
+         tensorboard: bool = False, run_s: float = 4.0) -> dict:
+    """One job of the stress: TF1 (a PS, two tracked workers) or TF2 (a chief; a PS and an untracked
+    worker, both forever)."""
+    roles: dict = ({"chief": {"replicas": 1, "env": {"RUN_S": str(run_s)}}, "ps": {"replicas": 1, **forever()},
+                    "worker": {"replicas": 1, "tracked": False, **forever()}} if tf2 else
+                   {"ps": {"replicas": 1, **forever()}, "worker": {"replicas": 2, "env": {"RUN_S": str(run_s)}}})
+    out: dict = {"name": name, "namespace": namespace, "image": "tfk8s/stress:0", "node_selector": {"type": "local"},
+                 "tolerations": TOLERATE_AGENT, "command": ["python", "-u", "-c", PROGRAM], "restart_policy": "Never",
+                 "env": {"PYTHONUNBUFFERED": "1"}, "volumes": [], **roles}
+    if stream:  # the job's log directory: each replica task streams its replica's whole log there
+        (root / name / "logs").mkdir(parents=True, exist_ok=True)
+        out["volumes"].append({"name": "logs", "mount_path": "/logs", "host_path": str(root / name / "logs")})
+    if tensorboard:
+        (root / name / "model").mkdir(parents=True, exist_ok=True)
+        out["volumes"].append({"name": "model", "mount_path": "/model", "host_path": str(root / name / "model")})
+        out["tensorboard"] = {"enabled": True}
+    return out
+
+
+def trigger(stack, conf: dict) -> str:
+    resp = stack.api.post(stack.url(f"api/v2/dags/{DAG_ID}/dagRuns"), json={"logical_date": None, "conf": conf},
+                          timeout=60)
+    assert resp.status_code in (200, 201), resp.text
+    return resp.json()["dag_run_id"]
+
+
+def when(value: str | None) -> float:
+    assert value, "a task instance without an end date"
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def ended_with_their_job(stack, run_id: str) -> dict[str, float]:
+    """Seconds from the sensor's end to each replica task's end; asserts every task and the run succeeded."""
+    tis = stack.task_instances(DAG_ID, run_id)
+    states = task_states(stack, DAG_ID, run_id)
+    assert all(t["state"] == "success" for t in tis), states
+    sensor = next(t for t in tis if t["task_id"] == "train.wait")
+    teardown = next(t for t in tis if t["task_id"] == "train.teardown")
+    lags = {f"replica[{t['map_index']}]": when(t["end_date"]) - when(sensor["end_date"])
+            for t in tis if t["task_id"] == "train.replica"}
+    assert lags, states
+    assert when(teardown["start_date"]) >= when(sensor["end_date"]) - 1.0, (teardown, sensor)
+    return lags
+
+
+def test_many_jobs_ending_together_end_every_replica_task(airflow_stack, k8s_cluster, k8s_namespace):
+    stack, core = airflow_stack, k8s_cluster.core_v1
+    root = env_root(stack) / "stress"
+    jobs = {"a0": {}, "a1": {}, "b0": {"tf2": True}, "b1": {"tf2": True}, "c0": {"stream": False},
+            "d0": {"tensorboard": True}}
+    runs = {name: trigger(stack, {"namespace": k8s_namespace, "spec": spec(f"st-{name}", k8s_namespace, root, **kw)})
+            for name, kw in jobs.items()}
+    done = stack.wait_for_runs(DAG_ID, list(runs.values()), timeout=900, interval=3)
+    assert all(r["state"] == "success" for r in done), {r["dag_run_id"]: task_states(stack, DAG_ID, r["dag_run_id"])
+                                                         for r in done}
+    lags = {name: ended_with_their_job(stack, run_id) for name, run_id in runs.items()}
+    print("seconds from each job's verdict to its replica tasks' ends:",
+          {name: sorted(round(v, 1) for v in lag.values()) for name, lag in lags.items()})
+    late = {name: {k: round(v, 1) for k, v in lag.items() if v > BOUND_S} for name, lag in lags.items()}
+    assert not any(late.values()), ("replica tasks ended too long after their job's verdict", late, lags)
+    # Each streamed job has every replica's whole log, beyond the program's first lines.
+    for name, kw in jobs.items():
+        if kw.get("stream", True):
+            job = stack.xcom(DAG_ID, runs[name], "train.setup", "job")["job"]
+            logs_dir = root / f"st-{name}" / "logs"
+            for key in ("ps-0", "worker-0") if not kw.get("tf2") else ("ps-0", "chief-0", "worker-0"):
+                path = archive_path(str(logs_dir), job, f"{job}-{key}")
+                assert path.is_file() and path.stat().st_size > 10_000, (name, key, path)
+    assert wait_gone(core, k8s_namespace) == [], leftovers(core, k8s_namespace)
+
+
+def test_a_killed_triggerer_leaves_no_replica_task_waiting(airflow_stack, k8s_cluster, k8s_namespace):
+    stack, core = airflow_stack, k8s_cluster.core_v1
+    root = env_root(stack) / "stress-kill"
+    runs = [trigger(stack, {"namespace": k8s_namespace,
+                            "spec": spec(f"sk-{i}", k8s_namespace, root, tf2=bool(i % 2), run_s=40)})
+            for i in range(2)]
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        tis = [t for run_id in runs for t in stack.task_instances(DAG_ID, run_id) if t["task_id"] == "train.replica"]
+        if len(tis) == 6 and all(t["state"] == "deferred" for t in tis):
+            break
+        time.sleep(1)
+    else:
+        pytest.fail(f"replica tasks never all deferred: {[task_states(stack, DAG_ID, r) for r in runs]}")
+    stack.restart("triggerer")  # SIGKILL to its process group: the trigger runner and every trigger with it
+    done = stack.wait_for_runs(DAG_ID, runs, timeout=600, interval=3)
+    assert all(r["state"] == "success" for r in done), [task_states(stack, DAG_ID, r) for r in runs]
+    for run_id in runs:
+        lags = ended_with_their_job(stack, run_id)
+        assert all(lag <= BOUND_S for lag in lags.values()), lags
+    assert wait_gone(core, k8s_namespace) == [], leftovers(core, k8s_namespace)
