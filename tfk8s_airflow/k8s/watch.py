@@ -243,14 +243,16 @@ class JobWatch:
                 return
 
     def heal(self) -> bool:
-        """Start the loop again when it ended or has shown no sign of life for :func:`stale_after`
-        seconds while someone listens; True when it did."""
+        """Start the loop again, while someone listens, when it ended, or when it has shown no sign of
+        life for longer than any poll can take (:func:`stale_after` plus two requests' timeouts: each
+        request is bounded, so only a loop stuck on something unbounded is that quiet); True when it did."""
         if not self._tokens:
             return False
         task = self._task
         now = time.monotonic()
         quiet = now - self._beat
-        if task is not None and not task.done() and (quiet < stale_after(self.interval) or now < self._busy_until):
+        stuck_after = stale_after(self.interval) + 2 * REQUEST_TIMEOUT_S
+        if task is not None and not task.done() and (quiet < stuck_after or now < self._busy_until):
             return False
         if task is None or task.done():
             why = "it had ended" + (f" ({_task_error(task)})" if task is not None else "")
