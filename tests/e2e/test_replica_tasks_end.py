@@ -46,8 +46,10 @@ while run <= 0 or time.time() < end:
     time.sleep(0.004)
 """
 #: Seconds within which every replica task must end after its job's sensor did: the log drain of a
-#: replica that ended (10 s) and a few polls, well below teardown's grace.
-BOUND_S = 30.0
+#: replica that ended (10 s), a few polls and the triggerer recording many endings at once (measured here: 4-17 s
+#: for six jobs ending together), below teardown's grace: a task that ended only because teardown removed its pod
+#: fails.
+BOUND_S = 50.0
 assert BOUND_S < REPLICA_GRACE_S
 
 
@@ -112,6 +114,10 @@ def test_many_jobs_ending_together_end_every_replica_task(airflow_stack, k8s_clu
     assert all(r["state"] == "success" for r in done), {r["dag_run_id"]: task_states(stack, DAG_ID, r["dag_run_id"])
                                                          for r in done}
     lags = {name: ended_with_their_job(stack, run_id) for name, run_id in runs.items()}
+    for name, run_id in runs.items():  # teardown took the sensor's verdict before it deleted anything
+        job = stack.xcom(DAG_ID, run_id, "train.setup", "job")["job"]
+        log = stack.task_log(DAG_ID, run_id, "train.teardown")
+        assert f"job {job}: succeeded (success policy met" in log, (name, log[-3000:])
     print("seconds from each job's verdict to its replica tasks' ends:",
           {name: sorted(round(v, 1) for v in lag.values()) for name, lag in lags.items()})
     late = {name: {k: round(v, 1) for k, v in lag.items() if v > BOUND_S} for name, lag in lags.items()}

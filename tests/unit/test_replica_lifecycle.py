@@ -23,7 +23,13 @@ from tfk8s_airflow.job.judge import JobPolicy
 from tfk8s_airflow.job.objects import JobNames, plan_replicas
 from tfk8s_airflow.job.resolve import job_record
 from tfk8s_airflow.job.spec import TFJobSpec
-from tfk8s_airflow.job.verdict import VERDICT_ANNOTATION, VERDICT_REASON_MAX, read_verdict, verdict_body
+from tfk8s_airflow.job.verdict import (
+    VERDICT_ANNOTATION,
+    VERDICT_REASON_MAX,
+    read_verdict,
+    summary_verdict,
+    verdict_body,
+)
 from tfk8s_airflow.k8s import logstream
 from tfk8s_airflow.k8s.logstream import LogFollower
 from tfk8s_airflow.operators.teardown import replicas_not_ended
@@ -99,3 +105,12 @@ def test_close_of_a_follower_that_ignores_its_cancellation_returns_within_its_bo
 
     took = asyncio.run(asyncio.wait_for(scenario(), 10))
     assert took < 5, took
+
+
+def test_the_sensors_summary_gives_the_verdict_as_a_dict_or_as_its_json_text():
+    summary = {"state": "succeeded", "reason": "success policy met", "replicas": {"ps-0": {"phase": "Running"}}}
+    assert summary_verdict(summary) == ("succeeded", "success policy met", {"ps-0": {"phase": "Running"}})
+    assert summary_verdict(json.dumps(summary)) == summary_verdict(summary)  # as the triggerer's XCom has it
+    for junk in (None, "", "{", "[]", {"state": "running"}, {"state": "failed", "replicas": [1]}, 7):
+        got = summary_verdict(junk)
+        assert got is None or got == ("failed", "", {}), junk

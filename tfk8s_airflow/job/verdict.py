@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["VERDICT_ANNOTATION", "VERDICT_STATES", "read_verdict", "verdict_body"]
+__all__ = ["VERDICT_ANNOTATION", "VERDICT_STATES", "read_verdict", "verdict_body", "summary_verdict"]
 
 #: The job's verdict on its Service, once known (by the watch that judged it, or by teardown before
 #: it deletes anything): no recovery acts on a job that has one, and a watch started later takes it.
@@ -45,3 +45,19 @@ def read_verdict(annotations: Mapping[str, Any] | None) -> dict[str, Any] | None
         return None
     reason = doc.get("reason")
     return {"state": doc["state"], "reason": reason if isinstance(reason, str) else "", "by": str(doc.get("by", ""))}
+
+
+def summary_verdict(summary: Any) -> tuple[str, str, Mapping[str, Any]] | None:
+    """(state, reason, per-replica entries) of the job sensor's XCom ``summary`` when it holds a final
+    verdict (succeeded or failed); None otherwise. XCom gives the summary as a dict, or as its JSON text
+    when the sensor ended in the triggerer."""
+    if isinstance(summary, str):
+        try:
+            summary = json.loads(summary)
+        except ValueError:
+            return None
+    if not isinstance(summary, Mapping) or summary.get("state") not in ("succeeded", "failed"):
+        return None
+    replicas = summary.get("replicas")
+    return (str(summary["state"]), str(summary.get("reason") or ""),
+            replicas if isinstance(replicas, Mapping) else {})

@@ -40,6 +40,7 @@ from airflow.sdk.exceptions import AirflowException
 
 from tfk8s_airflow.exceptions import DataError
 from tfk8s_airflow.job.records import JobRecord
+from tfk8s_airflow.job.verdict import summary_verdict
 from tfk8s_airflow.k8s.client import JobClient
 from tfk8s_airflow.operators.base import fail_permanently
 from tfk8s_airflow.triggers.job import sibling_task_id
@@ -109,13 +110,12 @@ class TFJobTeardownOperator(BaseOperator):
         """(state, reason) of the job sensor's XCom ``summary``, when it has a final one."""
         source = self.sensor_task_id or sibling_task_id(self.task_id, "wait")
         try:
-            summary = context["ti"].xcom_pull(task_ids=source, key="summary")
+            summary = context["ti"].xcom_pull(task_ids=source, key="summary", map_indexes=-1)
         except Exception as exc:  # noqa: BLE001 - no verdict readable: teardown goes on without it
             self.log.warning("reading the job's verdict (XCom 'summary' of %s) failed: %s", source, exc)
             return None
-        if isinstance(summary, dict) and summary.get("state") in ("succeeded", "failed"):
-            return str(summary["state"]), str(summary.get("reason") or "")
-        return None
+        verdict = summary_verdict(summary)
+        return (verdict[0], verdict[1]) if verdict is not None else None
 
     def _wait_for_replicas(self, context: Any, record: JobRecord) -> list[str]:
         """Wait up to ``replica_grace`` seconds for the replica tasks to end; the ones that did not."""
@@ -133,6 +133,8 @@ class TFJobTeardownOperator(BaseOperator):
                 return []
             waiting = replicas_not_ended(states.get(ti.run_id) or {}, task_id, record)
             if not waiting:
+                if said:
+                    self.log.info("every replica task has ended")
                 return []
             if time.monotonic() >= deadline:
                 self.log.warning("replica task(s) %s had not ended %.0fs after the job's verdict: their pods are "
@@ -155,8 +157,9 @@ class TFJobTeardownOperator(BaseOperator):
         client = JobClient.from_conn(self.kubernetes_conn_id)
         verdict = self._verdict(context)
         state, reason = verdict if verdict else ("ended", "teardown ran before the job sensor had a verdict")
+        self.log.info("job %s: %s (%s)", job, state, reason)
         if client.record_verdict(ns, record.service, state, reason, "teardown"):
-            self.log.info("recorded the verdict of job %s on Service %s: %s", job, record.service, state)
+            self.log.info("recorded the verdict on Service %s", record.service)
         if verdict is not None:
             self._wait_for_replicas(context, record)
         root = self._archive_root(record)

@@ -50,6 +50,7 @@ from tfk8s_airflow.job.records import (
 )
 from tfk8s_airflow.job.records import SUCCEEDED as OUT_SUCCEEDED
 from tfk8s_airflow.job.tensorboard import tensorboard_url
+from tfk8s_airflow.job.verdict import summary_verdict
 from tfk8s_airflow.k8s.logstream import Incarnation, LogFollower
 from tfk8s_airflow.k8s.watch import JobWatch, Snapshot, watch_job
 from tfk8s_airflow.links import (
@@ -464,18 +465,18 @@ class TFReplicaTrigger(_JobTriggerBase):
             except Exception as exc:  # noqa: BLE001 - no verdict readable: said below
                 self.log.warning("reading the job's verdict (XCom 'summary' of %s) failed: %s: %s", source,
                                  type(exc).__name__, exc)
-        if not isinstance(summary, Mapping) or summary.get("state") not in (SUCCEEDED, FAILED):
+        verdict = summary_verdict(summary)
+        if verdict is None:
             return None
+        state, reason, replicas = verdict
         gone = " (its pod was gone when this task looked: teardown had run)"
-        mine = summary.get("replicas")
-        phase = mine.get(ref.key, {}).get("phase") if isinstance(mine, Mapping) and \
-            isinstance(mine.get(ref.key), Mapping) else None
+        mine = replicas.get(ref.key)
+        phase = mine.get("phase") if isinstance(mine, Mapping) else None
         if ref.tracked and phase == "Succeeded":
             return ReplicaOutcome(REPLICA_SUCCEEDED, f"{ref.key} exited 0{gone}", None)
         if phase == "Failed":
             return ReplicaOutcome(REPLICA_FAILED, f"{ref.key} failed{gone}", None)
-        found = replica_outcome(JobStatus(str(summary["state"]), str(summary.get("reason") or "")), ref.key,
-                                ref.tracked)
+        found = replica_outcome(JobStatus(state, reason), ref.key, ref.tracked)
         return ReplicaOutcome(found.state, f"{found.reason}{gone}", None) if found is not None else None
 
     async def _follower(self, record: JobRecord, ref: ReplicaRef, watch: JobWatch) -> LogFollower | None:
