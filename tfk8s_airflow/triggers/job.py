@@ -76,9 +76,16 @@ PROGRESS_PUSH_S = 10.0
 LOG_DRAIN_S = 10.0
 #: The same for an untracked replica still running when the job ended (teardown stops it).
 LOG_DRAIN_RUNNING_S = 2.0
+#: Seconds a trigger pauses between its last log lines and its end: the triggerer closes a task's log
+#: file when it handles the trigger's end, and a long last line (a replica's log) still on its way
+#: there then landed in the triggerer's own log instead of the task's.
+LOG_SETTLE_S = 1.0
 #: Seconds an XCom read or write of a trigger may take (they go through the triggerer's supervisor):
 #: a trigger never waits on one without bound.
-XCOM_TIMEOUT_S = 30.0
+XCOM_TIMEOUT_S = 120.0
+#: The same for the job record, pulled first by every trigger: a fresh triggerer has been seen to
+#: answer its first triggers' pulls a minute or more late, and a trigger without it can do nothing.
+RECORD_PULL_TIMEOUT_S = 600.0
 
 
 def _progress_text(snap: Snapshot) -> str:
@@ -162,11 +169,12 @@ class _JobTriggerBase(BaseTrigger):
             raise RecordError("no job record: pass job= (the setup task's XCom 'job') when deferring")
         source = self.setup_task_id or setup_task_id(ti.task_id)
         try:
-            async with asyncio.timeout(XCOM_TIMEOUT_S):
+            async with asyncio.timeout(RECORD_PULL_TIMEOUT_S):
                 return await pull_record(ti, source)
         except TimeoutError:
             raise RecordError(f"pulling the job record (XCom 'job' of {source}) took longer than "
-                              f"{XCOM_TIMEOUT_S:.0f}s: the triggerer could not reach Airflow's metadata") from None
+                              f"{RECORD_PULL_TIMEOUT_S:.0f}s: the triggerer could not reach Airflow's "
+                              "metadata") from None
 
     def _watch(self, record: JobRecord) -> Any:
         return watch_job(record, config_file=self.config_file)
@@ -280,7 +288,9 @@ class TFJobTrigger(_JobTriggerBase):
                                     {"summary": summary, **link_xcom(TensorBoardLink, url)})
                     return
                 if status.state != RUNNING:
-                    yield await self._finish(record, status, watch, snap)
+                    event = await self._finish(record, status, watch, snap)
+                    await asyncio.sleep(LOG_SETTLE_S)
+                    yield event
                     return
 
     async def _push_progress(self, progress: JobProgress) -> None:
@@ -447,6 +457,7 @@ class TFReplicaTrigger(_JobTriggerBase):
                 self.log.info("%s", await self._log_of(watch, ref.pod, container, st.restarts, record))
             say = self.log.info if outcome.state != OUT_FAILED else self.log.error
             say("replica %s %s: %s", ref.key, outcome.state, outcome.reason)
+            await asyncio.sleep(LOG_SETTLE_S)
             yield self._end(TriggerOutcome("replica", outcome.state, outcome.reason, replica=result),
                             {"replica": result.to_xcom(), **link})
             return
