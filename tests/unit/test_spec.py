@@ -192,7 +192,6 @@ BAD = [
     ({"tf_wiring": "env"}, "tf_wiring", "must be one of tf_config, flags, both"),
     ({"success_policy": "any"}, "success_policy", "must be one of default, all_workers"),
     ({"restart_policy": "Always"}, "restart_policy", "must be one of Never, OnFailure, ExitCode"),
-    ({"ps": {"replicas": 1, "restart_policy": "OnFailure"}}, "ps.restart_policy", "loses every variable"),
     ({"ps": {"replicas": 1, "tracked": True}}, "ps.tracked", "never exit"),
     ({"worker": {"replicas": 2, "tracked": False}}, "worker.tracked", "need a chief"),
     ({"chief": 1, "worker": {"replicas": 2, "tracked": False}, "success_policy": "all_workers"},

@@ -353,7 +353,7 @@ class TFJobSpec:
     success_policy: str = field(metadata=key(
         "default (the chief, else worker 0) or all_workers", default="default"))
     restart_policy: str = field(metadata=key(
-        "Never, OnFailure or ExitCode (1-127 permanent, >= 128 retried); a PS must use Never",
+        "Never, OnFailure or ExitCode (1-127 permanent, >= 128 retried); a PS only by its own key",
         role=OVERRIDE, default="OnFailure (ps: Never)"))
     max_restarts: int = field(metadata=key("restart budget per replica", default="3"))
     schedule_timeout: int = field(metadata=key(
@@ -421,8 +421,7 @@ class TFJobSpec:
         """
         from tfk8s_airflow.job.parse import parse_spec  # the parser builds the classes of this module
 
-        spec = parse_spec(data, max_replicas=max_replicas, overrides=overrides)
-        return policy.admit(spec) if policy is not None else spec
+        return parse_spec(data, max_replicas=max_replicas, overrides=overrides, policy=policy)
 
     @classmethod
     def from_file(cls, path: str | Path, **kwargs: Any) -> TFJobSpec:
