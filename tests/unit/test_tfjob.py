@@ -344,3 +344,25 @@ def test_import_translates_even_what_the_deployments_policy_refuses(tmp_path):
     res = tfk8s("import", str(invalid))
     assert res.returncode == 1 and "hostname" in yaml.safe_load(res.stdout)["worker"]["pod_template"]["spec"]
     assert "spec.tfReplicaSpecs.Worker.template.spec.hostname" in res.stderr
+
+
+def test_the_pods_carry_the_labels_programs_read_under_tfjob():
+    spec = TFJobSpec.from_dict(tfjob({"Master": replica(1), "PS": replica(1), "Worker": replica(2)}))
+    pods = {(labels["tfk8s.io/role"], labels["tfk8s.io/index"]): labels
+            for labels in (o["metadata"]["labels"] for o in job_manifests(spec, JobNames.for_run(spec, "r1"))
+                           if o["kind"] == "Pod")}
+    kf = {k: {n: v for n, v in labels.items() if n.startswith("training.kubeflow.org/")} for k, labels in pods.items()}
+    assert kf[("chief", "0")] == {"training.kubeflow.org/job-name": "mnist", "training.kubeflow.org/replica-type":
+                                  "master", "training.kubeflow.org/replica-index": "0",
+                                  "training.kubeflow.org/job-role": "master"}
+    assert kf[("worker", "1")] == {"training.kubeflow.org/job-name": "mnist", "training.kubeflow.org/replica-type":
+                                   "worker", "training.kubeflow.org/replica-index": "1"}
+    assert all("training.kubeflow.org/operator-name" not in labels for labels in pods.values())
+    no_chief = TFJobSpec.from_dict(tfjob())  # worker 0 is the master role without a chief, as the operator decides
+    roles = {(o["metadata"]["labels"]["tfk8s.io/role"], o["metadata"]["labels"]["tfk8s.io/index"]):
+             o["metadata"]["labels"].get("training.kubeflow.org/job-role")
+             for o in job_manifests(no_chief, JobNames.for_run(no_chief, "r1")) if o["kind"] == "Pod"}
+    assert {k: v for k, v in roles.items() if v} == {("worker", "0"): "master"}
+    native = TFJobSpec.from_dict({"name": "j", "image": "tf:1", "worker": 2})  # a native spec: only on request
+    assert not any(n.startswith("training.kubeflow.org/") for o in job_manifests(native, JobNames.for_run(native, "r"))
+                   if o["kind"] == "Pod" for n in o["metadata"]["labels"])

@@ -109,6 +109,16 @@ class Replica:
     pod_extra: dict[str, Any] = field(default_factory=dict)
 
 
+def _kubeflow_labels(spec: TFJobSpec, role: str, index: int) -> dict[str, str]:
+    """The TFJob operator's labels of one replica: its type as TF_CONFIG names it, its index, and
+    ``job-role: master`` on the chief (worker 0 without one), as the operator's IsMasterRole decides."""
+    rtype = spec.chief_name if role == "chief" else role
+    out = {c.KUBEFLOW_JOB_NAME: spec.name, c.KUBEFLOW_REPLICA_TYPE: rtype, c.KUBEFLOW_REPLICA_INDEX: str(index)}
+    if role == "chief" or (role == "worker" and index == 0 and not spec.replicas("chief")):
+        out[c.KUBEFLOW_JOB_ROLE] = "master"
+    return out
+
+
 def job_labels(spec: TFJobSpec, names: JobNames) -> dict[str, str]:
     """Labels every object of the job carries; values sanitized to 63 characters."""
     labels = dict(spec.labels)
@@ -152,6 +162,8 @@ def plan_replicas(spec: TFJobSpec, names: JobNames, shards: Mapping[str, Sequenc
                 LABEL_TRACKED: "true" if rs.tracked else "false",
             })
             labels.update(tpl.labels)
+            if spec.kubeflow_labels:
+                labels.update(_kubeflow_labels(spec, rs.role, i))
             env = [{"name": c.JOB_NAME_ENV, "value": names.job},
                    {"name": c.NAMESPACE_ENV, "value": names.namespace},
                    {"name": c.ROLE_ENV, "value": rs.role},

@@ -408,6 +408,10 @@ class TFJobSpec:
         "the chief's name in TF_CONFIG and the flags: chief, or master (TFJob's `Master` replicas)", default="chief"))
     code: CodeSource | None = field(metadata=key(
         "`{uri, entrypoint, sha256, image, mount_path}`: code fetched before the container starts"))
+    kubeflow_labels: bool = field(metadata=key(
+        "the pods also carry the TFJob operator's labels `training.kubeflow.org/job-name`, `replica-type`, "
+        "`replica-index` and `job-role` (what programs written for TFJob read); a converted TFJob sets it",
+        default="false"))
     roles: Mapping[str, RoleSpec] = field(default_factory=dict)
 
     # ----------------------------------------------------------------- loading

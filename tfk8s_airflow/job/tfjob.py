@@ -186,6 +186,7 @@ def to_native(doc: Mapping[str, Any]) -> Conversion:
               "remove it: every replica gets the whole cluster")
     if master:
         out["chief_name"] = "master"
+    out["kubeflow_labels"] = True  # the operator's labels, which programs written for TFJob read
     if total == 1:
         out["tf_wiring"] = "none"
         c.notes.append("the job has one replica: like TFJob, it gets no TF_CONFIG (tf_wiring: none)")
@@ -503,8 +504,8 @@ def _success_policy(c: _Converter, spec: Mapping[str, Any], out: dict[str, Any],
 
 #: The order of the native document's job-wide keys (as a user would write them).
 _KEY_ORDER = ("name", "namespace", "labels", "image", "image_pull_policy", "command", "args", "resources", "port",
-              "tf_wiring", "chief_name", "success_policy", "max_restarts", "active_deadline", "schedule_timeout",
-              "service_account", "automount_service_account_token", "pod_template")
+              "tf_wiring", "chief_name", "kubeflow_labels", "success_policy", "max_restarts", "active_deadline",
+              "schedule_timeout", "service_account", "automount_service_account_token", "pod_template")
 #: Role keys a TFJob states per replica type that become job-wide when every type has the same.
 _HOISTED = ("image", "command", "args", "resources")
 #: Spec keys that exist job-wide only, and where a replica template says them.

@@ -99,6 +99,7 @@ def _parse(data: Mapping[str, Any], max_replicas: int, overrides: Iterable[str])
         active_deadline=r.duration(d, "active_deadline", "active_deadline", None),
         labels=metadata.job_labels(r, d), service_account=service_account, automount_service_account_token=token,
         volumes=volumes.volumes(r, d), hide_evaluator=hide_evaluator, code=code.code(r, d),
+        kubeflow_labels=r.boolean(d, "kubeflow_labels", "kubeflow_labels", False),
         chief_name=r.choice(d, "chief_name", "chief_name", CHIEF_NAMES, "chief"),
         **recovery.recovery(r, d), **inherited,
     )
