@@ -366,3 +366,22 @@ def test_the_pods_carry_the_labels_programs_read_under_tfjob():
     native = TFJobSpec.from_dict({"name": "j", "image": "tf:1", "worker": 2})  # a native spec: only on request
     assert not any(n.startswith("training.kubeflow.org/") for o in job_manifests(native, JobNames.for_run(native, "r"))
                    if o["kind"] == "Pod" for n in o["metadata"]["labels"])
+
+
+def test_the_image_pull_policy_is_left_to_kubernetes_unless_set():
+    """Kubernetes pulls an image tagged :latest (or untagged) Always, others IfNotPresent; TFJob leaves the field
+    alone, and so does a spec that does not set it."""
+    def policies(doc):
+        spec = TFJobSpec.from_dict(doc)
+        names = JobNames.for_run(spec, "r1")
+        pods = [o for o in job_manifests(spec, names) if o["kind"] == "Pod"]
+        rendered = [o for o in parse_yaml(render_yaml(spec, names)) if o["kind"] == "Pod"]
+        return ({c.get("imagePullPolicy") for p in pods for c in p["spec"]["containers"]},
+                {c.get("imagePullPolicy") for p in rendered for c in p["spec"]["containers"]})
+    assert policies(tfjob()) == ({None}, {None})
+    assert policies({"name": "j", "image": "tf:latest", "worker": 2}) == ({None}, {None})
+    assert policies({"name": "j", "image": "tf:1", "image_pull_policy": "Always", "worker": 2}) == (
+        {"Always"}, {"Always"})
+    pulled = tfjob({"Worker": replica(2)})
+    pulled["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["imagePullPolicy"] = "Never"
+    assert policies(pulled) == ({"Never"}, {"Never"})

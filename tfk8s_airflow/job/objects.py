@@ -285,11 +285,17 @@ def _init_containers(spec: TFJobSpec, image: str, security: dict[str, Any]) -> l
     if code.sha256:
         args += ["--sha256", code.sha256]
     container: dict[str, Any] = {"name": FETCH_CONTAINER, "image": code.image or image,
-                                 "imagePullPolicy": spec.image_pull_policy, "command": ["python3"], "args": args,
+                                 **pull_policy(spec.image_pull_policy), "command": ["python3"], "args": args,
                                  "volumeMounts": [{"name": CODE_VOLUME, "mountPath": code.mount_path}]}
     if security:
         container["securityContext"] = security
     return [container]
+
+
+def pull_policy(policy: str) -> dict[str, str]:
+    """A container's ``imagePullPolicy`` when the spec sets one; without, Kubernetes decides (Always for
+    an image tagged ``:latest`` or untagged, IfNotPresent otherwise), as it does for a TFJob's pods."""
+    return {"imagePullPolicy": policy} if policy else {}
 
 
 def pod_manifest(spec: TFJobSpec, names: JobNames, replica: Replica, *, gated: bool = False,
@@ -302,7 +308,7 @@ def pod_manifest(spec: TFJobSpec, names: JobNames, replica: Replica, *, gated: b
     The deployment's policy is already in the replica (:func:`plan_replicas`).
     """
     container: dict[str, Any] = {"name": CONTAINER_NAME, "image": replica.image,
-                                 "imagePullPolicy": replica.image_pull_policy}
+                                 **pull_policy(replica.image_pull_policy)}
     if replica.command is not None:
         container["command"] = replica.command
     if replica.args:

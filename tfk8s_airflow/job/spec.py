@@ -329,7 +329,9 @@ class TFJobSpec:
     name: str = field(metadata=key("required; a DNS-1123 label, the readable part of every object's name"))
     namespace: str = field(metadata=key("the job's namespace", default="default"))
     image: str = field(metadata=key("the training image (required here or in every role)", role=OVERRIDE))
-    image_pull_policy: str = field(metadata=key("Always, IfNotPresent or Never", default="IfNotPresent"))
+    image_pull_policy: str = field(metadata=key(
+        "Always, IfNotPresent or Never; unset, Kubernetes decides (Always for an image tagged :latest or untagged, "
+        "IfNotPresent otherwise)", default="unset"))
     command: tuple[str, ...] | None = field(metadata=key(
         "the container's command, a list; default: the image's entrypoint (or the code's, with `code`)",
         role=OVERRIDE))

@@ -74,8 +74,8 @@ def _parse(data: Mapping[str, Any], max_replicas: int, overrides: Iterable[str])
     namespace = r.string(d, "namespace", "namespace", "default") or "default"
     r.extend(v.check_dns_label(namespace, "namespace"))
     inherited = {key: read(r, d, key, key) for key, read in READERS.items()}
-    pull = r.string(d, "image_pull_policy", "image_pull_policy", "IfNotPresent") or "IfNotPresent"
-    if pull not in PULL_POLICIES:
+    pull = r.string(d, "image_pull_policy", "image_pull_policy", "") or ""
+    if pull and pull not in PULL_POLICIES:
         r.add("image_pull_policy", f"must be one of {', '.join(PULL_POLICIES)}, got {pull!r}",
               "write image_pull_policy: IfNotPresent")
     port = r.integer(d, "port", "port", DEFAULT_PORT)
