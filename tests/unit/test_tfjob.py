@@ -385,3 +385,17 @@ def test_the_image_pull_policy_is_left_to_kubernetes_unless_set():
     pulled = tfjob({"Worker": replica(2)})
     pulled["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["imagePullPolicy"] = "Never"
     assert policies(pulled) == ({"Never"}, {"Never"})
+
+
+def test_gang_hints_are_refused_or_said_never_silently_passed_on():
+    gang = tfjob({"Worker": replica(2, schedulerName="scheduler-plugins-scheduler")})
+    assert "PodGroup" in refused(gang)["spec.tfReplicaSpecs.Worker.template.spec.schedulerName"]
+    volcano = tfjob({"Worker": replica(2, schedulerName="volcano")})
+    assert "spec.tfReplicaSpecs.Worker.template.spec.schedulerName" in refused(volcano)
+    hinted = tfjob({"Worker": replica(2)})
+    hinted["spec"]["tfReplicaSpecs"]["Worker"]["template"]["metadata"] = {
+        "annotations": {"scheduling.k8s.io/group-name": "g"}}
+    notes = to_native(hinted).notes
+    assert any("scheduling.k8s.io/group-name" in n and "tfk8s.io/gang" in n for n in notes)
+    other = tfjob({"Worker": replica(2, schedulerName="my-scheduler")})  # another scheduler is the cluster's business
+    assert to_native(other).spec["worker"]["pod_template"]["spec"]["schedulerName"] == "my-scheduler"

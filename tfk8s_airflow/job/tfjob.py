@@ -71,6 +71,10 @@ _MANAGED_BY = "kubeflow.org/training-operator"
 #: Object metadata the API server writes (a manifest exported with kubectl get -o yaml has them).
 _SERVER_METADATA = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink",
                     "deletionTimestamp", "deletionGracePeriodSeconds", "finalizers", "ownerReferences")
+#: Schedulers that start a pod only once its PodGroup admits it (Volcano, Kubernetes' scheduler-plugins).
+_GANG_SCHEDULERS = ("volcano", "scheduler-plugins-scheduler")
+#: The pod metadata those schedulers read the group from (Volcano's annotation, scheduler-plugins' label).
+_GANG_KEYS = ("scheduling.k8s.io/group-name", "scheduling.x-k8s.io/pod-group")
 _VALUE_REFS = {"secretKeyRef": "secret_key_ref", "configMapKeyRef": "config_map_key_ref", "fieldRef": "field_ref"}
 _ENV_FROM_REFS = {"secretRef": "secret_ref", "configMapRef": "config_map_ref"}
 
@@ -360,6 +364,18 @@ def _template(c: _Converter, template: Mapping[str, Any], fld: str, role: str) -
         out["automount_service_account_token"] = pod.pop("automountServiceAccountToken")
     if pod.pop("restartPolicy", None) is not None:
         c.notes.append(f"{fld}.spec.restartPolicy is replaced by the replica's restartPolicy, as under TFJob")
+    scheduler = pod.get("schedulerName")
+    if scheduler in _GANG_SCHEDULERS:
+        c.add(f"{fld}.spec.schedulerName", f"{scheduler} starts a pod only once its PodGroup admits it, and no "
+              "PodGroup is made for this job (the training-operator makes one; tfk8s-airflow holds every pod behind "
+              "its own gate until all exist, then releases them together), so the pods would wait forever",
+              "remove schedulerName: the job's pods start together without a gang scheduler")
+    for where, keyed in (("metadata.annotations", meta.get("annotations")), ("metadata.labels", meta.get("labels"))):
+        for key in _GANG_KEYS:
+            if isinstance(keyed, Mapping) and key in keyed and scheduler not in _GANG_SCHEDULERS:
+                c.notes.append(f"{fld}.{where}.{key}: read only by a gang scheduler, which the pods do not name; "
+                               "the pods are created held by the gate tfk8s.io/gang and released together once all "
+                               "exist")
     if pod.get("activeDeadlineSeconds") is not None:
         c.add(f"{fld}.spec.activeDeadlineSeconds", "every pod's deadline is the job's",
               "remove it and write spec.runPolicy.activeDeadlineSeconds")
