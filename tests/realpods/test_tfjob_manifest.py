@@ -65,5 +65,5 @@ def test_a_tfjob_manifest_trains_with_tfjobs_tf_config(agent, k8s_namespace, air
         assert seen == json.dumps(json.loads(seen), separators=(",", ":"))  # compact, as TFJob's Go encoder writes
     report("tfjob-manifest", elapsed, **{k: v for k, v in results[0].items() if k != "tf_config"})
     assert results[0]["chief"] is True and results[0]["step"] >= 290 and results[0]["accuracy"] >= GOOD
-    assert watch.pod("worker-0").spec.restart_policy == "OnFailure"  # ExitCode, judged by the sensor
+    assert watch.pod("worker-0").spec.restart_policy == "Never"  # ExitCode, as TFJob creates it
     watch.assert_nothing_left()

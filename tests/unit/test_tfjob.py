@@ -119,7 +119,7 @@ def test_metadata_replicas_restart_policies_and_the_template_map_to_spec_keys():
     spec = TFJobSpec.from_dict(doc, policy=None)
     pod = next(o for o in job_manifests(spec, JobNames.for_run(spec, "r")) if o["kind"] == "Pod"
                and o["metadata"]["labels"]["tfk8s.io/role"] == "worker")
-    assert pod["spec"]["priorityClassName"] == "high" and pod["spec"]["restartPolicy"] == "OnFailure"
+    assert pod["spec"]["priorityClassName"] == "high" and pod["spec"]["restartPolicy"] == "Never"  # ExitCode, as TFJob
     assert [c["name"] for c in pod["spec"]["containers"]] == ["tensorflow", "sidecar"]
 
 

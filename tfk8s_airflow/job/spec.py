@@ -294,8 +294,9 @@ class RoleSpec:
 
     @property
     def pod_restart_policy(self) -> str:
-        """ExitCode is judged by the sensor; in place restarts need OnFailure."""
-        return "OnFailure" if self.restart_policy == "ExitCode" else self.restart_policy
+        """ExitCode is TFJob's: the pod is Never (the kubelet never runs the program again in place); the
+        job's recovery recreates it for a retryable exit code (>= 128), within ``max_restarts``."""
+        return "Never" if self.restart_policy == "ExitCode" else self.restart_policy
 
     def to_dict(self, job: TFJobSpec) -> dict[str, Any]:
         """The role block: its own keys, and the job-wide ones where this role differs."""
