@@ -170,9 +170,10 @@ def to_native(doc: Mapping[str, Any]) -> Conversion:
         c.notes.append(f"apiVersion {version} is read as {API_VERSION}: its fields map one to one (its run policy "
                        "under spec is v1's spec.runPolicy)")
     elif version != API_VERSION:
+        why = (": its replica specs are not v1's (a list of replicaSpecs with tfReplicaType and tfPort)"
+               if version == "kubeflow.org/v1alpha1" else "")
         c.add("apiVersion", f"{show(version)} is not a TFJob version tfk8s-airflow converts ({API_VERSION}, "
-              f"{', '.join(CONVERTED_VERSIONS)}): its replica specs are not v1's (kubeflow.org/v1alpha1 lists "
-              "replicaSpecs with tfReplicaType and tfPort)", f"rewrite it as {API_VERSION}: spec.tfReplicaSpecs with "
+              f"{', '.join(CONVERTED_VERSIONS)}){why}", f"rewrite it as {API_VERSION}: spec.tfReplicaSpecs with "
               "one entry per replica type (docs/migration-tfjob.md)")
     c.unknown(doc, ("apiVersion", "kind", "metadata", "spec", "status"), "")
     out: dict[str, Any] = {}
