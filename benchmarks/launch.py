@@ -28,6 +28,15 @@ conf, ``success_policy: all_workers``). Per size it prints a table row and a JSO
 ``--concurrent N`` runs N jobs of 8 replicas (5 s poll) at once, ends all their workers
 together, and prints how many polls after its job's end each sensor succeeded.
 
+``--tfjob`` adds, in the same run, the same job as a TFJob manifest created through Kubeflow's
+training-operator (``devstack/up tfjob``: v1.9.4, TFJob only), at its default client QPS and burst
+and at ``--kube-api-qps 100 --kube-api-burst 200`` (the values TFJob users raise them to), each
+in a fresh namespace: ``tfjob_running_s`` / ``tfjob_qps_running_s``, from the TFJob's creation to
+every pod Running and every Service made (the operator makes one per replica), with
+``tfjob_ratio`` / ``tfjob_qps_ratio`` to ``floor_running_s``. The operator is restarted between the
+two (``devstack/down tfjob``, then ``up`` with ``TFK8S_TFJOB_QPS``/``_BURST``) and left up or down as
+it was found.
+
 ``--dagtest`` is the former benchmark: the same job through ``dag.test()`` (one process).
 
 Run with the devstack up (``devstack/up``): ``.venv/bin/python benchmarks/launch.py --stack``
@@ -36,6 +45,7 @@ Run with the devstack up (``devstack/up``): ``.venv/bin/python benchmarks/launch
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -80,6 +90,67 @@ def spec_dict(namespace: str, replicas: int, duration: str | None = "15s") -> di
     return {"name": "bench", "namespace": namespace, "image": "tfk8s/trainer:0.1",
             "node_selector": {"type": "kwok"}, "ps": 1, "success_policy": "all_workers",
             "worker": {"replicas": replicas - 1, "annotations": ann}}
+
+
+def tfjob_manifest(namespace: str, replicas: int, duration: str = "15s") -> dict:
+    """The same job as a TFJob: one PS, replicas - 1 workers that end after ``duration``, on KWOK."""
+    def replica(n: int, ann: dict[str, str]) -> dict:
+        return {"replicas": n, "restartPolicy": "Never", "template": {
+            "metadata": {"annotations": ann},
+            "spec": {"nodeSelector": {"type": "kwok"},
+                     "containers": [{"name": "tensorflow", "image": "tfk8s/trainer:0.1"}]}}}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": "bench", "namespace": namespace},
+            "spec": {"successPolicy": "AllWorkers", "tfReplicaSpecs": {
+                "PS": replica(1, {}),
+                "Worker": replica(replicas - 1, {"tfk8s.io/sim-duration": duration, "tfk8s.io/sim-exit-code": "0"})}}}
+
+
+def operator(qps: int | None) -> None:
+    """Restart the devstack's training-operator with this client QPS (burst twice it); None: its default."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TFK8S_TFJOB_QPS", "TFK8S_TFJOB_BURST")}
+    if qps:
+        env.update(TFK8S_TFJOB_QPS=str(qps), TFK8S_TFJOB_BURST=str(2 * qps))
+    # Its QPS is a flag: down (the operator, its CRD and webhook) and up again with the new one.
+    subprocess.run([str(REPO / "devstack" / "down"), "tfjob"], capture_output=True, check=True)
+    up = subprocess.run([str(REPO / "devstack" / "up"), "tfjob"], capture_output=True, text=True, env=env)
+    if up.returncode != 0:
+        raise SystemExit(f"devstack/up tfjob failed:\n{up.stderr[-3000:]}")
+
+
+def tfjob_round(cluster: Cluster, replicas: int) -> dict[str, float]:
+    """The TFJob through the operator: creation to every pod Running and every Service made."""
+    ns = cluster.namespace()
+    try:
+        api = cluster.client.CustomObjectsApi(cluster.api)
+        with PodTimes(cluster, ns) as pods:
+            t0 = time.time()
+            api.create_namespaced_custom_object("kubeflow.org", "v1", ns, "tfjobs", tfjob_manifest(ns, replicas))
+            last_running = pods.wait_running(replicas, 900)
+            while len(cluster.core.list_namespaced_service(ns).items) < replicas:
+                time.sleep(POLL)
+            services = time.time()
+        return {"running_s": max(last_running, services) - t0}
+    finally:
+        with contextlib.suppress(cluster.client.exceptions.ApiException):
+            cluster.client.CustomObjectsApi(cluster.api).delete_collection_namespaced_custom_object(
+                "kubeflow.org", "v1", ns, "tfjobs")
+        cluster.drop(ns)
+
+
+def tfjob_rows(cluster: Cluster, replicas: int, floor_s: float) -> dict[str, float]:
+    was_up = subprocess.run([str(REPO / "devstack" / "status"), "tfjob"], capture_output=True).returncode == 0
+    row: dict[str, float] = {}
+    try:
+        for prefix, qps in (("tfjob", None), ("tfjob_qps", 100)):
+            operator(qps)
+            row[f"{prefix}_running_s"] = tfjob_round(cluster, replicas)["running_s"]
+            row[f"{prefix}_ratio"] = row[f"{prefix}_running_s"] / floor_s
+    finally:
+        if was_up:
+            operator(None)
+        else:
+            subprocess.run([str(REPO / "devstack" / "down"), "tfjob"], capture_output=True)
+    return row
 
 
 def iso(ts: str | None) -> float | None:
@@ -381,11 +452,13 @@ class Stack:
         return float(self.stack.xcom("tfk8s_t_noop", run_id, "noop")) - iso(run["start_date"])
 
 
-def stack_round(stack: Stack, replicas: int) -> dict[str, Any]:
+def stack_round(stack: Stack, replicas: int, tfjob: bool = False) -> dict[str, Any]:
     cluster = stack.cluster
     row: dict[str, Any] = {"replicas": replicas, "mode": "stack"}
     row.update(floor(cluster, replicas))
     row.update(floor(cluster, replicas, gated=True))
+    if tfjob:
+        row.update(tfjob_rows(cluster, replicas, row["floor_running_s"]))
     row["one_task_s"] = stack.one_task_s()
     ns = cluster.namespace()
     try:
@@ -509,7 +582,7 @@ def stack_main(args: argparse.Namespace) -> None:
                   f"{row['sensor_polls_after_end_median']:.2f}; target <= 2)", file=sys.stderr)
             return
         for replicas in ([args.replicas] if args.replicas else SIZES):
-            row = stack_round(stack, replicas)
+            row = stack_round(stack, replicas, tfjob=args.tfjob)
             rows.append(row)
             print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
     finally:
@@ -526,6 +599,13 @@ def stack_main(args: argparse.Namespace) -> None:
               f"{r['done_to_sensor_s']:>12.2f} "
               f"{r['replica_tasks_done_s']:>13.2f} {r['teardown_s']:>9.2f} {r['api_requests']:>9} "
               f"{r['lists_per_poll']:>9.2f}", file=sys.stderr)
+    if any("tfjob_running_s" in r for r in rows):
+        print(f"{'replicas':>8} {'running s':>10} {'floor s':>8} {'TFJob s':>8} {'x floor':>8} {'TFJob QPS 100 s':>15} "
+              f"{'x floor':>8}", file=sys.stderr)
+        for r in rows:
+            print(f"{r['replicas']:>8} {r['running_s']:>10.2f} {r['floor_running_s']:>8.2f} "
+                  f"{r['tfjob_running_s']:>8.2f} {r['tfjob_ratio']:>8.2f} "
+                  f"{r['tfjob_qps_running_s']:>15.2f} {r['tfjob_qps_ratio']:>8.2f}", file=sys.stderr)
 
 
 # ------------------------------------------------------------------------------------- dag.test
@@ -561,6 +641,9 @@ def main() -> None:
     mode.add_argument("--dagtest", action="store_true", help="dag.test() in this process")
     p.add_argument("--replicas", type=int, help="one size only")
     p.add_argument("--concurrent", type=int, help="N concurrent jobs of 8 replicas ending together")
+    p.add_argument("--tfjob", action="store_true",
+                   help="also the same job through Kubeflow's training-operator (devstack/up tfjob), at its default "
+                        "and at raised QPS")
     args = p.parse_args()
     if args.dagtest:
         dagtest_main()

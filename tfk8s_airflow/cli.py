@@ -4,7 +4,9 @@ Why: ``tfk8s render spec.yaml | kubectl apply -f -`` is the seed's Jinja2 +
 kubectl workflow done right (validated, DNS-safe names, TF_CONFIG), and
 ``tfk8s validate`` lets CI check spec files before a DAG ever runs them. Every command
 takes a Kubeflow TFJob manifest too (its notes go to stderr); ``tfk8s import`` prints the
-native spec it stands for.
+native spec it stands for. ``import`` translates, it does not judge: it prints the native spec
+even where this deployment's policy would refuse it, then lists (on stderr) what the policy
+would refuse and the setting that would admit it.
 Exit codes: 0 ok, 1 invalid input (every problem printed), 2 usage.
 """
 
@@ -71,14 +73,15 @@ def _policy() -> DeploymentPolicy:
 
 def _load(args: argparse.Namespace, policy: DeploymentPolicy) -> TFJobSpec:
     doc = load_spec_file(args.spec)
-    if is_tfjob(doc) and args.command != "import":
+    if is_tfjob(doc):
         for note in to_native(doc).notes:
             print(f"{args.spec}: note: {note}", file=sys.stderr)
     return TFJobSpec.from_dict(doc, max_replicas=args.max_replicas, overrides=args.overrides, policy=policy)
 
 
-def _import(args: argparse.Namespace, spec: TFJobSpec, policy: DeploymentPolicy) -> str:
-    """The native spec of a TFJob manifest as YAML, proven to parse back to the same spec (so the same pods)."""
+def _import(args: argparse.Namespace, policy: DeploymentPolicy) -> int:
+    """Print the native spec of a TFJob manifest as YAML, proven to parse back to the same spec (so the
+    same pods); then, on stderr, what the spec's own rules or the deployment's policy would refuse."""
     import yaml
 
     doc = load_spec_file(args.spec)
@@ -89,11 +92,22 @@ def _import(args: argparse.Namespace, spec: TFJobSpec, policy: DeploymentPolicy)
     lines = [f"# The native spec of the TFJob {conversion.spec.get('name')} (tfk8s import {args.spec})."]
     lines += [f"# note: {note}" for note in conversion.notes]
     text = "\n".join(lines) + "\n" + yaml.safe_dump(conversion.spec, sort_keys=False, allow_unicode=True)
-    again = TFJobSpec.from_dict(yaml.safe_load(text), max_replicas=args.max_replicas, overrides=args.overrides,
-                                policy=policy)
+    sys.stdout.write(text)
+    try:
+        spec = TFJobSpec.from_dict(doc, max_replicas=args.max_replicas, overrides=args.overrides)
+    except SpecError as exc:
+        print(f"{args.spec}: the native spec above is not valid: {exc}", file=sys.stderr)
+        return 1
+    again = TFJobSpec.from_dict(yaml.safe_load(text), max_replicas=args.max_replicas, overrides=args.overrides)
     if again != spec:  # pragma: no cover - a bug of the conversion, never of the input
         raise SpecError(Problem("spec", "the printed spec does not parse back to the TFJob's", "report it"))
-    return text
+    refusals = conversion.renamed(policy.problems(spec))
+    if refusals:
+        print(f"{args.spec}: this deployment's policy would refuse {len(refusals)} setting(s) (validate, render "
+              "and setup refuse the job until an administrator changes the setting named):", file=sys.stderr)
+        for p in refusals:
+            print(f"  - {p}", file=sys.stderr)
+    return 0
 
 
 def _shards(path: str) -> dict[str, list[str]] | None:
@@ -126,10 +140,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         policy = _policy()
-        spec = _load(args, policy)
         if args.command == "import":
-            sys.stdout.write(_import(args, spec, policy))
-            return 0
+            return _import(args, policy)
+        spec = _load(args, policy)
         if args.command == "validate":
             print(f"{args.spec}: ok ({spec.total_replicas} replicas: "
                   + ", ".join(f"{r.role}={r.replicas}" for r in spec.active_roles) + ")")

@@ -65,6 +65,16 @@ APP_LABELS = ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kuber
 TASK_LABELS = ("dag_id", "task_id", "run_id", "kubernetes_pod_operator", "map_index", "try_number",
                "already_checked", "airflow-worker")
 
+#: The labels Kubeflow's TFJob operator puts on its pods, which programs written for TFJob read (a
+#: ``fieldRef`` to ``metadata.labels['training.kubeflow.org/replica-index']``); a spec's
+#: ``kubeflow_labels`` adds them. Not its ``operator-name`` label: a training-operator in the same
+#: cluster selects its pods by that one, and must never take a job's pods for its own.
+KUBEFLOW_JOB_NAME = "training.kubeflow.org/job-name"
+KUBEFLOW_REPLICA_TYPE = "training.kubeflow.org/replica-type"
+KUBEFLOW_REPLICA_INDEX = "training.kubeflow.org/replica-index"
+KUBEFLOW_JOB_ROLE = "training.kubeflow.org/job-role"
+KUBEFLOW_LABELS = (KUBEFLOW_JOB_NAME, KUBEFLOW_REPLICA_TYPE, KUBEFLOW_REPLICA_INDEX, KUBEFLOW_JOB_ROLE)
+
 #: The scheduling gate that holds every pod of a job until all of them exist.
 GANG_GATE = "tfk8s.io/gang"
 

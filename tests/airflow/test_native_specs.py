@@ -143,19 +143,34 @@ def run_tfjob(k8s_cluster, namespace, name, annotations):
     return dr, pods
 
 
-def test_tfjob_tf1_ps_workers_with_exit_code_restarts(k8s_cluster, k8s_namespace, airflow_db):
-    """TF1 PS/workers, ExitCode: a worker killed by a signal (exit 137) is restarted and the job succeeds when
-    every worker has (successPolicy AllWorkers)."""
+def test_tfjob_tf1_ps_workers_with_exit_code_recreates_the_pod(k8s_cluster, k8s_namespace, airflow_db):
+    """TF1 PS/workers, ExitCode as TFJob does it: the pods are Never; a worker killed (exit 137) on the first
+    attempt gets a new pod, which runs to the end, and the job succeeds when every worker has (AllWorkers)."""
     dr, pods = run_tfjob(k8s_cluster, k8s_namespace, "tfjob-dist-mnist.yaml", {
-        "Worker": {"tfk8s.io/sim-duration": "2s", "tfk8s.io/sim-exit-code": "137", "tfk8s.io/sim-restarts": "1"}})
+        "Worker": {"tfk8s.io/sim-duration": "6s", "tfk8s.io/sim-fault": "oom", "tfk8s.io/sim-fault-after": "1s"}})
     assert dr.state == "success", states(dr)
     summary = xcom(dr, "train.wait", "summary")
     assert summary["state"] == "succeeded"
     for key in ("worker-0", "worker-1"):
-        assert summary["replicas"][key]["phase"] == "Succeeded" and summary["replicas"][key]["restarts"] == 1
-    assert pods["worker-0"].spec.restart_policy == "OnFailure" and pods["ps-0"].spec.restart_policy == "Never"
+        assert summary["replicas"][key]["phase"] == "Succeeded" and summary["replicas"][key]["restarts"] == 0
+    assert sorted(k for a in summary["attempts"] for k in a["replicas"]) == ["worker-0", "worker-1"]
+    assert all(a["action"] == "replace" and "ExitCode recreates the pod" in a["reason"] for a in summary["attempts"])
+    assert pods["worker-0"].spec.restart_policy == "Never" and pods["ps-0"].spec.restart_policy == "Never"
     assert pods["worker-0"].metadata.annotations["example.com/team"] == "vision"
     assert pods["worker-0"].spec.active_deadline_seconds == 7200
+    assert leftovers(k8s_cluster.core_v1, k8s_namespace) == []
+
+
+def test_tfjob_exit_code_permanent_fails_the_job_and_the_program_ran_once(k8s_cluster, k8s_namespace, airflow_db):
+    """ExitCode, exit 1: permanent under TFJob. The pod is Never, so the kubelet never runs it again, and the
+    job fails at once, naming the code, with no recreation."""
+    dr, pods = run_tfjob(k8s_cluster, k8s_namespace, "tfjob-dist-mnist.yaml", {
+        "Worker": {"tfk8s.io/sim-duration": "1s", "tfk8s.io/sim-exit-code": "1"}})
+    assert dr.state == "failed", states(dr)
+    summary = xcom(dr, "train.wait", "summary")
+    assert summary["state"] == "failed" and "1-127 are permanent" in summary["reason"], summary["reason"]
+    assert summary["attempts"] == [] and summary["failure_class"] == "code"
+    assert all(summary["replicas"][k]["restarts"] == 0 for k in ("worker-0", "worker-1") if k in summary["replicas"])
     assert leftovers(k8s_cluster.core_v1, k8s_namespace) == []
 
 

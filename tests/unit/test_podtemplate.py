@@ -256,7 +256,6 @@ BYPASSES = [
     ({"containers": [{"name": "tensorflow", "env": [
         {"name": "T", "valueFrom": {"secretKeyRef": {"name": "admin-token", "key": "t"}}}]}]},
      "pod_template.spec.containers[tensorflow].env[T].valueFrom.secretKeyRef.name"),
-    ({"imagePullSecrets": [{"name": "admin-token"}]}, "pod_template.spec.imagePullSecrets[admin-token]"),
     ({"containers": [{"name": "side", "image": "b", "securityContext": {"privileged": True}}]},
      "pod_template.spec.containers[side].securityContext.privileged"),
     ({"initContainers": [{"name": "init", "image": "b", "securityContext": {"privileged": True}}]},
@@ -288,6 +287,22 @@ def test_a_template_cannot_get_past_the_deployments_policy(pod_spec, path):
     # the same template in a role block is named there
     role = refused({"worker": {"replicas": 1, "pod_template": {"spec": pod_spec}}}, DeploymentPolicy())
     assert f"worker.{path}" in role, role
+
+
+def test_image_pull_secrets_have_their_own_setting_allowed_by_default():
+    """The kubelet reads an image pull secret to pull; no container can read it, so allowed_secrets does not
+    bound it. A deployment may still bound it (allowed_image_pull_secrets)."""
+    pull = {"pod_template": {"spec": {"imagePullSecrets": [{"name": "registry-creds"}]}}}
+    spec = TFJobSpec.from_dict({**BASE, **pull}, policy=DeploymentPolicy())  # allowed_secrets: none
+    pods = [o for o in job_manifests(spec, JobNames.for_run(spec, "r1")) if o["kind"] == "Pod"]
+    assert pods and all(p["spec"]["imagePullSecrets"] == [{"name": "registry-creds"}] for p in pods)
+    narrow = DeploymentPolicy(allowed_image_pull_secrets=("other",), allowed_secrets=("registry-creds",))
+    problems = refused(pull, narrow)
+    assert "allowed_image_pull_secrets" in problems["pod_template.spec.imagePullSecrets[registry-creds]"]
+    assert "allowed_image_pull_secrets" in refused(
+        {"worker": {"replicas": 1, **pull}}, narrow)["worker.pod_template.spec.imagePullSecrets[registry-creds]"]
+    assert DeploymentPolicy.from_env({"TFK8S_ALLOWED_IMAGE_PULL_SECRETS": "a, b"}).allowed_image_pull_secrets == (
+        "a", "b")
 
 
 def test_what_the_policy_allows_it_admits():

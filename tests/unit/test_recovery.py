@@ -85,3 +85,70 @@ def test_no_progress_for_the_timeout_is_a_stall():
     d = decide(running(), dataclasses.replace(policy, group_restarts=1), [], T, roles=ROLES,
                progress=Progress(300, T - 121))
     assert d.action == RESTART_GROUP and d.failure_class == "stalled"
+
+
+# ------------------------------------------------------------------------------ ExitCode, as TFJob does it
+def _exit_code_job():
+    from tfk8s_airflow.job.spec import TFJobSpec
+    return TFJobSpec.from_dict({"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": "ec"},
+                                "spec": {"runPolicy": {"backoffLimit": 2}, "tfReplicaSpecs": {
+                                    "PS": {"template": {"spec": {"containers": [
+                                        {"name": "tensorflow", "image": "tf:1"}]}}},
+                                    "Worker": {"replicas": 2, "restartPolicy": "ExitCode", "template": {"spec": {
+                                        "containers": [{"name": "tensorflow", "image": "tf:1"}]}}}}}})
+
+
+def _judged(spec, exit_codes):
+    """The job's rendered pods, Running, with the workers in exit_codes ended Failed with that code."""
+    from tfk8s_airflow.job.judge import JobPolicy, evaluate
+    from tfk8s_airflow.job.objects import JobNames, job_manifests
+
+    pods = [o for o in job_manifests(spec, JobNames.for_run(spec, "r1")) if o["kind"] == "Pod"]
+    for pod in pods:
+        key = f"{pod['metadata']['labels']['tfk8s.io/role']}-{pod['metadata']['labels']['tfk8s.io/index']}"
+        code = exit_codes.get(key)
+        state = {"running": {"startedAt": "2026-01-01T00:00:00Z"}} if code is None else {
+            "terminated": {"exitCode": code, "reason": "Error"}}
+        pod["status"] = {"phase": "Running" if code is None else "Failed", "containerStatuses": [
+            {"name": "tensorflow", "restartCount": 0, "state": state}]}
+    return evaluate(pods, JobPolicy.from_spec(spec), T, T)
+
+
+def test_exit_code_pods_are_never_restarted_in_place():
+    from tfk8s_airflow.job.objects import JobNames, job_manifests
+
+    spec = _exit_code_job()
+    policies = {(o["metadata"]["labels"]["tfk8s.io/role"], o["spec"]["restartPolicy"])
+                for o in job_manifests(spec, JobNames.for_run(spec, "r1")) if o["kind"] == "Pod"}
+    assert policies == {("ps", "Never"), ("worker", "Never")}  # TFJob: ExitCode -> Never
+
+
+def test_a_permanent_exit_code_fails_the_job_at_once():
+    spec = _exit_code_job()
+    status = _judged(spec, {"worker-1": 1})
+    assert status.state == FAILED and "1-127 are permanent" in status.reason
+    roles = {f"{r.role}-{i}": r.role for r in spec.active_roles for i in range(r.replicas)}
+    d = decide(status, RecoveryPolicy.from_spec(spec), [], T, roles=roles)
+    assert d.action == FAIL and d.failure_class == "code"
+
+
+def test_a_retryable_exit_code_recreates_the_pod_within_max_restarts():
+    spec = _exit_code_job()
+    policy = RecoveryPolicy.from_spec(spec)
+    assert policy.exit_code_roles == ("worker",) and policy.max_restarts == 2
+    assert RecoveryPolicy.from_dict(policy.to_dict()) == policy  # it travels in the job record
+    roles = {f"{r.role}-{i}": r.role for r in spec.active_roles for i in range(r.replicas)}
+    for code in (137, 139, 138):  # SIGKILL, the program's own SIGSEGV, the runtime's retryable code: all >= 128
+        d = decide(_judged(spec, {"worker-1": code}), policy, [], T, roles=roles)
+        assert (d.action, d.replicas) == (REPLACE, ("worker-1",)), (code, d)
+        assert "ExitCode recreates the pod" in d.reason and "1 of max_restarts 2" in d.reason
+    done = [Attempt(number=n + 2, failure_class="infrastructure", reason=d.reason, at=T, action=REPLACE,
+                    replicas=("worker-1",)) for n in range(2)]
+    status = _judged(spec, {"worker-1": 137})
+    d = decide(status, policy, done, T, roles=roles)
+    assert d.action == FAIL and "at most max_restarts 2 times, spent" in d.reason
+    other = decide(_judged(spec, {"worker-0": 137}), policy, done, T, roles=roles)  # the budget is per replica
+    assert other.action == REPLACE and other.replicas == ("worker-0",)
+    # Never and OnFailure roles are not recreated for a code the program raised itself
+    never = dataclasses.replace(policy, exit_code_roles=())
+    assert decide(_judged(spec, {"worker-1": 139}), never, [], T, roles=roles).action == FAIL

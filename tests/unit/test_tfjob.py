@@ -12,6 +12,7 @@ from tests.unit.test_cli import tfk8s
 from tfk8s_airflow.exceptions import SpecError
 from tfk8s_airflow.job import podtemplate as pt
 from tfk8s_airflow.job.objects import JobNames, job_manifests
+from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.render import parse_yaml, render_yaml
 from tfk8s_airflow.job.spec import TFJobSpec
 from tfk8s_airflow.job.tfjob import is_tfjob, to_native
@@ -56,7 +57,7 @@ def tf_configs(spec: TFJobSpec) -> dict[str, dict]:
 # ------------------------------------------------------------------------------ detection and the mapping
 def test_a_tfjob_is_told_from_a_native_spec():
     assert is_tfjob(tfjob()) and not is_tfjob({"name": "mnist", "kind": "TFJob"})
-    assert "apiVersion" in refused({**tfjob(), "apiVersion": "kubeflow.org/v1beta2"})
+    assert "apiVersion" in refused({**tfjob(), "apiVersion": "kubeflow.org/v1alpha1"})
 
 
 def test_metadata_replicas_restart_policies_and_the_template_map_to_spec_keys():
@@ -118,13 +119,13 @@ def test_metadata_replicas_restart_policies_and_the_template_map_to_spec_keys():
     spec = TFJobSpec.from_dict(doc, policy=None)
     pod = next(o for o in job_manifests(spec, JobNames.for_run(spec, "r")) if o["kind"] == "Pod"
                and o["metadata"]["labels"]["tfk8s.io/role"] == "worker")
-    assert pod["spec"]["priorityClassName"] == "high" and pod["spec"]["restartPolicy"] == "OnFailure"
+    assert pod["spec"]["priorityClassName"] == "high" and pod["spec"]["restartPolicy"] == "Never"  # ExitCode, as TFJob
     assert [c["name"] for c in pod["spec"]["containers"]] == ["tensorflow", "sidecar"]
 
 
 @pytest.mark.parametrize("doc, path", [
     (tfjob({"Worker": replica(2, "Always")}), "spec.tfReplicaSpecs.Worker.restartPolicy"),
-    (tfjob({"PS": replica(1, "OnFailure"), "Worker": replica(1)}), "spec.tfReplicaSpecs.PS.restartPolicy"),
+    (tfjob({"PS": replica(1, "Sometimes"), "Worker": replica(1)}), "spec.tfReplicaSpecs.PS.restartPolicy"),
     (tfjob({"Chief": replica(1), "Master": replica(1), "Worker": replica(1)}), "spec.tfReplicaSpecs.Master"),
     (tfjob({"Launcher": replica(1), "Worker": replica(1)}), "spec.tfReplicaSpecs.Launcher"),
     (tfjob({"Worker": {"replicas": 1, "template": {"spec": {"containers": [{"name": "main", "image": "x"}]}}}}),
@@ -144,18 +145,95 @@ def test_metadata_replicas_restart_policies_and_the_template_map_to_spec_keys():
      "spec.tfReplicaSpecs.Worker.template.spec.activeDeadlineSeconds"),
     (tfjob({"PS": replica(1, serviceAccountName="a"), "Worker": replica(1, serviceAccountName="b")}),
      "spec.tfReplicaSpecs.*.template.spec.serviceAccountName"),
-    ({**tfjob(), "metadata": {"generateName": "mnist-"}}, "metadata.name"),
+    ({**tfjob(), "metadata": {"namespace": "ml"}}, "metadata.name"),
+    ({**tfjob(), "metadata": {"generateName": "-"}}, "metadata.generateName"),
+    (tfjob(backoffLimit=-1), "spec.backoffLimit"),  # the older placement, named as written
+    (tfjob(cleanPodPolicy="None", runPolicy={"cleanPodPolicy": "All"}), "spec.cleanPodPolicy"),
+    ({**tfjob(), "apiVersion": "kubeflow.org/v1alpha1"}, "apiVersion"),
 ])
 def test_what_cannot_be_honoured_is_refused_naming_the_tfjob_field(doc, path):
     assert path in refused(doc)
 
 
-def test_a_field_the_native_spec_refuses_says_the_spec_was_converted():
-    doc = tfjob({"Worker": replica(1, hostname="w")})
+def test_a_field_the_native_spec_refuses_is_named_as_the_tfjob_wrote_it():
+    doc = tfjob({"PS": replica(1), "Worker": replica(1, hostname="w")})
+    doc["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["env"] = [
+        {"name": "PW", "valueFrom": {"secretKeyRef": {"name": "db", "key": "pw"}}}]
+    for rtype in ("PS", "Worker"):
+        doc["spec"]["tfReplicaSpecs"][rtype]["template"]["spec"]["containers"][0]["image"] = "bad image"
     with pytest.raises(SpecError) as err:
-        TFJobSpec.from_dict(doc)
-    assert "worker.pod_template.spec.hostname" in err.value.fields
-    assert "tfk8s import" in str(err.value)
+        TFJobSpec.from_dict(doc, policy=DeploymentPolicy())
+    fields = set(err.value.fields)
+    assert "spec.tfReplicaSpecs.Worker.template.spec.hostname" in fields  # not worker.pod_template.spec...
+    assert "spec.tfReplicaSpecs.PS.template.spec.containers[tensorflow].image" in fields  # hoisted: the first type
+    assert "tfk8s import" not in str(err.value)  # no pseudo-problem: every line is a field of the manifest
+    assert all(f.startswith(("spec.", "metadata.")) for f in fields), fields
+    # and the deployment's refusals too (the spec's own problems aside)
+    doc["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"].pop("hostname")
+    for rtype in ("PS", "Worker"):
+        doc["spec"]["tfReplicaSpecs"][rtype]["template"]["spec"]["containers"][0]["image"] = "tf:1"
+    with pytest.raises(SpecError) as err:
+        TFJobSpec.from_dict(doc, policy=DeploymentPolicy())
+    assert list(err.value.fields) == ["spec.tfReplicaSpecs.Worker.template.spec.containers[tensorflow].env[PW]"
+                                ".valueFrom.secretKeyRef.name"]
+    assert "worker.env.PW.value_from.secret_key_ref.name" in str(err.value)  # the native key, for import users
+
+
+def test_generate_name_names_the_job_and_each_run_gets_its_own_objects():
+    doc = {**tfjob(), "metadata": {"generateName": "tfjob-", "namespace": "ml"}}
+    conversion = to_native(doc)
+    assert conversion.spec["name"] == "tfjob" and any("generateName" in n for n in conversion.notes)
+    spec = TFJobSpec.from_dict(doc)
+    one, two = JobNames.for_run(spec, "run-1"), JobNames.for_run(spec, "run-2")
+    assert one.service != two.service and one.service.startswith("tfjob")
+
+
+def test_a_ps_may_restart_on_failure_as_under_tfjob():
+    doc = tfjob({"PS": replica(1, "OnFailure"), "Worker": replica(2, "OnFailure")})
+    conversion = to_native(doc)
+    assert conversion.spec["ps"]["restart_policy"] == "OnFailure"
+    assert any("lost every variable" in n for n in conversion.notes)
+    spec = TFJobSpec.from_dict(doc)
+    pods = [o for o in job_manifests(spec, JobNames.for_run(spec, "r1")) if o["kind"] == "Pod"]
+    assert {(o["metadata"]["labels"]["tfk8s.io/role"], o["spec"]["restartPolicy"]) for o in pods} == {
+        ("ps", "OnFailure"), ("worker", "OnFailure")}
+    # a native spec's PS does not inherit the job-wide policy: it says its own
+    native = TFJobSpec.from_dict({"name": "j", "image": "tf:1", "restart_policy": "OnFailure", "ps": 1, "worker": 1})
+    assert native.roles["ps"].restart_policy == "Never"
+
+
+def test_the_older_run_policy_placement_is_read_as_run_policy():
+    old = tfjob(cleanPodPolicy="All", backoffLimit=2, activeDeadlineSeconds=600, ttlSecondsAfterFinished=60)
+    new = tfjob(runPolicy={"cleanPodPolicy": "All", "backoffLimit": 2, "activeDeadlineSeconds": 600,
+                           "ttlSecondsAfterFinished": 60})
+    assert to_native(old).spec == to_native(new).spec
+    assert to_native(old).spec["max_restarts"] == 2 and to_native(old).spec["active_deadline"] == 600
+    assert any("spec.cleanPodPolicy is read as spec.runPolicy.cleanPodPolicy" in n for n in to_native(old).notes)
+
+
+def test_a_misplaced_key_is_told_where_it_belongs():
+    doc = tfjob()
+    doc["tfReplicaSpecs"] = doc["spec"].pop("tfReplicaSpecs")
+    problems = refused(doc)
+    assert "move it to spec.tfReplicaSpecs" in problems["tfReplicaSpecs"]
+    inner = tfjob(runPolicy={"tfReplicaSpecs": {}})
+    assert "move it to spec.tfReplicaSpecs" in refused(inner)["spec.runPolicy.tfReplicaSpecs"]
+
+
+@pytest.mark.parametrize("version", ["kubeflow.org/v1beta2", "kubeflow.org/v1beta1", "kubeflow.org/v1alpha2"])
+def test_older_versions_whose_fields_map_one_to_one_are_converted(version):
+    old = {**tfjob(cleanPodPolicy="All", backoffLimit=1), "apiVersion": version}
+    conversion = to_native(old)
+    assert conversion.spec == to_native(tfjob(runPolicy={"cleanPodPolicy": "All", "backoffLimit": 1})).spec
+    assert any(version in n for n in conversion.notes)
+
+
+def test_a_version_that_does_not_map_is_refused_naming_it():
+    v1alpha1 = {"apiVersion": "kubeflow.org/v1alpha1", "kind": "TFJob", "metadata": {"name": "old"},
+                "spec": {"replicaSpecs": [{"replicas": 1, "tfReplicaType": "MASTER", "template": {}}]}}
+    problems = refused(v1alpha1)
+    assert "kubeflow.org/v1alpha1" in problems["apiVersion"] and "rewrite it as kubeflow.org/v1" in problems[
+        "apiVersion"]
 
 
 def test_success_policy_follows_tfjob():
@@ -249,3 +327,75 @@ def test_the_migration_guides_example_is_the_example_and_its_import():
     shown, imported = (yaml.safe_load(b) for b in blocks)
     assert shown == yaml.safe_load((ROOT / "examples" / "tfjob-dist-mnist.yaml").read_text())
     assert imported == to_native(shown).spec
+
+
+def test_import_translates_even_what_the_deployments_policy_refuses(tmp_path):
+    """The example reads the Secret db: refused by a deployment that allows no Secret, translated all the same."""
+    path = ROOT / "examples" / "tfjob-tf2-ps.yaml"
+    allowed = tfk8s("import", str(path), env=POLICY_ENV)
+    res = tfk8s("import", str(path))  # the default policy: no Secret allowed
+    assert res.returncode == 0 and res.stdout == allowed.stdout  # the same translation
+    assert "policy would refuse" in res.stderr and "allowed_secrets" in res.stderr
+    assert "spec.tfReplicaSpecs.Chief.template.spec.containers[tensorflow].env[DB_PASSWORD]" in res.stderr
+    assert "policy would refuse" not in allowed.stderr
+    assert tfk8s("validate", str(path)).returncode == 1  # validate still judges
+    invalid = tmp_path / "invalid.yaml"
+    invalid.write_text(yaml.safe_dump(tfjob({"Worker": replica(2, hostname="w")})))
+    res = tfk8s("import", str(invalid))
+    assert res.returncode == 1 and "hostname" in yaml.safe_load(res.stdout)["worker"]["pod_template"]["spec"]
+    assert "spec.tfReplicaSpecs.Worker.template.spec.hostname" in res.stderr
+
+
+def test_the_pods_carry_the_labels_programs_read_under_tfjob():
+    spec = TFJobSpec.from_dict(tfjob({"Master": replica(1), "PS": replica(1), "Worker": replica(2)}))
+    pods = {(labels["tfk8s.io/role"], labels["tfk8s.io/index"]): labels
+            for labels in (o["metadata"]["labels"] for o in job_manifests(spec, JobNames.for_run(spec, "r1"))
+                           if o["kind"] == "Pod")}
+    kf = {k: {n: v for n, v in labels.items() if n.startswith("training.kubeflow.org/")} for k, labels in pods.items()}
+    assert kf[("chief", "0")] == {"training.kubeflow.org/job-name": "mnist", "training.kubeflow.org/replica-type":
+                                  "master", "training.kubeflow.org/replica-index": "0",
+                                  "training.kubeflow.org/job-role": "master"}
+    assert kf[("worker", "1")] == {"training.kubeflow.org/job-name": "mnist", "training.kubeflow.org/replica-type":
+                                   "worker", "training.kubeflow.org/replica-index": "1"}
+    assert all("training.kubeflow.org/operator-name" not in labels for labels in pods.values())
+    no_chief = TFJobSpec.from_dict(tfjob())  # worker 0 is the master role without a chief, as the operator decides
+    roles = {(o["metadata"]["labels"]["tfk8s.io/role"], o["metadata"]["labels"]["tfk8s.io/index"]):
+             o["metadata"]["labels"].get("training.kubeflow.org/job-role")
+             for o in job_manifests(no_chief, JobNames.for_run(no_chief, "r1")) if o["kind"] == "Pod"}
+    assert {k: v for k, v in roles.items() if v} == {("worker", "0"): "master"}
+    native = TFJobSpec.from_dict({"name": "j", "image": "tf:1", "worker": 2})  # a native spec: only on request
+    assert not any(n.startswith("training.kubeflow.org/") for o in job_manifests(native, JobNames.for_run(native, "r"))
+                   if o["kind"] == "Pod" for n in o["metadata"]["labels"])
+
+
+def test_the_image_pull_policy_is_left_to_kubernetes_unless_set():
+    """Kubernetes pulls an image tagged :latest (or untagged) Always, others IfNotPresent; TFJob leaves the field
+    alone, and so does a spec that does not set it."""
+    def policies(doc):
+        spec = TFJobSpec.from_dict(doc)
+        names = JobNames.for_run(spec, "r1")
+        pods = [o for o in job_manifests(spec, names) if o["kind"] == "Pod"]
+        rendered = [o for o in parse_yaml(render_yaml(spec, names)) if o["kind"] == "Pod"]
+        return ({c.get("imagePullPolicy") for p in pods for c in p["spec"]["containers"]},
+                {c.get("imagePullPolicy") for p in rendered for c in p["spec"]["containers"]})
+    assert policies(tfjob()) == ({None}, {None})
+    assert policies({"name": "j", "image": "tf:latest", "worker": 2}) == ({None}, {None})
+    assert policies({"name": "j", "image": "tf:1", "image_pull_policy": "Always", "worker": 2}) == (
+        {"Always"}, {"Always"})
+    pulled = tfjob({"Worker": replica(2)})
+    pulled["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["imagePullPolicy"] = "Never"
+    assert policies(pulled) == ({"Never"}, {"Never"})
+
+
+def test_gang_hints_are_refused_or_said_never_silently_passed_on():
+    gang = tfjob({"Worker": replica(2, schedulerName="scheduler-plugins-scheduler")})
+    assert "PodGroup" in refused(gang)["spec.tfReplicaSpecs.Worker.template.spec.schedulerName"]
+    volcano = tfjob({"Worker": replica(2, schedulerName="volcano")})
+    assert "spec.tfReplicaSpecs.Worker.template.spec.schedulerName" in refused(volcano)
+    hinted = tfjob({"Worker": replica(2)})
+    hinted["spec"]["tfReplicaSpecs"]["Worker"]["template"]["metadata"] = {
+        "annotations": {"scheduling.k8s.io/group-name": "g"}}
+    notes = to_native(hinted).notes
+    assert any("scheduling.k8s.io/group-name" in n and "tfk8s.io/gang" in n for n in notes)
+    other = tfjob({"Worker": replica(2, schedulerName="my-scheduler")})  # another scheduler is the cluster's business
+    assert to_native(other).spec["worker"]["pod_template"]["spec"]["schedulerName"] == "my-scheduler"

@@ -452,6 +452,8 @@ def _judge_replica(st: ReplicaState, policy: JobPolicy, now: float,
                   + (f": {st.disruption}" if st.disruption else "")
                   + (f": {st.message}" if st.message else "")
                   + (" (OOMKilled)" if st.oom else ""))
+        if policy.restart_policy.get(st.role) == "ExitCode" and code is not None and 1 <= code <= 127:
+            reason += " (ExitCode: 1-127 are permanent, never retried)"
         return reason, CONTAINER_NAME, _exit_class(st, code)
     if st.phase == "Succeeded" and not tracked:
         return (f"untracked replica {key} exited (code {st.exit_code}) before the job finished; "

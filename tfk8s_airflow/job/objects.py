@@ -109,6 +109,16 @@ class Replica:
     pod_extra: dict[str, Any] = field(default_factory=dict)
 
 
+def _kubeflow_labels(spec: TFJobSpec, role: str, index: int) -> dict[str, str]:
+    """The TFJob operator's labels of one replica: its type as TF_CONFIG names it, its index, and
+    ``job-role: master`` on the chief (worker 0 without one), as the operator's IsMasterRole decides."""
+    rtype = spec.chief_name if role == "chief" else role
+    out = {c.KUBEFLOW_JOB_NAME: spec.name, c.KUBEFLOW_REPLICA_TYPE: rtype, c.KUBEFLOW_REPLICA_INDEX: str(index)}
+    if role == "chief" or (role == "worker" and index == 0 and not spec.replicas("chief")):
+        out[c.KUBEFLOW_JOB_ROLE] = "master"
+    return out
+
+
 def job_labels(spec: TFJobSpec, names: JobNames) -> dict[str, str]:
     """Labels every object of the job carries; values sanitized to 63 characters."""
     labels = dict(spec.labels)
@@ -152,6 +162,8 @@ def plan_replicas(spec: TFJobSpec, names: JobNames, shards: Mapping[str, Sequenc
                 LABEL_TRACKED: "true" if rs.tracked else "false",
             })
             labels.update(tpl.labels)
+            if spec.kubeflow_labels:
+                labels.update(_kubeflow_labels(spec, rs.role, i))
             env = [{"name": c.JOB_NAME_ENV, "value": names.job},
                    {"name": c.NAMESPACE_ENV, "value": names.namespace},
                    {"name": c.ROLE_ENV, "value": rs.role},
@@ -273,11 +285,17 @@ def _init_containers(spec: TFJobSpec, image: str, security: dict[str, Any]) -> l
     if code.sha256:
         args += ["--sha256", code.sha256]
     container: dict[str, Any] = {"name": FETCH_CONTAINER, "image": code.image or image,
-                                 "imagePullPolicy": spec.image_pull_policy, "command": ["python3"], "args": args,
+                                 **pull_policy(spec.image_pull_policy), "command": ["python3"], "args": args,
                                  "volumeMounts": [{"name": CODE_VOLUME, "mountPath": code.mount_path}]}
     if security:
         container["securityContext"] = security
     return [container]
+
+
+def pull_policy(policy: str) -> dict[str, str]:
+    """A container's ``imagePullPolicy`` when the spec sets one; without, Kubernetes decides (Always for
+    an image tagged ``:latest`` or untagged, IfNotPresent otherwise), as it does for a TFJob's pods."""
+    return {"imagePullPolicy": policy} if policy else {}
 
 
 def pod_manifest(spec: TFJobSpec, names: JobNames, replica: Replica, *, gated: bool = False,
@@ -290,7 +308,7 @@ def pod_manifest(spec: TFJobSpec, names: JobNames, replica: Replica, *, gated: b
     The deployment's policy is already in the replica (:func:`plan_replicas`).
     """
     container: dict[str, Any] = {"name": CONTAINER_NAME, "image": replica.image,
-                                 "imagePullPolicy": replica.image_pull_policy}
+                                 **pull_policy(replica.image_pull_policy)}
     if replica.command is not None:
         container["command"] = replica.command
     if replica.args:

@@ -129,6 +129,10 @@ class DeploymentPolicy:
     allowed_secrets: tuple[str, ...] = field(default=(), metadata=setting(
         "Secrets of the job's namespace a spec may read through env, env_from and volumes "
         "(comma-separated, or *)", "none", _names))
+    allowed_image_pull_secrets: tuple[str, ...] = field(default=(ANY,), metadata=setting(
+        "Secrets of the job's namespace a pod template may name in imagePullSecrets (comma-separated, or *): "
+        "the kubelet reads them to pull the image, the pods never do", "*: every Secret of the namespace",
+        _names))
     restricted_security_context: bool = field(default=True, metadata=setting(
         "every container without privilege escalation, with all capabilities dropped and the "
         "RuntimeDefault seccomp profile", "true", _bool))
@@ -266,6 +270,12 @@ class DeploymentPolicy:
                                         f"({', '.join(self.allowed_secrets) or 'none'})",
                                    "an administrator adds it to [tfk8s] allowed_secrets (or * for every Secret "
                                    "of the namespace)"))
+        for fld, secret in template_pull_secrets(tpl, p):
+            if not _allowed(secret, self.allowed_image_pull_secrets):
+                out.append(Problem(fld, f"Secret {secret} is not among the allowed image pull secrets "
+                                        f"({', '.join(self.allowed_image_pull_secrets) or 'none'})",
+                                   "an administrator adds it to [tfk8s] allowed_image_pull_secrets (or * for "
+                                   "every Secret of the namespace)"))
         pod_sc = merge(pod_default, spec.get("securityContext") or {}, {})
         if self.restricted_security_context:
             for k in ("hostNetwork", "hostPID", "hostIPC"):
@@ -345,8 +355,11 @@ def _env_secrets(env: Mapping[str, Any], env_from: tuple, prefix: str, job_env: 
 
 
 def template_secrets(tpl: Mapping[str, Any], prefix: str) -> Iterator[tuple[str, str]]:
-    """(path, Secret name) for every Secret a pod template names: volumes (secret, projected, CSI),
-    every container's env and envFrom, sidecars and init containers included, and image pull secrets."""
+    """(path, Secret name) for every Secret a pod template lets its pods read: volumes (secret, projected,
+    CSI), every container's env and envFrom, sidecars and init containers included.
+
+    Image pull secrets are not among them (:func:`template_pull_secrets`): the kubelet reads those to
+    pull the image; no container sees them."""
     spec = tpl.get("spec") or {}
     for vol in spec.get("volumes") or ():
         vp = f"{prefix}.volumes[{vol.get('name')}]"
@@ -367,7 +380,11 @@ def template_secrets(tpl: Mapping[str, Any], prefix: str) -> Iterator[tuple[str,
             for i, item in enumerate(c.get("envFrom") or ()):
                 if (item.get("secretRef") or {}).get("name"):
                     yield f"{cp}.envFrom[{i}].secretRef.name", item["secretRef"]["name"]
-    for item in spec.get("imagePullSecrets") or ():
+
+
+def template_pull_secrets(tpl: Mapping[str, Any], prefix: str) -> Iterator[tuple[str, str]]:
+    """(path, Secret name) for every image pull secret a pod template names."""
+    for item in (tpl.get("spec") or {}).get("imagePullSecrets") or ():
         if item.get("name"):
             yield f"{prefix}.imagePullSecrets[{item['name']}]", item["name"]
 

@@ -18,6 +18,11 @@ The rules (docs/recovery.md has the table):
 * ``oom`` with ``oom_memory_factor``: the replica is recreated with that much more memory, up to
   ``max_memory`` (a parameter server again through a group restart); without it, or beyond the
   cap, the job fails as ``oom``. Each relaunch also spends ``infra_restarts``.
+* ``restart_policy: ExitCode`` (TFJob's): the pod is ``Never``; an exit code >= 128 (a signal,
+  an OOM kill, the runtime's retryable 138) recreates the replica's pod, with the same name and
+  DNS (a parameter server: the whole group), up to ``max_restarts`` times for that replica, then
+  fails the job; 1-127 are permanent and go on as ``code`` below (the program ran once). With
+  ``oom_memory_factor``, an OOM kill is relaunched bigger as ``oom`` says instead.
 * ``code`` (a program's own failure) and ``stalled`` (no progress for ``progress_timeout``)
   restart the whole group while ``group_restarts`` lasts, then fail.
 
@@ -32,6 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tfk8s_airflow.contract import is_retryable_exit
 from tfk8s_airflow.job.judge import CODE, CONFIG, FAILED, INFRASTRUCTURE, OOM, RUNNING, STALLED, JobStatus
 from tfk8s_airflow.job.quantity import quantity_to_float
 from tfk8s_airflow.job.records import Attempt
@@ -51,10 +57,14 @@ class RecoveryPolicy:
     node_lost_grace: float = 60.0
     oom_memory_factor: float | None = None
     max_memory: float | None = None  # bytes
+    exit_code_roles: tuple[str, ...] = ()  # roles with restart_policy ExitCode
+    max_restarts: int = 3  # how often ExitCode recreates one replica's pod
 
     @classmethod
     def from_spec(cls, spec: TFJobSpec) -> RecoveryPolicy:
-        return cls(group_restarts=spec.group_restarts, infra_restarts=spec.infra_restarts,
+        return cls(exit_code_roles=tuple(r.role for r in spec.active_roles if r.restart_policy == "ExitCode"),
+                   max_restarts=spec.max_restarts,
+                   group_restarts=spec.group_restarts, infra_restarts=spec.infra_restarts,
                    restart_backoff=float(spec.restart_backoff),
                    progress_timeout=float(spec.progress_timeout) if spec.progress_timeout else None,
                    node_lost_grace=float(spec.node_lost_grace), oom_memory_factor=spec.oom_memory_factor,
@@ -66,7 +76,10 @@ class RecoveryPolicy:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> RecoveryPolicy:
         known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in (d or {}).items() if k in known})
+        values = {k: v for k, v in (d or {}).items() if k in known}
+        if "exit_code_roles" in values:
+            values["exit_code_roles"] = tuple(values["exit_code_roles"])
+        return cls(**values)
 
 
 @dataclass(frozen=True)
@@ -126,6 +139,9 @@ def decide(status: JobStatus, policy: RecoveryPolicy, attempts: Sequence[Attempt
     if status.state != FAILED:
         return Decision(NONE)
     cls, key = status.failure_class, status.failed_key
+    retried = _exit_code_retry(status, policy, attempts, roles)
+    if retried is not None:
+        return retried
     if cls == INFRASTRUCTURE and key:
         return _infrastructure(status.reason, [key], policy, attempts, roles)
     if cls == OOM and key:
@@ -133,6 +149,37 @@ def decide(status: JobStatus, policy: RecoveryPolicy, attempts: Sequence[Attempt
     if cls in (CODE, STALLED):
         return _code_like(cls, status.reason, policy, attempts)
     return Decision(FAIL, cls, status.reason + history(attempts))
+
+
+#: The words every ExitCode recreation's reason starts its budget note with (how attempts are counted).
+_EXIT_CODE_RETRY = "ExitCode recreates the pod"
+
+
+def _exit_code_retry(status: JobStatus, policy: RecoveryPolicy, attempts: Sequence[Attempt],
+                     roles: Mapping[str, str]) -> Decision | None:
+    """TFJob's ExitCode: a retryable exit (>= 128) of a replica whose role says ExitCode recreates its pod,
+    up to ``max_restarts`` times for that replica; None when the rule does not apply."""
+    key = status.failed_key
+    if key is None:
+        return None
+    st = status.replicas.get(key)
+    if st is None or roles.get(key) not in policy.exit_code_roles or st.phase != "Failed":
+        return None
+    code = st.exit_code if st.exit_code is not None else st.last_exit_code
+    if code is None or not is_retryable_exit(code) or st.deleting or st.disruption:
+        return None  # a permanent code (1-127) is the program's; a disruption is infrastructure's
+    if status.failure_class == OOM and policy.oom_memory_factor:
+        return None  # relaunched bigger instead
+    done = sum(1 for a in attempts if key in a.replicas and _EXIT_CODE_RETRY in a.reason)
+    cls = status.failure_class or CODE
+    if done >= policy.max_restarts:
+        return Decision(FAIL, cls, f"{status.reason}; {_EXIT_CODE_RETRY} at most max_restarts "
+                                   f"{policy.max_restarts} times, spent" + history(attempts))
+    why = f"{status.reason}; {_EXIT_CODE_RETRY} for exit code {code} ({done + 1} of max_restarts " \
+          f"{policy.max_restarts})"
+    if roles.get(key) == "ps":
+        return Decision(RESTART_GROUP, cls, why, tuple(sorted(roles)))
+    return Decision(REPLACE, cls, why, (key,))
 
 
 def _lost_replicas(status: JobStatus, policy: RecoveryPolicy, now: float,

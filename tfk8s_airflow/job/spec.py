@@ -294,8 +294,9 @@ class RoleSpec:
 
     @property
     def pod_restart_policy(self) -> str:
-        """ExitCode is judged by the sensor; in place restarts need OnFailure."""
-        return "OnFailure" if self.restart_policy == "ExitCode" else self.restart_policy
+        """ExitCode is TFJob's: the pod is Never (the kubelet never runs the program again in place); the
+        job's recovery recreates it for a retryable exit code (>= 128), within ``max_restarts``."""
+        return "Never" if self.restart_policy == "ExitCode" else self.restart_policy
 
     def to_dict(self, job: TFJobSpec) -> dict[str, Any]:
         """The role block: its own keys, and the job-wide ones where this role differs."""
@@ -329,7 +330,9 @@ class TFJobSpec:
     name: str = field(metadata=key("required; a DNS-1123 label, the readable part of every object's name"))
     namespace: str = field(metadata=key("the job's namespace", default="default"))
     image: str = field(metadata=key("the training image (required here or in every role)", role=OVERRIDE))
-    image_pull_policy: str = field(metadata=key("Always, IfNotPresent or Never", default="IfNotPresent"))
+    image_pull_policy: str = field(metadata=key(
+        "Always, IfNotPresent or Never; unset, Kubernetes decides (Always for an image tagged :latest or untagged, "
+        "IfNotPresent otherwise)", default="unset"))
     command: tuple[str, ...] | None = field(metadata=key(
         "the container's command, a list; default: the image's entrypoint (or the code's, with `code`)",
         role=OVERRIDE))
@@ -353,7 +356,7 @@ class TFJobSpec:
     success_policy: str = field(metadata=key(
         "default (the chief, else worker 0) or all_workers", default="default"))
     restart_policy: str = field(metadata=key(
-        "Never, OnFailure or ExitCode (1-127 permanent, >= 128 retried); a PS must use Never",
+        "Never, OnFailure or ExitCode (1-127 permanent, >= 128 retried); a PS only by its own key",
         role=OVERRIDE, default="OnFailure (ps: Never)"))
     max_restarts: int = field(metadata=key("restart budget per replica", default="3"))
     schedule_timeout: int = field(metadata=key(
@@ -408,6 +411,10 @@ class TFJobSpec:
         "the chief's name in TF_CONFIG and the flags: chief, or master (TFJob's `Master` replicas)", default="chief"))
     code: CodeSource | None = field(metadata=key(
         "`{uri, entrypoint, sha256, image, mount_path}`: code fetched before the container starts"))
+    kubeflow_labels: bool = field(metadata=key(
+        "the pods also carry the TFJob operator's labels `training.kubeflow.org/job-name`, `replica-type`, "
+        "`replica-index` and `job-role` (what programs written for TFJob read); a converted TFJob sets it",
+        default="false"))
     roles: Mapping[str, RoleSpec] = field(default_factory=dict)
 
     # ----------------------------------------------------------------- loading
@@ -421,8 +428,7 @@ class TFJobSpec:
         """
         from tfk8s_airflow.job.parse import parse_spec  # the parser builds the classes of this module
 
-        spec = parse_spec(data, max_replicas=max_replicas, overrides=overrides)
-        return policy.admit(spec) if policy is not None else spec
+        return parse_spec(data, max_replicas=max_replicas, overrides=overrides, policy=policy)
 
     @classmethod
     def from_file(cls, path: str | Path, **kwargs: Any) -> TFJobSpec:

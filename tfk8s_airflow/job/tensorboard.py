@@ -33,7 +33,7 @@ from tfk8s_airflow.contract import (
     TENSORBOARD_PORT_NAME,
 )
 from tfk8s_airflow.job import naming
-from tfk8s_airflow.job.objects import JobNames, job_labels, volume_source
+from tfk8s_airflow.job.objects import JobNames, job_labels, pull_policy, volume_source
 from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.spec import RoleSpec, TFJobSpec, Volume
 from tfk8s_airflow.job.tensorboard_url import fill_url, placeholders
@@ -124,7 +124,7 @@ def plan_tensorboard(spec: TFJobSpec, names: JobNames, policy: DeploymentPolicy 
 def tensorboard_manifest(plan: TensorBoardPlan, names: JobNames) -> dict[str, Any]:
     """The TensorBoard Pod: never gated (nothing waits for it, it waits for nothing)."""
     container: dict[str, Any] = {
-        "name": TENSORBOARD_CONTAINER, "image": plan.image, "imagePullPolicy": plan.image_pull_policy,
+        "name": TENSORBOARD_CONTAINER, "image": plan.image, **pull_policy(plan.image_pull_policy),
         "command": plan.command, "args": plan.args,
         "ports": [{"name": TENSORBOARD_PORT_NAME, "containerPort": plan.port, "protocol": "TCP"}],
         "resources": plan.resources, "volumeMounts": plan.volume_mounts, "readinessProbe": plan.readiness_probe,

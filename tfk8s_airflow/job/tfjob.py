@@ -14,7 +14,7 @@ The mapping, in short:
   role blocks; ``Master`` is the chief with ``chief_name: master`` (TF_CONFIG says ``master``,
   as under TFJob); ``replicas`` -> ``replicas``; ``restartPolicy`` (default ``Never``) ->
   ``restart_policy``, ``Always`` refused (a replica that restarts after it succeeded never
-  finishes), a PS only ``Never``;
+  finishes);
 - each ``template`` -> the role's ``pod_template``, with what a spec key says lifted out of it:
   the ``tensorflow`` container's ``image``, ``command``, ``args``, ``env`` (text and Secret,
   ConfigMap or pod-field values), ``envFrom``, ``resources``, ``imagePullPolicy`` and port
@@ -28,12 +28,20 @@ The mapping, in short:
   archives every replica's log and deletes everything;
 - ``successPolicy``: ``""`` -> ``default``; ``AllWorkers`` -> ``all_workers`` without a chief,
   ``default`` with one (TFJob then decides by the chief alone);
-- a job of one replica gets no TF_CONFIG (``tf_wiring: none``), as TFJob does.
+- a job of one replica gets no TF_CONFIG (``tf_wiring: none``), as TFJob does;
+- ``metadata.generateName`` names the job by its prefix (every run's objects are unique anyway);
+  the run policy fields written directly under ``spec`` (v1beta2's placement, still in published
+  v1 manifests) are read as ``spec.runPolicy``; v1beta2, v1beta1 and v1alpha2 are read as v1.
+
+Every problem names the TFJob field as the manifest wrote it: :class:`Conversion` records where
+each native key came from (``origins``), and :meth:`Conversion.renamed` rewrites the native
+spec's and the deployment's problems with it.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -42,9 +50,18 @@ from tfk8s_airflow.contract import CONTAINER_NAME, PORT_NAME
 from tfk8s_airflow.exceptions import Problem, SpecError
 from tfk8s_airflow.job.fields import parse_int, show
 
-__all__ = ["API_VERSION", "KIND", "REPLICA_TYPES", "Conversion", "is_tfjob", "to_native"]
+__all__ = ["API_VERSION", "CONVERTED_VERSIONS", "KIND", "REPLICA_TYPES", "Conversion", "is_tfjob", "to_native"]
 
 API_VERSION = "kubeflow.org/v1"
+#: Older versions whose fields map one to one onto v1's (their run policy sat directly under ``spec``).
+CONVERTED_VERSIONS = ("kubeflow.org/v1beta2", "kubeflow.org/v1beta1", "kubeflow.org/v1alpha2")
+#: Run policy fields that older versions (and many published v1 manifests) write directly under ``spec``.
+_SPEC_LEVEL_RUN_POLICY = ("cleanPodPolicy", "ttlSecondsAfterFinished", "activeDeadlineSeconds", "backoffLimit",
+                          "schedulingPolicy")
+#: Keys written one level off, and where they belong: (where found, key) -> the path to write.
+_MOVES = {("", "tfReplicaSpecs"): "spec.tfReplicaSpecs", ("", "runPolicy"): "spec.runPolicy",
+          ("", "successPolicy"): "spec.successPolicy", ("spec.runPolicy", "tfReplicaSpecs"): "spec.tfReplicaSpecs",
+          ("spec.runPolicy", "successPolicy"): "spec.successPolicy"}
 KIND = "TFJob"
 #: TFJob's replica types (matched without regard to case) -> our roles.
 REPLICA_TYPES = {"chief": "chief", "master": "chief", "evaluator": "evaluator", "ps": "ps", "worker": "worker"}
@@ -54,16 +71,47 @@ _MANAGED_BY = "kubeflow.org/training-operator"
 #: Object metadata the API server writes (a manifest exported with kubectl get -o yaml has them).
 _SERVER_METADATA = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink",
                     "deletionTimestamp", "deletionGracePeriodSeconds", "finalizers", "ownerReferences")
+#: Schedulers that start a pod only once its PodGroup admits it (Volcano, Kubernetes' scheduler-plugins).
+_GANG_SCHEDULERS = ("volcano", "scheduler-plugins-scheduler")
+#: The pod metadata those schedulers read the group from (Volcano's annotation, scheduler-plugins' label).
+_GANG_KEYS = ("scheduling.k8s.io/group-name", "scheduling.x-k8s.io/pod-group")
 _VALUE_REFS = {"secretKeyRef": "secret_key_ref", "configMapKeyRef": "config_map_key_ref", "fieldRef": "field_ref"}
 _ENV_FROM_REFS = {"secretRef": "secret_ref", "configMapRef": "config_map_ref"}
 
 
 @dataclass(frozen=True)
 class Conversion:
-    """The native spec document of a TFJob, and notes on what behaves differently here."""
+    """The native spec document of a TFJob, notes on what behaves differently here, and where each
+    native key came from (``origins``: native key -> the TFJob field as the manifest wrote it)."""
 
     spec: dict[str, Any]
     notes: tuple[str, ...] = ()
+    origins: tuple[tuple[str, str], ...] = ()
+
+    def tfjob_field(self, native: str) -> str:
+        """The TFJob field a native key (or a path under it) stands for; the native key when none does."""
+        best = ""
+        for key, _ in self.origins:
+            if len(key) > len(best) and (native == key or native.startswith((key + ".", key + "["))):
+                best = key
+        if not best:
+            return native
+        return dict(self.origins)[best] + _camel(native[len(best):])
+
+    def renamed(self, problems: list[Problem]) -> list[Problem]:
+        """The problems of the native spec, each naming the TFJob field as the manifest wrote it."""
+        out = []
+        for p in problems:
+            fld = self.tfjob_field(p.field)
+            message = p.message if fld == p.field else f"{p.message} (the native spec's {p.field})"
+            out.append(Problem(fld, message, p.fix))
+        return out
+
+
+def _camel(path: str) -> str:
+    """A native path's snake_case segments (value_from.secret_key_ref) as Kubernetes writes them."""
+    return re.sub(r"(?<=[.])([a-z]+(?:_[a-z]+)+)(?=$|[.\[])",
+                  lambda m: re.sub(r"_([a-z])", lambda x: x.group(1).upper(), m.group(1)), path)
 
 
 def is_tfjob(doc: Any) -> bool:
@@ -76,6 +124,10 @@ class _Converter:
     def __init__(self) -> None:
         self.problems: list[Problem] = []
         self.notes: list[str] = []
+        self.origins: dict[str, str] = {}
+
+    def origin(self, native: str, tfjob_field: str) -> None:
+        self.origins.setdefault(native, tfjob_field)
 
     def add(self, fld: str, message: str, fix: str = "") -> None:
         self.problems.append(Problem(fld, message, fix))
@@ -90,9 +142,15 @@ class _Converter:
 
     def unknown(self, d: Mapping[str, Any], known: tuple[str, ...], fld: str) -> None:
         for k in d:
-            if k not in known:
-                self.add(f"{fld}.{k}", "is not a TFJob field tfk8s-airflow knows",
-                         "remove it (docs/migration-tfjob.md lists every field)")
+            if k in known:
+                continue
+            where = f"{fld}.{k}" if fld else str(k)
+            move = _MOVES.get((fld, k))
+            if move:
+                self.add(where, f"is not where a TFJob has it (it belongs at {move})", f"move it to {move}")
+            else:
+                self.add(where, "is not a TFJob field", "remove it or correct its name (docs/migration-tfjob.md "
+                         "lists every field)")
 
     def integer(self, d: Mapping[str, Any], key: str, fld: str, low: int = 0) -> int | None:
         if d.get(key) is None:
@@ -107,22 +165,33 @@ class _Converter:
 def to_native(doc: Mapping[str, Any]) -> Conversion:
     """The native spec document of a TFJob manifest. Raises SpecError naming the TFJob's fields."""
     c = _Converter()
-    if doc.get("apiVersion") != API_VERSION:
-        c.add("apiVersion", f"{show(doc.get('apiVersion'))} is not supported", f"write apiVersion: {API_VERSION}")
+    version = doc.get("apiVersion")
+    if version in CONVERTED_VERSIONS:
+        c.notes.append(f"apiVersion {version} is read as {API_VERSION}: its fields map one to one (its run policy "
+                       "under spec is v1's spec.runPolicy)")
+    elif version != API_VERSION:
+        why = (": its replica specs are not v1's (a list of replicaSpecs with tfReplicaType and tfPort)"
+               if version == "kubeflow.org/v1alpha1" else "")
+        c.add("apiVersion", f"{show(version)} is not a TFJob version tfk8s-airflow converts ({API_VERSION}, "
+              f"{', '.join(CONVERTED_VERSIONS)}){why}", f"rewrite it as {API_VERSION}: spec.tfReplicaSpecs with "
+              "one entry per replica type (docs/migration-tfjob.md)")
     c.unknown(doc, ("apiVersion", "kind", "metadata", "spec", "status"), "")
     out: dict[str, Any] = {}
     _metadata(c, c.mapping(doc.get("metadata"), "metadata"), out)
     spec = c.mapping(doc.get("spec"), "spec")
-    c.unknown(spec, ("tfReplicaSpecs", "runPolicy", "successPolicy", "enableDynamicWorker"), "spec")
+    c.unknown(spec, ("tfReplicaSpecs", "runPolicy", "successPolicy", "enableDynamicWorker", *_SPEC_LEVEL_RUN_POLICY),
+              "spec")
     roles, master = _replica_specs(c, spec)
     total = sum(int(block.get("replicas", 0)) for block in roles.values())
-    _run_policy(c, c.mapping(spec.get("runPolicy"), "spec.runPolicy"), out, roles, total)
+    run, where = _merged_run_policy(c, spec, version)
+    _run_policy(c, run, where, out, total)
     _success_policy(c, spec, out, has_chief="chief" in roles)
     if spec.get("enableDynamicWorker"):
         c.add("spec.enableDynamicWorker", "sparse TF_CONFIG for dynamically added workers is not supported",
               "remove it: every replica gets the whole cluster")
     if master:
         out["chief_name"] = "master"
+    out["kubeflow_labels"] = True  # the operator's labels, which programs written for TFJob read
     if total == 1:
         out["tf_wiring"] = "none"
         c.notes.append("the job has one replica: like TFJob, it gets no TF_CONFIG (tf_wiring: none)")
@@ -131,19 +200,52 @@ def to_native(doc: Mapping[str, Any]) -> Conversion:
         raise SpecError(c.problems)
     ordered = {k: out[k] for k in _KEY_ORDER if k in out}
     ordered.update((role, roles[role]) for role in _ROLE_ORDER if role in roles)
-    return Conversion(ordered, tuple(c.notes))
+    return Conversion(ordered, tuple(c.notes), tuple(c.origins.items()))
+
+
+def _merged_run_policy(c: _Converter, spec: Mapping[str, Any], version: Any) -> tuple[dict[str, Any], dict[str, str]]:
+    """``spec.runPolicy`` with the run policy fields written directly under ``spec`` (the older placement),
+    and where each field was written."""
+    run = dict(c.mapping(spec.get("runPolicy"), "spec.runPolicy"))
+    where = {key: f"spec.runPolicy.{key}" for key in run}
+    for key in _SPEC_LEVEL_RUN_POLICY:
+        if key not in spec:
+            continue
+        if key in run:
+            c.add(f"spec.{key}", f"is given twice, here and at spec.runPolicy.{key}", f"keep spec.runPolicy.{key}")
+            continue
+        run[key] = spec[key]
+        where[key] = f"spec.{key}"
+        if version == API_VERSION:
+            c.notes.append(f"spec.{key} is read as spec.runPolicy.{key}, where kubeflow.org/v1 has it (the v1 "
+                           "CRD has no spec-level field: kubectl's strict validation refuses it, and an API server "
+                           "that accepts it drops it)")
+    return run, where
 
 
 def _metadata(c: _Converter, meta: Mapping[str, Any], out: dict[str, Any]) -> None:
-    if meta.get("name") is None:
-        c.add("metadata.name", "is required" + (" (generateName cannot name a job's objects)"
-                                               if meta.get("generateName") else ""), "add name: my-job")
-    else:
+    generate = meta.get("generateName")
+    if meta.get("name") is not None:
         out["name"] = meta["name"]
+        c.origin("name", "metadata.name")
+    elif isinstance(generate, str) and generate.strip("-"):
+        # Every object of a run is named uniquely anyway (the job's name + a hash of the run), which
+        # is what generateName asks for; its prefix is the readable part.
+        out["name"] = generate.rstrip("-")
+        c.origin("name", "metadata.generateName")
+        c.notes.append(f"metadata.generateName {generate}: the job is named {out['name']}; every run's objects "
+                       "get a unique name of their own (the name and a hash of the DAG run)")
+    else:
+        c.add("metadata.generateName" if generate is not None else "metadata.name",
+              "is required: Kubernetes names every object by name or generateName"
+              + (f", got {show(generate)}" if generate is not None else ""),
+              "add name: my-job (or generateName: my-job-)")
     if meta.get("namespace") is not None:
         out["namespace"] = meta["namespace"]
+        c.origin("namespace", "metadata.namespace")
     if meta.get("labels"):
         out["labels"] = dict(c.mapping(meta["labels"], "metadata.labels"))
+        c.origin("labels", "metadata.labels")
     if meta.get("annotations"):
         c.notes.append("metadata.annotations: the TFJob object's own annotations are not copied to the pods "
                        "(write pod annotations in the replica templates)")
@@ -170,6 +272,7 @@ def _replica_specs(c: _Converter, spec: Mapping[str, Any]) -> tuple[dict[str, di
             continue
         seen[role] = str(rtype)
         master = master or kind == "master"
+        c.origin(role, path)
         roles[role] = _replica(c, c.mapping(rspec, path), path, role)
     return roles, master
 
@@ -185,19 +288,33 @@ def _replica(c: _Converter, rspec: Mapping[str, Any], path: str, role: str) -> d
               "finish", "write OnFailure (restart after a failure) or Never")
     elif policy not in _RESTART_POLICIES:
         c.add(f"{path}.restartPolicy", f"must be Never, OnFailure, ExitCode or Always, got {show(policy)}")
-    elif role == "ps" and policy != "Never":
-        c.add(f"{path}.restartPolicy", "a parameter server loses every variable when it restarts",
-              "write Never: a dead PS fails the job (group_restarts then restarts the job from its checkpoint)")
     else:
         block["restart_policy"] = policy
+        c.origin(f"{role}.restart_policy", f"{path}.restartPolicy")
+        if role == "ps" and policy != "Never":
+            c.notes.append(f"{path}.restartPolicy {policy}: a parameter server that fails is restarted, as under "
+                           "TFJob, and has then lost every variable it held (write Never to fail the job instead, "
+                           "and group_restarts to restart the whole job from its checkpoint)")
+    c.origin(f"{role}.replicas", f"{path}.replicas")
     template = c.mapping(rspec.get("template"), f"{path}.template")
-    block.update(_template(c, template, f"{path}.template"))
+    block.update(_template(c, template, f"{path}.template", role))
     return block
 
 
-def _template(c: _Converter, template: Mapping[str, Any], fld: str) -> dict[str, Any]:
+def _template(c: _Converter, template: Mapping[str, Any], fld: str, role: str) -> dict[str, Any]:
     """The role's keys lifted out of its PodTemplateSpec, and ``pod_template`` with the rest."""
     out: dict[str, Any] = {}
+    cpath = f"{fld}.spec.containers[{CONTAINER_NAME}]"
+    for native, where in (("image", f"{cpath}.image"), ("command", f"{cpath}.command"), ("args", f"{cpath}.args"),
+                          ("image_pull_policy", f"{cpath}.imagePullPolicy"), ("resources", f"{cpath}.resources"),
+                          ("env", f"{cpath}.env"), ("env_from", f"{cpath}.envFrom"),
+                          ("port", f"{cpath}.ports[{PORT_NAME}]"), ("node_selector", f"{fld}.spec.nodeSelector"),
+                          ("tolerations", f"{fld}.spec.tolerations"),
+                          ("service_account", f"{fld}.spec.serviceAccountName"),
+                          ("automount_service_account_token", f"{fld}.spec.automountServiceAccountToken"),
+                          ("pod_template.metadata", f"{fld}.metadata"), ("pod_template.spec", f"{fld}.spec"),
+                          ("pod_template", fld)):
+        c.origin(f"{role}.{native}", where)
     meta = {k: v for k, v in c.mapping(template.get("metadata"), f"{fld}.metadata").items()
             if k in ("labels", "annotations") and v}
     pod = dict(c.mapping(template.get("spec"), f"{fld}.spec"))
@@ -210,7 +327,6 @@ def _template(c: _Converter, template: Mapping[str, Any], fld: str) -> dict[str,
         c.add(f"{fld}.spec.containers", f"has no container named {CONTAINER_NAME} (TFJob requires one)",
               f"name the training container {CONTAINER_NAME}")
         main = {}
-    cpath = f"{fld}.spec.containers[{CONTAINER_NAME}]"
     main = dict(main)
     for key, native in (("image", "image"), ("command", "command"), ("args", "args"),
                         ("imagePullPolicy", "image_pull_policy")):
@@ -222,6 +338,8 @@ def _template(c: _Converter, template: Mapping[str, Any], fld: str) -> dict[str,
         main.pop("resources", None)
     if "env" in main:
         env, rest = _env(main.pop("env") or [])
+        for name in env:
+            c.origin(f"{role}.env.{name}", f"{cpath}.env[{name}]")
         if env:
             out["env"] = env
         if rest:
@@ -247,6 +365,18 @@ def _template(c: _Converter, template: Mapping[str, Any], fld: str) -> dict[str,
         out["automount_service_account_token"] = pod.pop("automountServiceAccountToken")
     if pod.pop("restartPolicy", None) is not None:
         c.notes.append(f"{fld}.spec.restartPolicy is replaced by the replica's restartPolicy, as under TFJob")
+    scheduler = pod.get("schedulerName")
+    if scheduler in _GANG_SCHEDULERS:
+        c.add(f"{fld}.spec.schedulerName", f"{scheduler} starts a pod only once its PodGroup admits it, and no "
+              "PodGroup is made for this job (the training-operator makes one; tfk8s-airflow holds every pod behind "
+              "its own gate until all exist, then releases them together), so the pods would wait forever",
+              "remove schedulerName: the job's pods start together without a gang scheduler")
+    for where, keyed in (("metadata.annotations", meta.get("annotations")), ("metadata.labels", meta.get("labels"))):
+        for key in _GANG_KEYS:
+            if isinstance(keyed, Mapping) and key in keyed and scheduler not in _GANG_SCHEDULERS:
+                c.notes.append(f"{fld}.{where}.{key}: read only by a gang scheduler, which the pods do not name; "
+                               "the pods are created held by the gate tfk8s.io/gang and released together once all "
+                               "exist")
     if pod.get("activeDeadlineSeconds") is not None:
         c.add(f"{fld}.spec.activeDeadlineSeconds", "every pod's deadline is the job's",
               "remove it and write spec.runPolicy.activeDeadlineSeconds")
@@ -316,35 +446,45 @@ def _toleration(t: Any) -> Any:
     return {("toleration_seconds" if k == "tolerationSeconds" else k): v for k, v in t.items()}
 
 
-def _run_policy(c: _Converter, run: Mapping[str, Any], out: dict[str, Any], roles: Mapping[str, Any],
+def _run_policy(c: _Converter, run: Mapping[str, Any], where: Mapping[str, str], out: dict[str, Any],
                 total: int) -> None:
     fld = "spec.runPolicy"
-    c.unknown(run, ("cleanPodPolicy", "ttlSecondsAfterFinished", "activeDeadlineSeconds", "backoffLimit",
-                    "schedulingPolicy", "suspend", "managedBy"), fld)
+    c.unknown({k: v for k, v in run.items() if where.get(k, "").startswith(fld)},
+              ("cleanPodPolicy", "ttlSecondsAfterFinished", "activeDeadlineSeconds", "backoffLimit",
+               "schedulingPolicy", "suspend", "managedBy"), fld)
+
+    def at(key: str) -> str:
+        return where.get(key, f"{fld}.{key}")
+
+    def parent(key: str) -> str:
+        return at(key).rsplit(".", 1)[0]
+
     clean = run.get("cleanPodPolicy")
     if clean not in (None, "All", "Running", "None"):
-        c.add(f"{fld}.cleanPodPolicy", f"must be All, Running or None, got {show(clean)}")
+        c.add(at("cleanPodPolicy"), f"must be All, Running or None, got {show(clean)}")
     elif clean in ("Running", "None"):
-        c.notes.append(f"{fld}.cleanPodPolicy {clean}: teardown archives every replica's log, then deletes every "
+        c.notes.append(f"{at('cleanPodPolicy')} {clean}: teardown archives every replica's log, then deletes every "
                        "pod of the job, finished or not (parameter servers never exit on their own)")
     if run.get("ttlSecondsAfterFinished") is not None:
-        c.notes.append(f"{fld}.ttlSecondsAfterFinished: nothing of the job waits for it; teardown deletes "
+        c.notes.append(f"{at('ttlSecondsAfterFinished')}: nothing of the job waits for it; teardown deletes "
                        "everything as soon as the job ends, after archiving the logs")
-    deadline = c.integer(run, "activeDeadlineSeconds", fld, low=1)
+    deadline = c.integer(run, "activeDeadlineSeconds", parent("activeDeadlineSeconds"), low=1)
     if deadline is not None:
         out["active_deadline"] = deadline
-    backoff = c.integer(run, "backoffLimit", fld)
+        c.origin("active_deadline", at("activeDeadlineSeconds"))
+    backoff = c.integer(run, "backoffLimit", parent("backoffLimit"))
     if backoff is not None:
         out["max_restarts"] = backoff
-        c.notes.append(f"{fld}.backoffLimit {backoff} -> max_restarts {backoff}: here each replica may restart "
+        c.origin("max_restarts", at("backoffLimit"))
+        c.notes.append(f"{at('backoffLimit')} {backoff} -> max_restarts {backoff}: here each replica may restart "
                        "that often (TFJob counts the restarts of all replicas together)")
     if run.get("suspend"):
         c.add(f"{fld}.suspend", "a suspended job is not started by tfk8s-airflow", "remove it; the DAG decides when")
     if run.get("managedBy") not in (None, _MANAGED_BY):
         c.add(f"{fld}.managedBy", f"{show(run.get('managedBy'))} would run the job elsewhere",
               "remove it: tfk8s-airflow creates the pods itself")
-    sched = c.mapping(run.get("schedulingPolicy"), f"{fld}.schedulingPolicy")
-    sp = f"{fld}.schedulingPolicy"
+    sp = at("schedulingPolicy")
+    sched = c.mapping(run.get("schedulingPolicy"), sp)
     c.unknown(sched, ("minAvailable", "queue", "minResources", "priorityClass", "scheduleTimeoutSeconds"), sp)
     min_available = c.integer(sched, "minAvailable", sp)
     if min_available is not None and min_available != total:
@@ -358,9 +498,11 @@ def _run_policy(c: _Converter, run: Mapping[str, Any], out: dict[str, Any], role
               "ResourceQuota against the whole job instead", "remove it")
     if sched.get("priorityClass"):
         out["pod_template"] = {"spec": {"priorityClassName": sched["priorityClass"]}}
+        c.origin("pod_template.spec.priorityClassName", f"{sp}.priorityClass")
     timeout = c.integer(sched, "scheduleTimeoutSeconds", sp, low=1)
     if timeout is not None:
         out["schedule_timeout"] = timeout
+        c.origin("schedule_timeout", f"{sp}.scheduleTimeoutSeconds")
 
 
 def _success_policy(c: _Converter, spec: Mapping[str, Any], out: dict[str, Any], has_chief: bool) -> None:
@@ -374,12 +516,13 @@ def _success_policy(c: _Converter, spec: Mapping[str, Any], out: dict[str, Any],
                        "and so does this job (success_policy: default)")
     else:
         out["success_policy"] = "all_workers"
+        c.origin("success_policy", "spec.successPolicy")
 
 
 #: The order of the native document's job-wide keys (as a user would write them).
 _KEY_ORDER = ("name", "namespace", "labels", "image", "image_pull_policy", "command", "args", "resources", "port",
-              "tf_wiring", "chief_name", "success_policy", "max_restarts", "active_deadline", "schedule_timeout",
-              "service_account", "automount_service_account_token", "pod_template")
+              "tf_wiring", "chief_name", "kubeflow_labels", "success_policy", "max_restarts", "active_deadline",
+              "schedule_timeout", "service_account", "automount_service_account_token", "pod_template")
 #: Role keys a TFJob states per replica type that become job-wide when every type has the same.
 _HOISTED = ("image", "command", "args", "resources")
 #: Spec keys that exist job-wide only, and where a replica template says them.
@@ -392,6 +535,10 @@ _JOB_ONLY = {"image_pull_policy": f"containers[{CONTAINER_NAME}].imagePullPolicy
 def _hoist(c: _Converter, out: dict[str, Any], roles: Mapping[str, dict[str, Any]]) -> None:
     """What every role has alike becomes job-wide; the keys that exist job-wide only must agree."""
     blocks = list(roles.values())
+    for key in (*_HOISTED, *_JOB_ONLY):  # a job-wide key names the first replica type that states it
+        stating = [role for role, b in roles.items() if b.get(key) is not None]
+        if stating:
+            c.origin(key, c.origins[f"{stating[0]}.{key}"])
     for key in _HOISTED:
         values = [b.get(key) for b in blocks]
         if values and values[0] is not None and all(x == values[0] for x in values):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfk8s_airflow.contract import DEFAULT_PORT
 from tfk8s_airflow.exceptions import Problem, SpecError
@@ -27,30 +27,35 @@ from tfk8s_airflow.job.parse.reader import Reader
 from tfk8s_airflow.job.parse.shared import READERS
 from tfk8s_airflow.job.spec import CHIEF_NAMES, PULL_POLICIES, SPEC_KEYS, SUCCESS_POLICIES, WIRINGS, TFJobSpec
 
+if TYPE_CHECKING:
+    from tfk8s_airflow.job.policy import DeploymentPolicy
+
 __all__ = ["parse_spec"]
 
 log = logging.getLogger(__name__)
 
 
-def parse_spec(data: Any, *, max_replicas: int, overrides: Iterable[str] = ()) -> TFJobSpec:
-    """Validate a spec document and freeze it. Raises :class:`SpecError` listing every problem."""
+def parse_spec(data: Any, *, max_replicas: int, overrides: Iterable[str] = (),
+               policy: DeploymentPolicy | None = None) -> TFJobSpec:
+    """Validate a spec document and freeze it; with ``policy``, also admit it. Raises :class:`SpecError`
+    listing every problem (a TFJob manifest's problems name its fields as the manifest wrote them)."""
     if not isinstance(data, Mapping):
         raise SpecError(Problem("spec", f"must be a mapping, got {type(data).__name__}",
                                 "write the spec as a YAML/JSON object with name, image, worker..."))
     problems = document_problems(data)
     if problems:
         raise SpecError(problems)
-    if tfjob.is_tfjob(data):
-        conversion = tfjob.to_native(data)
-        for note in conversion.notes:
-            log.info("TFJob %s: %s", conversion.spec.get("name"), note)
-        try:
-            return _parse(conversion.spec, max_replicas, overrides)
-        except SpecError as exc:
-            raise SpecError([*exc.problems, Problem(
-                "spec", "is the native spec converted from the TFJob manifest: the fields above are its keys",
-                "tfk8s import FILE prints it")]) from None
-    return _parse(data, max_replicas, overrides)
+    if not tfjob.is_tfjob(data):
+        spec = _parse(data, max_replicas, overrides)
+        return policy.admit(spec) if policy is not None else spec
+    conversion = tfjob.to_native(data)
+    for note in conversion.notes:
+        log.info("TFJob %s: %s", conversion.spec.get("name"), note)
+    try:
+        spec = _parse(conversion.spec, max_replicas, overrides)
+        return policy.admit(spec) if policy is not None else spec
+    except SpecError as exc:
+        raise SpecError(conversion.renamed(list(exc.problems))) from None
 
 
 def _parse(data: Mapping[str, Any], max_replicas: int, overrides: Iterable[str]) -> TFJobSpec:
@@ -69,8 +74,8 @@ def _parse(data: Mapping[str, Any], max_replicas: int, overrides: Iterable[str])
     namespace = r.string(d, "namespace", "namespace", "default") or "default"
     r.extend(v.check_dns_label(namespace, "namespace"))
     inherited = {key: read(r, d, key, key) for key, read in READERS.items()}
-    pull = r.string(d, "image_pull_policy", "image_pull_policy", "IfNotPresent") or "IfNotPresent"
-    if pull not in PULL_POLICIES:
+    pull = r.string(d, "image_pull_policy", "image_pull_policy", "") or ""
+    if pull and pull not in PULL_POLICIES:
         r.add("image_pull_policy", f"must be one of {', '.join(PULL_POLICIES)}, got {pull!r}",
               "write image_pull_policy: IfNotPresent")
     port = r.integer(d, "port", "port", DEFAULT_PORT)
@@ -94,6 +99,7 @@ def _parse(data: Mapping[str, Any], max_replicas: int, overrides: Iterable[str])
         active_deadline=r.duration(d, "active_deadline", "active_deadline", None),
         labels=metadata.job_labels(r, d), service_account=service_account, automount_service_account_token=token,
         volumes=volumes.volumes(r, d), hide_evaluator=hide_evaluator, code=code.code(r, d),
+        kubeflow_labels=r.boolean(d, "kubeflow_labels", "kubeflow_labels", False),
         chief_name=r.choice(d, "chief_name", "chief_name", CHIEF_NAMES, "chief"),
         **recovery.recovery(r, d), **inherited,
     )

@@ -62,7 +62,7 @@ _OWNED_POD: dict[str, tuple[str, str]] = {
     "hostname": ("every replica's hostname is <role>-<index>, its DNS name in TF_CONFIG", "remove it"),
     "subdomain": ("the pods' subdomain is the job's headless Service, which publishes their DNS names",
                   "remove it"),
-    "restartPolicy": ("the restart policy is the role's restart_policy (ExitCode is judged by the job sensor)",
+    "restartPolicy": ("the restart policy is the role's restart_policy (ExitCode's pods are Never)",
                       "remove it and write restart_policy: Never | OnFailure | ExitCode in the role"),
     "schedulingGates": ("every pod is held by the gate tfk8s.io/gang until the whole job exists", "remove it"),
     "nodeName": ("a pod bound to a node skips the scheduler and the job's gate",

@@ -52,9 +52,6 @@ def role_block(r: Reader, role: str, block: Mapping[str, Any], job: Mapping[str,
             values[name] = own
     if role == "ps" and "restart_policy" not in block:
         values["restart_policy"] = "Never"
-    if role == "ps" and values["restart_policy"] != "Never":
-        r.add(p + "restart_policy", "a parameter server loses every variable when it restarts",
-              "use Never: a dead PS fails the job, and a retry of the group resumes from the checkpoint")
     replicas = r.integer(block, "replicas", p + "replicas", 1 if role != "ps" else 0)
     tracked = r.boolean(block, "tracked", p + "tracked", role != "ps")
     if role == "ps" and tracked:
