@@ -71,7 +71,10 @@ class RecoveryPolicy:
                    max_memory=quantity_to_float(spec.max_memory) if spec.max_memory else None)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """As it travels in the job record: plain JSON types (a tuple comes back from XCom as a list)."""
+        out = dataclasses.asdict(self)
+        out["exit_code_roles"] = list(self.exit_code_roles)
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> RecoveryPolicy:
