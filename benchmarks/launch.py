@@ -339,7 +339,7 @@ def floor(cluster: Cluster, replicas: int, gated: bool = False) -> dict[str, flo
     from tfk8s_airflow.contract import GANG_GATE
     from tfk8s_airflow.job.objects import JobNames, job_manifests
     from tfk8s_airflow.job.spec import TFJobSpec
-    from tfk8s_airflow.k8s.client import GATE_PATCH, discard
+    from tfk8s_airflow.k8s.client import GATE_PATCH, GATE_PATCH_TYPE, discard
 
     ns = cluster.namespace()
     prefix = "floor_gated" if gated else "floor"
@@ -357,7 +357,8 @@ def floor(cluster: Cluster, replicas: int, gated: bool = False) -> dict[str, flo
                           objs[1:]))
             if gated:
                 list(pool.map(lambda o: discard(cluster.core.patch_namespaced_pod(
-                    o["metadata"]["name"], ns, GATE_PATCH, _preload_content=False)), objs[1:]))
+                    o["metadata"]["name"], ns, GATE_PATCH, _content_type=GATE_PATCH_TYPE,
+                    _preload_content=False)), objs[1:]))
         while True:
             pods = cluster.core.list_namespaced_pod(ns, label_selector=names.selector).items
             if sum(p.status.phase in ("Running", "Succeeded") for p in pods) == replicas:

@@ -19,7 +19,7 @@ from typing import Any, TypeVar, cast
 from kubernetes.client import ApiClient, CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
-from tfk8s_airflow.contract import CONTAINER_NAME, LABEL_JOB, LABEL_RUN
+from tfk8s_airflow.contract import CONTAINER_NAME, GANG_GATE, LABEL_JOB, LABEL_RUN
 from tfk8s_airflow.exceptions import KubernetesApiError, PermanentKubernetesApiError
 from tfk8s_airflow.job.verdict import read_verdict, verdict_body
 
@@ -53,7 +53,12 @@ DEFAULT_CONCURRENCY = 16
 #: Seconds any single request made from the triggerer may take (a LIST of 512 pods is ~20 MB: a few
 #: seconds): no request of a job's watch, its recovery or a replica's trigger waits without bound.
 REQUEST_TIMEOUT_S = 30.0
-GATE_PATCH = [{"op": "remove", "path": "/spec/schedulingGates"}]
+#: Releases the job's own scheduling gate and no other: a strategic-merge patch deleting the
+#: ``tfk8s.io/gang`` entry by name (idempotent). Another controller's gate on the pod (Kueue's
+#: admission gate, a policy's hold) stays, as the shared cluster requires: removing
+#: ``/spec/schedulingGates`` as a whole would strip them too.
+GATE_PATCH = {"spec": {"schedulingGates": [{"$patch": "delete", "name": GANG_GATE}]}}
+GATE_PATCH_TYPE = "application/strategic-merge-patch+json"
 
 
 def discard(resp: Any) -> None:
@@ -145,18 +150,19 @@ class JobClient:
                     "not this run's (fix: delete it, or give the job another name)")
 
     def release_gates(self, namespace: str, names: Sequence[str], concurrency: int = DEFAULT_CONCURRENCY) -> float:
-        """Remove the scheduling gates of every named pod, in parallel; seconds taken.
+        """Remove the job's scheduling gate (``tfk8s.io/gang``, only it) from every named pod, in parallel;
+        seconds taken.
 
-        A pod whose gates are already gone (a retried setup) is fine.
+        A pod whose gate is already gone (a retried setup) is fine; any other gate stays.
         """
         t0 = time.monotonic()
 
         def one(name: str) -> None:
             try:
                 discard(self.core.patch_namespaced_pod(name=name, namespace=namespace, body=GATE_PATCH,
-                                                       _preload_content=False))
+                                                       _content_type=GATE_PATCH_TYPE, _preload_content=False))
             except ApiException as exc:
-                # 422: the JSON patch found no gates to remove (already released).
+                # 422: nothing to release (a pod already past its gates).
                 if exc.status != 422:
                     raise wrap_api_error(f"releasing the scheduling gates of pod {namespace}/{name}", exc) from exc
 

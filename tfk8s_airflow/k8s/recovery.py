@@ -29,7 +29,7 @@ from tfk8s_airflow.job.quantity import quantity_to_float
 from tfk8s_airflow.job.records import Attempt, JobRecord
 from tfk8s_airflow.job.recovery import REPLACE, RESTART_GROUP, Decision
 from tfk8s_airflow.job.verdict import read_verdict, verdict_body
-from tfk8s_airflow.k8s.client import GATE_PATCH, REQUEST_TIMEOUT_S, wrap_api_error
+from tfk8s_airflow.k8s.client import GATE_PATCH, GATE_PATCH_TYPE, REQUEST_TIMEOUT_S, wrap_api_error
 
 ATTEMPTS_ANNOTATION = "tfk8s.io/attempts"
 TEMPLATES_KEY = "pods.json.xz"
@@ -313,7 +313,7 @@ class Recoverer:
             async with sem:
                 resp = await self._call(f"releasing the gates of {pod['metadata']['name']}", v1.patch_namespaced_pod(
                     pod["metadata"]["name"], rec.namespace, GATE_PATCH,
-                    _preload_content=False, _content_type="application/json-patch+json",
+                    _preload_content=False, _content_type=GATE_PATCH_TYPE,
                     _request_timeout=REQUEST_TIMEOUT_S))
                 await resp.read()
 
