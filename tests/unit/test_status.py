@@ -308,3 +308,33 @@ def test_a_fetch_failure_never_repeats_the_code_uris_credentials():
     st = evaluate([ps, pod("worker", 0), pod("worker", 1)], policy(), T0 + 2, T0)
     assert st.state == FAILED and "s3cr3t" not in st.reason and "abc" not in st.reason
     assert "https://***@code.example.com/algo.tgz?X-Amz-Signature=***" in st.reason
+
+
+def held(role, index, *gates):
+    p = pod(role, index, "Pending")
+    p["spec"] = {"schedulingGates": [{"name": g} for g in gates]}
+    p["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated",
+                                  "message": "Scheduling is blocked due to non-empty scheduling gates"}]
+    return p
+
+
+def test_a_pod_held_by_another_controllers_gate_waits_for_admission_not_for_startup_timeout():
+    queue = "kueue.x-k8s.io/admission"
+    pods = [pod("ps", 0), held("worker", 0, queue), pod("worker", 1)]
+    st = evaluate(pods, policy(), T0 + 10_000, T0)  # far past startup_timeout (120): still waiting
+    assert st.state == RUNNING
+    assert st.replicas["worker-0"].held_by == (queue,)
+    assert st.replicas["worker-0"].describe() == f"worker-0 Pending (held by {queue})"
+    assert f"held by {queue}; the job fails at no timeout" in st.pending_note(policy(), T0 + 30, T0)
+    timed = policy(admission_timeout="5m")
+    assert "the job fails at admission_timeout 300s" in evaluate(pods, timed, T0 + 30, T0).pending_note(
+        timed, T0 + 30, T0)
+    st = evaluate(pods, timed, T0 + 301, T0)
+    assert st.state == FAILED and st.failure_class == "config"
+    assert st.reason == f"worker-0 (job-worker-0) is held by {queue} 301s after creation (admission_timeout 300s)"
+    # The job's own gate alone is no other controller's: startup_timeout as before.
+    own = [pod("ps", 0), held("worker", 0, "tfk8s.io/gang"), pod("worker", 1)]
+    assert evaluate(own, policy(), T0 + 10_000, T0).replicas["worker-0"].held_by == ()
+    assert evaluate(own, policy(), T0 + 121, T0).state == FAILED
+    # The policy travels in the job record.
+    assert JobPolicy.from_dict(timed.to_dict()) == timed

@@ -21,6 +21,7 @@ from typing import Any
 from tfk8s_airflow.contract import (
     CONTAINER_NAME,
     FETCH_CONTAINER,
+    GANG_GATE,
     LABEL_ATTEMPT,
     LABEL_INDEX,
     LABEL_ROLE,
@@ -61,6 +62,7 @@ class JobPolicy:
     startup_timeout: float
     active_deadline: float | None
     straggler_timeout: float | None = None
+    admission_timeout: float | None = None  # a pod held by another controller's gate (a queue) this long fails
     lead: tuple[str, int] | None = None  # the chief, else worker 0: whose end starts the straggler clock
 
     @classmethod
@@ -77,6 +79,7 @@ class JobPolicy:
             startup_timeout=float(spec.startup_timeout),
             active_deadline=float(deadline) if deadline else None,
             straggler_timeout=float(spec.straggler_timeout) if spec.straggler_timeout else None,
+            admission_timeout=float(spec.admission_timeout) if spec.admission_timeout else None,
             lead=("chief", 0) if spec.replicas("chief") else ("worker", 0),
         )
 
@@ -122,6 +125,7 @@ class ReplicaState:
     waiting_message: str | None = None
     unschedulable: str | None = None  # the scheduler's message
     gated: bool = False  # held by scheduling gates (setup releases them once every pod exists)
+    held_by: tuple[str, ...] = ()  # scheduling gates of other controllers (a queue's admission, e.g. Kueue's)
     reason: str | None = None  # pod-level reason (DeadlineExceeded, Evicted...)
     message: str | None = None  # the training container's termination message
     node: str | None = None
@@ -157,7 +161,8 @@ class ReplicaState:
     def describe(self) -> str:
         """One line for the sensor's replica table and its periodic 'waiting for' line."""
         where = f" on {self.node}" if self.node else ""
-        extra = self.waiting_reason or ("gated" if self.gated else "")
+        extra = self.waiting_reason or (f"held by {', '.join(self.held_by)}" if self.held_by else
+                                        "gated" if self.gated else "")
         return f"{self.key} {self.phase}{f' ({extra})' if extra else ''}{where}"
 
 
@@ -207,6 +212,10 @@ class JobStatus:
         if st.unschedulable:
             why, limit = f"Unschedulable: {st.unschedulable[:PENDING_MESSAGE_MAX]}", \
                 f"schedule_timeout {policy.schedule_timeout:.0f}s"
+        elif st.held_by:
+            why = f"held by {', '.join(st.held_by)}"
+            limit = (f"admission_timeout {policy.admission_timeout:.0f}s" if policy.admission_timeout else
+                     f"active_deadline {policy.active_deadline:.0f}s" if policy.active_deadline else "no timeout")
         else:
             why = "scheduling gates" if st.gated else (st.waiting_reason or "not started")
             limit = f"startup_timeout {policy.startup_timeout:.0f}s"
@@ -290,8 +299,10 @@ def replica_state(pod: Any) -> ReplicaState | None:
                 gated = True
             else:
                 unschedulable = _get(cond, "message") or _get(cond, "reason") or "Unschedulable"
-    if _get(pod, "spec", "schedulingGates"):
+    gates = [str(_get(g, "name")) for g in _get(pod, "spec", "schedulingGates") or [] if _get(g, "name")]
+    if gates:
         gated = True
+    held_by = tuple(g for g in gates if g != GANG_GATE)
     cs = next((c for c in (_get(status, "containerStatuses") or []) if _get(c, "name") == CONTAINER_NAME), None)
     exit_code = last_exit = waiting = waiting_msg = started = finished = message = container_id = None
     restarts = 0
@@ -323,7 +334,7 @@ def replica_state(pod: Any) -> ReplicaState | None:
         role=role, index=int(index), pod=_get(pod, "metadata", "name") or "",
         phase=_get(status, "phase") or "Pending", restarts=restarts, exit_code=exit_code,
         last_exit_code=last_exit, waiting_reason=waiting, waiting_message=waiting_msg,
-        unschedulable=unschedulable, gated=gated, reason=_get(status, "reason"), message=message,
+        unschedulable=unschedulable, gated=gated, held_by=held_by, reason=_get(status, "reason"), message=message,
         node=_get(pod, "spec", "nodeName"), has_command=bool(_get(container, "command")), init_failure=init_failure,
         container_id=container_id,
         disruption=_short(disruption), oom=oom, attempt=_int(labels.get(LABEL_ATTEMPT), 1),
@@ -439,6 +450,11 @@ def _judge_replica(st: ReplicaState, policy: JobPolicy, now: float,
         if st.waiting_reason in CONFIG_ERROR_REASONS:
             return (f"{key} cannot start its container: {st.waiting_reason}"
                     + (f": {st.waiting_message}" if st.waiting_message else "")), CONTAINER_NAME, CONFIG
+        if st.held_by:  # waiting for another controller's admission: its own timeout, not startup_timeout
+            if policy.admission_timeout and age > policy.admission_timeout:
+                return (f"{key} is held by {', '.join(st.held_by)} {age:.0f}s after creation (admission_timeout "
+                        f"{policy.admission_timeout:.0f}s)"), CONTAINER_NAME, CONFIG
+            return None
         if not st.unschedulable and age > policy.startup_timeout:
             waiting = "scheduling gates" if st.gated else st.waiting_reason
             return (f"{key} has not started {age:.0f}s after creation (startup_timeout "

@@ -363,6 +363,10 @@ class TFJobSpec:
         "a pod Unschedulable this long fails the job (a duration)", default="5m"))
     startup_timeout: int = field(metadata=key(
         "a pod not Running this long (image pull...) fails the job (a duration)", default="10m"))
+    admission_timeout: int | None = field(metadata=key(
+        "a pod held this long by another controller's scheduling gate (a queue's admission, such as "
+        "Kueue's) fails the job (a duration); such a pod is not judged by startup_timeout",
+        default="none: until active_deadline"))
     active_deadline: int | None = field(metadata=key(
         "the whole job's deadline (a duration), also the pods' activeDeadlineSeconds",
         default="the deployment's default_active_deadline"))

@@ -96,6 +96,7 @@ def _parse(data: Mapping[str, Any], max_replicas: int, overrides: Iterable[str])
         success_policy=success, max_restarts=max_restarts,
         schedule_timeout=r.duration(d, "schedule_timeout", "schedule_timeout", 300) or 300,
         startup_timeout=r.duration(d, "startup_timeout", "startup_timeout", 600) or 600,
+        admission_timeout=r.duration(d, "admission_timeout", "admission_timeout", None),
         active_deadline=r.duration(d, "active_deadline", "active_deadline", None),
         labels=metadata.job_labels(r, d), service_account=service_account, automount_service_account_token=token,
         volumes=volumes.volumes(r, d), hide_evaluator=hide_evaluator, code=code.code(r, d),
