@@ -38,7 +38,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException
 
-from tfk8s_airflow.exceptions import DataError
+from tfk8s_airflow.exceptions import DataError, KubernetesApiError
 from tfk8s_airflow.job.records import JobRecord
 from tfk8s_airflow.job.verdict import summary_verdict
 from tfk8s_airflow.k8s.client import JobClient
@@ -158,8 +158,11 @@ class TFJobTeardownOperator(BaseOperator):
         verdict = self._verdict(context)
         state, reason = verdict if verdict else ("ended", "teardown ran before the job sensor had a verdict")
         self.log.info("job %s: %s (%s)", job, state, reason)
-        if client.record_verdict(ns, record.service, state, reason, "teardown"):
-            self.log.info("recorded the verdict on Service %s", record.service)
+        try:
+            if client.record_verdict(ns, record.service, state, reason, "teardown"):
+                self.log.info("recorded the verdict on Service %s", record.service)
+        except KubernetesApiError as exc:  # best effort (RBAC may not grant patch on services): delete anyway
+            self.log.warning("the verdict was not recorded on Service %s: %s", record.service, exc)
         if verdict is not None:
             self._wait_for_replicas(context, record)
         root = self._archive_root(record)
