@@ -159,6 +159,13 @@ class TFJobTeardownOperator(BaseOperator):
                 said = True
             time.sleep(REPLICA_POLL_S)
 
+    def _wait_gone(self, client: JobClient, record: JobRecord, keep: Sequence[str] = ()) -> None:
+        """Wait until nothing of the job is left but the pods named in ``keep``; fail naming what is."""
+        left = client.wait_gone(record.namespace, record.selector, timeout=self.wait_timeout, keep=keep)
+        if left:
+            raise AirflowException(f"teardown of {record.job}: still present after {self.wait_timeout:.0f}s: "
+                                   f"{', '.join(left)}")
+
     def execute(self, context: Any) -> dict[str, Any]:
         if not self.job:
             self.log.info("no job record (setup did not finish): nothing to tear down")
@@ -220,10 +227,7 @@ class TFJobTeardownOperator(BaseOperator):
                 if record.keeps_finished_pods else [])
         counts = client.delete_job_objects(ns, selector, self.grace_period_seconds, keep=kept)
         self.log.info("deleted %s of job %s", counts, job)
-        left = client.wait_gone(ns, selector, timeout=self.wait_timeout, keep=kept)
-        if left:
-            raise AirflowException(f"teardown of {job}: still present after {self.wait_timeout:.0f}s: "
-                                   f"{', '.join(left)}")
+        self._wait_gone(client, record, keep=kept)
         result: dict[str, Any] = {"job": job, "deleted": counts, "archived": archived}
         if not kept:
             return result
@@ -249,8 +253,5 @@ class TFJobTeardownOperator(BaseOperator):
         counts = client.delete_job_objects(ns, selector, self.grace_period_seconds)
         self.log.info("finished_pod_ttl (%ds) is over: deleted %s of job %s (%s)", record.finished_pod_ttl, counts,
                       job, ", ".join(kept) or "no pod left")
-        left = client.wait_gone(ns, selector, timeout=self.wait_timeout)
-        if left:
-            raise AirflowException(f"teardown of {job}: still present after {self.wait_timeout:.0f}s: "
-                                   f"{', '.join(left)}")
+        self._wait_gone(client, record)
         return {"job": job, "kept": kept, **(result or {}), "deleted_after_ttl": counts}
