@@ -464,3 +464,80 @@ def test_a_crash_looping_tensorboard_changes_nothing_about_the_job(k8s_cluster, 
     assert summary["state"] == "succeeded" and summary["counts"].get("restarts", 0) == 0
     assert set(summary["replicas"]) == {"ps-0", "worker-0", "worker-1"}
     assert leftovers(core, k8s_namespace) == []
+
+
+def _tfjob_manifest(namespace, **run_policy):
+    def replica(count, **annotations):
+        return {"replicas": count, "restartPolicy": "Never", "template": {
+            "metadata": {"annotations": annotations},
+            "spec": {"nodeSelector": {"type": "kwok"},
+                     "containers": [{"name": "tensorflow", "image": "tfk8s/trainer:0.1"}]}}}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": "kept", "namespace": namespace},
+            "spec": {"runPolicy": run_policy,
+                     "tfReplicaSpecs": {"PS": replica(1),
+                                        "Worker": replica(2, **{"tfk8s.io/sim-duration": "2s"})}}}
+
+
+def _kept_while_teardown_waits(core, namespace, watch, ttl):
+    """While teardown waits: the PS is gone, the finished workers are there (released from the Service)."""
+    from tests.airflow.test_recovery_kwok import in_background
+
+    seen = {}
+
+    def check():
+        ps = watch.wait_for(lambda p: p.key == "ps-0" and p.deleted is not None, what="the PS deleted", timeout=120)
+        deadline = ps.deleted + ttl - 1
+        while time.monotonic() < deadline:
+            seen["services"] = [s.metadata.name for s in core.list_namespaced_service(namespace).items]
+            if not seen["services"]:
+                break
+            time.sleep(0.2)
+        pods = core.list_namespaced_pod(namespace).items
+        seen["pods"] = {p.metadata.labels["tfk8s.io/role"] + "-" + p.metadata.labels["tfk8s.io/index"]:
+                        (p.status.phase, p.metadata.owner_references) for p in pods}
+    return in_background(check), seen
+
+
+@pytest.mark.parametrize("source", ["tfjob", "native"])
+def test_clean_pod_policy_none_keeps_the_finished_workers_for_the_ttl_then_nothing(k8s_cluster, k8s_namespace,
+                                                                                  airflow_db, source):
+    """cleanPodPolicy None: teardown deletes the PS (running) at once and the finished workers only after the
+    TTL, deferred on a TimeDeltaTrigger; then nothing of the job is left."""
+    core = k8s_cluster.core_v1
+    ttl = 4
+    if source == "tfjob":
+        doc = _tfjob_manifest(k8s_namespace, cleanPodPolicy="None", ttlSecondsAfterFinished=ttl)
+    else:
+        doc = {"name": "kept", "namespace": k8s_namespace, "image": "tfk8s/trainer:0.1",
+               "node_selector": {"type": "kwok"}, "ps": 1, "clean_pod_policy": "None", "finished_pod_ttl": f"{ttl}s",
+               "worker": {"replicas": 2, "restart_policy": "Never",
+                          "annotations": {"tfk8s.io/sim-duration": "2s"}}}
+    with PodWatch(core, k8s_namespace) as watch:
+        join, seen = _kept_while_teardown_waits(core, k8s_namespace, watch, ttl)
+        dr = run_dag("tfk8s_t_from_conf", k8s_namespace, spec=doc)
+        join()
+    st = states(dr)
+    assert dr.state == "success", st
+    assert seen["services"] == []  # the Service went with the PS...
+    assert seen["pods"] == {"worker-0": ("Succeeded", None), "worker-1": ("Succeeded", None)}  # ...the workers stay
+    ps = watch.history("ps-0")[-1]
+    workers = [watch.history(f"worker-{i}")[-1] for i in range(2)]
+    for w in workers:
+        assert w.deleted is not None and w.deleted - ps.deleted >= ttl - 0.5, (w.deleted, ps.deleted)
+    result = xcom(dr, "train.teardown")
+    assert sorted(result["kept"]) == sorted(w.name for w in workers)
+    assert result["deleted_after_ttl"]["pods"] == 2
+    assert leftovers(core, k8s_namespace) == []
+
+
+def test_clean_pod_policy_all_deletes_the_finished_workers_with_the_rest(k8s_cluster, k8s_namespace, airflow_db):
+    core = k8s_cluster.core_v1
+    with PodWatch(core, k8s_namespace) as watch:
+        dr = run_dag("tfk8s_t_from_conf", k8s_namespace,
+                     spec=_tfjob_manifest(k8s_namespace, cleanPodPolicy="All", ttlSecondsAfterFinished=30))
+    assert dr.state == "success", states(dr)
+    result = xcom(dr, "train.teardown")
+    assert result["deleted"]["pods"] == 3 and "kept" not in result
+    ps = watch.history("ps-0")[-1]
+    assert all(abs(watch.history(f"worker-{i}")[-1].deleted - ps.deleted) < 2 for i in range(2))
+    assert leftovers(core, k8s_namespace) == []

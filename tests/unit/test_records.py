@@ -36,6 +36,23 @@ def test_job_record_round_trips_and_holds_the_plan_in_map_index_order():
         rec.replica(6)
 
 
+def test_the_clean_pod_policy_travels_to_teardown_and_older_records_read_as_all():
+    spec = TFJobSpec.from_dict({**SPEC.to_dict(), "clean_pod_policy": "None", "finished_pod_ttl": "3s"})
+    names = JobNames.for_run(spec, "manual__1", "train", "dag")
+    rec = job_record(spec, names, plan_replicas(spec, names), policy=JobPolicy.from_spec(spec, 600),
+                     has_shards=False, kubernetes_conn_id="k8s", poll_interval=2.0, created_at=1.5)
+    data = json.loads(json.dumps(rec.to_xcom()))
+    back = JobRecord.from_xcom(data)
+    assert back == rec and (back.clean_pod_policy, back.finished_pod_ttl) == ("None", 3) and back.keeps_finished_pods
+    older = {k: v for k, v in data.items() if k not in ("clean_pod_policy", "finished_pod_ttl")}
+    old = JobRecord.from_xcom(older)  # written before the fields existed: teardown deletes everything, as then
+    assert (old.clean_pod_policy, old.finished_pod_ttl, old.keeps_finished_pods) == ("All", 0, False)
+    assert not JobRecord.from_xcom({**data, "finished_pod_ttl": 0}).keeps_finished_pods
+    assert not record().keeps_finished_pods  # the default, All
+    with pytest.raises(RecordError, match="clean_pod_policy 'Some'.*clear the task group"):
+        JobRecord.from_xcom({**data, "clean_pod_policy": "Some"})
+
+
 def test_records_refuse_another_version_or_shape_naming_the_fix():
     data = record().to_xcom()
     with pytest.raises(RecordError, match="record version 99.*clear the task group"):

@@ -38,6 +38,22 @@ def test_minimal_spec_defaults():
     assert s.roles["worker"].restart_policy == "OnFailure" and s.roles["worker"].tracked
     assert s.success_replicas() == [("worker", 0)]
     assert s.schedule_timeout == 300 and s.active_deadline is None
+    assert (s.clean_pod_policy, s.finished_pod_ttl) == ("All", 600)
+
+
+@pytest.mark.parametrize("value, ttl, kept", [("None", "5s", 5), ("Running", 0, 0), ("All", "2m", 120)])
+def test_clean_pod_policy_and_finished_pod_ttl_parse_and_round_trip(value, ttl, kept):
+    s = TFJobSpec.from_dict({**MINIMAL, "clean_pod_policy": value, "finished_pod_ttl": ttl})
+    assert (s.clean_pod_policy, s.finished_pod_ttl) == (value, kept)
+    assert TFJobSpec.from_dict(s.to_dict()) == s
+
+
+def test_a_bad_clean_pod_policy_or_ttl_names_the_field_and_the_fix():
+    with pytest.raises(SpecError) as err:
+        TFJobSpec.from_dict({**MINIMAL, "clean_pod_policy": "Finished", "finished_pod_ttl": "soon"})
+    got = {p.field: p.fix for p in err.value.problems}
+    assert got["clean_pod_policy"] == "write clean_pod_policy: All"
+    assert "duration" in got["finished_pod_ttl"]
 
 
 def test_full_spec_parses_merges_and_round_trips():

@@ -14,7 +14,7 @@ from tfk8s_airflow.job import podtemplate as pt
 from tfk8s_airflow.job.objects import JobNames, job_manifests
 from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.render import parse_yaml, render_yaml
-from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.spec import DEFAULT_FINISHED_POD_TTL, TFJobSpec
 from tfk8s_airflow.job.tfjob import is_tfjob, to_native
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,8 +114,9 @@ def test_metadata_replicas_restart_policies_and_the_template_map_to_spec_keys():
             "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "d"}}],
             "affinity": {"podAntiAffinity": {}}}}
     notes = "\n".join(conv.notes)
-    for said in ("cleanPodPolicy Running", "ttlSecondsAfterFinished", "backoffLimit 4", "restartPolicy is replaced"):
+    for said in ("cleanPodPolicy Running", "finished pods for 60s", "backoffLimit 4", "restartPolicy is replaced"):
         assert said in notes
+    assert native["clean_pod_policy"] == "Running" and native["finished_pod_ttl"] == 60
     spec = TFJobSpec.from_dict(doc, policy=None)
     pod = next(o for o in job_manifests(spec, JobNames.for_run(spec, "r")) if o["kind"] == "Pod"
                and o["metadata"]["labels"]["tfk8s.io/role"] == "worker")
@@ -244,9 +245,32 @@ def test_success_policy_follows_tfjob():
     assert "success_policy" not in to_native(tfjob(successPolicy="")).spec
 
 
-def test_clean_pod_policy_none_is_accepted_with_a_note():
-    conv = to_native(tfjob(runPolicy={"cleanPodPolicy": "None"}))
-    assert any("cleanPodPolicy None" in n and "deletes every pod" in n for n in conv.notes)
+@pytest.mark.parametrize("run, policy, ttl", [
+    ({"cleanPodPolicy": "None"}, "None", DEFAULT_FINISHED_POD_TTL),
+    ({"cleanPodPolicy": "None", "ttlSecondsAfterFinished": 30}, "None", 30),
+    ({"cleanPodPolicy": "Running", "ttlSecondsAfterFinished": 0}, "Running", 0),
+    ({"cleanPodPolicy": "All", "ttlSecondsAfterFinished": 30}, "All", DEFAULT_FINISHED_POD_TTL),
+    ({}, "All", DEFAULT_FINISHED_POD_TTL),
+])
+def test_clean_pod_policy_and_ttl_map_to_the_spec(run, policy, ttl):
+    conv = to_native(tfjob(runPolicy=run))
+    spec = TFJobSpec.from_dict(tfjob(runPolicy=run))
+    assert (spec.clean_pod_policy, spec.finished_pod_ttl) == (policy, ttl)
+    if policy != "All":
+        assert any(f"cleanPodPolicy {policy}" in n and "deletes the running pods" in n for n in conv.notes)
+    if "ttlSecondsAfterFinished" in run and policy == "All":
+        assert any("no pod is kept" in n for n in conv.notes)
+
+
+def test_the_older_clean_pod_policy_placement_maps_too():
+    spec = TFJobSpec.from_dict(tfjob(cleanPodPolicy="None", ttlSecondsAfterFinished=5))
+    assert (spec.clean_pod_policy, spec.finished_pod_ttl) == ("None", 5)
+
+
+def test_a_bad_ttl_names_the_tfjob_field():
+    with pytest.raises(SpecError) as err:
+        TFJobSpec.from_dict(tfjob(runPolicy={"cleanPodPolicy": "None", "ttlSecondsAfterFinished": -1}))
+    assert [p.field for p in err.value.problems] == ["spec.runPolicy.ttlSecondsAfterFinished"]
 
 
 # ------------------------------------------------------------------------------ TF_CONFIG as TFJob writes it

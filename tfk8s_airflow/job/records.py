@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tfk8s_airflow.exceptions import RecordError
+from tfk8s_airflow.job.spec import CLEAN_POD_POLICIES
 
 RECORD_VERSION = 1
 #: Setup's XCom beside ``job``: the record's :attr:`JobRecord.job_id`, a few bytes the triggers pull first.
@@ -44,6 +45,16 @@ def _load(data: Any, what: str) -> dict[str, Any]:
         raise RecordError(f"{what}: record version {version!r}, this release reads version {RECORD_VERSION} "
                           "(fix: clear the task group so every task of the run uses one release)")
     return dict(data)
+
+
+def _clean_pod_policy(value: Any) -> str:
+    """A record's clean pod policy; one written before the field existed is All (what teardown did then)."""
+    if value is None:
+        return "All"
+    if value not in CLEAN_POD_POLICIES:
+        raise RecordError(f"job record: clean_pod_policy {value!r} is not one of {', '.join(CLEAN_POD_POLICIES)} "
+                          "(fix: clear the task group so every task of the run uses one release)")
+    return str(value)
 
 
 @dataclass(frozen=True)
@@ -81,7 +92,14 @@ class JobRecord:
     tensorboard_pod: str | None = None  # the job's TensorBoard pod (``tensorboard:`` in the spec)
     tensorboard_port: int | None = None
     tensorboard_url: str | None = None  # [tfk8s] tensorboard_url with what setup knows filled in ({pod_ip} may remain)
+    clean_pod_policy: str = "All"  # the spec's: Running or None, teardown keeps the finished pods...
+    finished_pod_ttl: int = 0  # ...this many seconds (a record without these fields: All, as before them)
     version: int = RECORD_VERSION
+
+    @property
+    def keeps_finished_pods(self) -> bool:
+        """Whether teardown keeps the finished pods for a while (``clean_pod_policy`` Running or None)."""
+        return self.clean_pod_policy in ("Running", "None") and self.finished_pod_ttl > 0
 
     @property
     def job_id(self) -> str:
@@ -129,8 +147,10 @@ class JobRecord:
                        templates_digest=d.get("templates_digest"),
                        recovery=dict(d.get("recovery") or {}), model_dir=d.get("model_dir"),
                        tensorboard_pod=d.get("tensorboard_pod"), tensorboard_port=d.get("tensorboard_port"),
-                       tensorboard_url=d.get("tensorboard_url"))
-        except (KeyError, TypeError) as exc:
+                       tensorboard_url=d.get("tensorboard_url"),
+                       clean_pod_policy=_clean_pod_policy(d.get("clean_pod_policy")),
+                       finished_pod_ttl=int(d.get("finished_pod_ttl") or 0))
+        except (KeyError, TypeError, ValueError) as exc:
             raise RecordError(f"job record: missing or malformed field {exc}") from None
 
 

@@ -99,4 +99,5 @@ def job_record(spec: TFJobSpec, names: JobNames, replicas: Sequence[Replica], *,
         recovery=RecoveryPolicy.from_spec(spec).to_dict(), model_dir=model_dir,
         tensorboard_pod=naming.tensorboard_pod_name(names.job) if tb else None,
         tensorboard_port=tb.port if tb else None,
-        tensorboard_url=static_url(tensorboard_url, names.job, names.namespace, names.service, tb.port) if tb else None)
+        tensorboard_url=static_url(tensorboard_url, names.job, names.namespace, names.service, tb.port) if tb else None,
+        clean_pod_policy=spec.clean_pod_policy, finished_pod_ttl=spec.finished_pod_ttl)

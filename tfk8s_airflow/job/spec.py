@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from tfk8s_airflow.job.policy import DeploymentPolicy
 
 __all__ = ["ROLES", "DEFAULT_MAX_REPLICAS", "WIRINGS", "SUCCESS_POLICIES", "RESTART_POLICIES", "PULL_POLICIES",
-           "CHIEF_NAMES", "SPEC_KEYS", "ROLE_KEYS", "VALUE_SOURCES", "ENV_FROM_SOURCES", "VOLUME_KINDS", "ValueFrom",
+           "CHIEF_NAMES", "CLEAN_POD_POLICIES", "DEFAULT_FINISHED_POD_TTL", "SPEC_KEYS", "ROLE_KEYS", "VALUE_SOURCES",
+           "ENV_FROM_SOURCES", "VOLUME_KINDS", "ValueFrom",
            "EnvFrom", "EmptyDir", "Resources", "Volume", "CodeSource", "RoleSpec", "TFJobSpec", "key", "spec_fields",
            "plain", "apply_overrides", "load_spec_file"]
 
@@ -40,6 +41,11 @@ CHIEF_NAMES = ("chief", "master")
 SUCCESS_POLICIES = ("default", "all_workers")
 RESTART_POLICIES = ("Never", "OnFailure", "ExitCode")
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+#: What teardown does with the job's finished pods: All deletes them with the rest; Running and None keep the
+#: finished ones (phase Succeeded or Failed) for ``finished_pod_ttl``. Running pods are always deleted.
+CLEAN_POD_POLICIES = ("All", "Running", "None")
+#: Seconds teardown keeps finished pods under Running or None, unless the spec says otherwise.
+DEFAULT_FINISHED_POD_TTL = 600
 
 #: How a role block treats a job-wide key: replaces the job's value, adds to it, or is merged over it
 #: with the strategic-merge rules (:func:`tfk8s_airflow.job.podtemplate.merge_templates`).
@@ -392,6 +398,13 @@ class TFJobSpec:
     max_memory: str | None = field(metadata=key(
         "the most memory an OOM relaunch may give a replica (a quantity, e.g. 16Gi)",
         default="none: infra_restarts bounds the relaunches"))
+    clean_pod_policy: str = field(metadata=key(
+        "what teardown does with the job's finished pods (phase Succeeded or Failed): All deletes them with the rest; "
+        "Running or None keeps them for finished_pod_ttl, then deletes them. Running pods (parameter servers, "
+        "stragglers, the TensorBoard) are deleted at once under every policy", default="All"))
+    finished_pod_ttl: int = field(metadata=key(
+        "with clean_pod_policy Running or None: how long the finished pods are kept after teardown deleted the rest "
+        "(a duration; 0 keeps none); teardown, and so the DAG run, ends after it", default="10m"))
     tensorboard: TensorBoard | None = field(metadata=key(
         "`{enabled: true, log_dir, image, port: 6006}`: a TensorBoard pod for the job's summaries, on the "
         "job's Service; log_dir defaults to the `model` volume's mount path", default="off"))

@@ -24,8 +24,9 @@ The mapping, in short:
   ``max_restarts`` (per replica here, job-wide in TFJob), ``schedulingPolicy.priorityClass`` ->
   ``pod_template.spec.priorityClassName``, ``scheduleTimeoutSeconds`` -> ``schedule_timeout``,
   ``minAvailable`` only equal to the replica count (every pod is created together);
-  ``cleanPodPolicy`` and ``ttlSecondsAfterFinished`` are accepted with a note: teardown always
-  archives every replica's log and deletes everything;
+  ``cleanPodPolicy`` ``Running``/``None`` -> ``clean_pod_policy`` (teardown keeps the finished pods
+  for ``finished_pod_ttl``, from ``ttlSecondsAfterFinished`` when given; running pods are deleted
+  at once even under ``None``), unset or ``All`` deletes every pod when the job ends;
 - ``successPolicy``: ``""`` -> ``default``; ``AllWorkers`` -> ``all_workers`` without a chief,
   ``default`` with one (TFJob then decides by the chief alone);
 - a job of one replica gets no TF_CONFIG (``tf_wiring: none``), as TFJob does;
@@ -460,14 +461,22 @@ def _run_policy(c: _Converter, run: Mapping[str, Any], where: Mapping[str, str],
         return at(key).rsplit(".", 1)[0]
 
     clean = run.get("cleanPodPolicy")
+    ttl = c.integer(run, "ttlSecondsAfterFinished", parent("ttlSecondsAfterFinished"))
     if clean not in (None, "All", "Running", "None"):
-        c.add(at("cleanPodPolicy"), f"must be All, Running or None, got {show(clean)}")
+        c.add(at("cleanPodPolicy"), f"must be All, Running or None, got {show(clean)}", "write cleanPodPolicy: None")
     elif clean in ("Running", "None"):
-        c.notes.append(f"{at('cleanPodPolicy')} {clean}: teardown archives every replica's log, then deletes every "
-                       "pod of the job, finished or not (parameter servers never exit on their own)")
-    if run.get("ttlSecondsAfterFinished") is not None:
-        c.notes.append(f"{at('ttlSecondsAfterFinished')}: nothing of the job waits for it; teardown deletes "
-                       "everything as soon as the job ends, after archiving the logs")
+        out["clean_pod_policy"] = clean
+        c.origin("clean_pod_policy", at("cleanPodPolicy"))
+        if ttl is not None:
+            out["finished_pod_ttl"] = ttl
+            c.origin("finished_pod_ttl", at("ttlSecondsAfterFinished"))
+        kept = f"{ttl}s" if ttl is not None else "finished_pod_ttl (default 10m)"
+        c.notes.append(f"{at('cleanPodPolicy')} {clean}: teardown archives every replica's log, deletes the running "
+                       f"pods (parameter servers never exit on their own), the Service and the ConfigMaps, keeps the "
+                       f"finished pods for {kept}, then deletes them")
+    if ttl is not None and clean not in ("Running", "None"):
+        c.notes.append(f"{at('ttlSecondsAfterFinished')}: with cleanPodPolicy {clean or 'All'} no pod is kept; "
+                       "teardown deletes everything as soon as the job ends, after archiving the logs")
     deadline = c.integer(run, "activeDeadlineSeconds", parent("activeDeadlineSeconds"), low=1)
     if deadline is not None:
         out["active_deadline"] = deadline
@@ -522,7 +531,8 @@ def _success_policy(c: _Converter, spec: Mapping[str, Any], out: dict[str, Any],
 #: The order of the native document's job-wide keys (as a user would write them).
 _KEY_ORDER = ("name", "namespace", "labels", "image", "image_pull_policy", "command", "args", "resources", "port",
               "tf_wiring", "chief_name", "kubeflow_labels", "success_policy", "max_restarts", "active_deadline",
-              "schedule_timeout", "service_account", "automount_service_account_token", "pod_template")
+              "schedule_timeout", "clean_pod_policy", "finished_pod_ttl", "service_account",
+              "automount_service_account_token", "pod_template")
 #: Role keys a TFJob states per replica type that become job-wide when every type has the same.
 _HOISTED = ("image", "command", "args", "resources")
 #: Spec keys that exist job-wide only, and where a replica template says them.

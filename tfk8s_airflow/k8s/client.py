@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
@@ -59,6 +59,8 @@ REQUEST_TIMEOUT_S = 30.0
 #: ``/spec/schedulingGates`` as a whole would strip them too.
 GATE_PATCH = {"spec": {"schedulingGates": [{"$patch": "delete", "name": GANG_GATE}]}}
 GATE_PATCH_TYPE = "application/strategic-merge-patch+json"
+#: The phases of a pod that has ended: the only pods a ``clean_pod_policy`` of Running or None keeps.
+FINISHED_PHASES = ("Succeeded", "Failed")
 
 
 def discard(resp: Any) -> None:
@@ -325,11 +327,47 @@ class JobClient:
              service, namespace, verdict_body(state, reason, by), _request_timeout=REQUEST_TIMEOUT_S)
         return True
 
-    def delete_job_objects(self, namespace: str, selector: str, grace_period_seconds: int = 0) -> dict[str, int]:
-        """Delete every pod, Service and ConfigMap with the job label; returns counts."""
+    def keep_finished_pods(self, namespace: str, selector: str, service: str,
+                           skip: Collection[str] = ()) -> list[str]:
+        """The job's finished pods (phase Succeeded or Failed, not being deleted), released from the Service's
+        ownership so that deleting the Service does not collect them; their names.
+
+        Only the owner reference setup put there (``v1`` Service ``service``) is removed, by a JSON patch
+        that first tests it is still the one listed; a pod that changed or went meanwhile is not kept (it is
+        deleted with the rest). Pods named in ``skip`` (the TensorBoard) are never kept.
+        """
+        kept = []
+        for pod in self.list_pods(namespace, selector):
+            name = pod.metadata.name
+            phase = pod.status.phase if pod.status else None
+            if name in skip or pod.metadata.deletion_timestamp is not None or phase not in FINISHED_PHASES:
+                continue
+            refs = pod.metadata.owner_references or []
+            patch: list[dict[str, Any]] = []
+            for i in reversed(range(len(refs))):  # from the end, so each index still points at its reference
+                ref = refs[i]
+                if ref.api_version == "v1" and ref.kind == "Service" and ref.name == service:
+                    patch += [{"op": "test", "path": f"/metadata/ownerReferences/{i}/uid", "value": ref.uid},
+                              {"op": "remove", "path": f"/metadata/ownerReferences/{i}"}]
+            if patch:
+                try:
+                    discard(self.core.patch_namespaced_pod(name=name, namespace=namespace, body=patch,
+                                                           _preload_content=False))
+                except ApiException as exc:
+                    if exc.status in (404, 409, 422):  # gone, or changed since it was listed: not kept
+                        continue
+                    raise wrap_api_error(f"releasing pod {namespace}/{name} from Service {service}", exc) from exc
+            kept.append(name)
+        return kept
+
+    def delete_job_objects(self, namespace: str, selector: str, grace_period_seconds: int = 0,
+                           keep: Collection[str] = ()) -> dict[str, int]:
+        """Delete every pod, Service and ConfigMap with the job label but the pods named in ``keep``; counts."""
         counts = {"pods": 0, "services": 0, "configmaps": 0}
         pods = self.list_pods(namespace, selector)
         for pod in pods:
+            if pod.metadata.name in keep:
+                continue
             counts["pods"] += self._delete(self.core.delete_namespaced_pod, "Pod", namespace,
                                            pod.metadata.name, grace_period_seconds)
         services = call("listing services", self.core.list_namespaced_service, namespace=namespace,
@@ -357,8 +395,9 @@ class JobClient:
                 return 0
             raise wrap_api_error(f"deleting {kind} {namespace}/{name}", exc) from exc
 
-    def remaining(self, namespace: str, selector: str) -> list[str]:
-        names = [f"pod/{p.metadata.name}" for p in self.list_pods(namespace, selector)]
+    def remaining(self, namespace: str, selector: str, keep: Collection[str] = ()) -> list[str]:
+        """What is left of the job but the pods named in ``keep``, as ``kind/name``."""
+        names = [f"pod/{p.metadata.name}" for p in self.list_pods(namespace, selector) if p.metadata.name not in keep]
         names += [f"service/{s.metadata.name}" for s in call(
             "listing services", self.core.list_namespaced_service, namespace=namespace,
             label_selector=selector).items]
@@ -367,13 +406,14 @@ class JobClient:
             label_selector=selector).items]
         return names
 
-    def wait_gone(self, namespace: str, selector: str, timeout: float = 120, interval: float = 1) -> list[str]:
-        """Poll until nothing of the job remains; returns what is left at the timeout."""
+    def wait_gone(self, namespace: str, selector: str, timeout: float = 120, interval: float = 1,
+                  keep: Collection[str] = ()) -> list[str]:
+        """Poll until nothing of the job remains but the pods named in ``keep``; what is left at the timeout."""
         deadline = time.monotonic() + timeout
-        left = self.remaining(namespace, selector)
+        left = self.remaining(namespace, selector, keep)
         while left and time.monotonic() < deadline:
             time.sleep(interval)
-            left = self.remaining(namespace, selector)
+            left = self.remaining(namespace, selector, keep)
         return left
 
 

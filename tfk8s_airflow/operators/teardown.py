@@ -18,6 +18,14 @@ Service and ConfigMap with the job label is deleted, parameter servers included,
 and the task waits until they are gone: nothing of a job outlives its run.
 Idempotent: a second run finds nothing and succeeds.
 
+With the spec's ``clean_pod_policy`` Running or None (TFJob's ``cleanPodPolicy``), the finished pods
+(phase Succeeded or Failed) are kept, so their status and logs stay readable with kubectl: teardown
+releases them from the Service's ownership (deleting the Service would collect them), deletes the
+rest as above (the running pods too: a parameter server never exits on its own, and TFJob's ``None``
+leaving it running is not followed), then defers for ``finished_pod_ttl`` on Airflow's
+``TimeDeltaTrigger`` (no worker slot is held) and deletes the kept pods when it resumes. The DAG run
+ends after that. A re-run during the wait keeps the finished pods again and waits anew.
+
 Why teardown follows the sensor and not the replica tasks: a replica task that does not end (a
 triggerer that died or hung) must never keep the parameter servers running. Teardown starts once the
 sensor has its verdict, first records it on the job's Service (a watch still running then takes the
@@ -32,9 +40,11 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from airflow.providers.standard.triggers.temporal import TimeDeltaTrigger
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException
 
@@ -66,7 +76,9 @@ def replicas_not_ended(states: dict[str, Any], task_id: str, record: JobRecord) 
 
 
 class TFJobTeardownOperator(BaseOperator):
-    """Archives log tails and deletes every object of the job; always runs (a teardown task).
+    """Archives log tails and deletes every object of the job; always runs (a teardown task). Under
+    ``clean_pod_policy`` Running or None the finished pods are deleted only ``finished_pod_ttl`` later
+    (the task defers meanwhile).
 
     :param job: the job record returned by :class:`TFJobSetupOperator` (XComArg).
     :param log_tail_lines: lines archived per replica.
@@ -147,6 +159,13 @@ class TFJobTeardownOperator(BaseOperator):
                 said = True
             time.sleep(REPLICA_POLL_S)
 
+    def _wait_gone(self, client: JobClient, record: JobRecord, keep: Sequence[str] = ()) -> None:
+        """Wait until nothing of the job is left but the pods named in ``keep``; fail naming what is."""
+        left = client.wait_gone(record.namespace, record.selector, timeout=self.wait_timeout, keep=keep)
+        if left:
+            raise AirflowException(f"teardown of {record.job}: still present after {self.wait_timeout:.0f}s: "
+                                   f"{', '.join(left)}")
+
     def execute(self, context: Any) -> dict[str, Any]:
         if not self.job:
             self.log.info("no job record (setup did not finish): nothing to tear down")
@@ -205,10 +224,37 @@ class TFJobTeardownOperator(BaseOperator):
                     self.log.info("log of %s %s: the archive written earlier is kept", name,
                                   f"unavailable ({error})" if error else "empty")
                 archived.append(str(root / logs.log_path(job, name)))
-        counts = client.delete_job_objects(ns, selector, self.grace_period_seconds)
+        # clean_pod_policy Running or None: the finished pods stay for finished_pod_ttl; running ones never do.
+        kept = (client.keep_finished_pods(ns, selector, record.service,
+                                          skip={record.tensorboard_pod} if record.tensorboard_pod else set())
+                if record.keeps_finished_pods else [])
+        counts = client.delete_job_objects(ns, selector, self.grace_period_seconds, keep=kept)
         self.log.info("deleted %s of job %s", counts, job)
-        left = client.wait_gone(ns, selector, timeout=self.wait_timeout)
-        if left:
-            raise AirflowException(f"teardown of {job}: still present after {self.wait_timeout:.0f}s: "
-                                   f"{', '.join(left)}")
-        return {"job": job, "deleted": counts, "archived": archived}
+        self._wait_gone(client, record, keep=kept)
+        result: dict[str, Any] = {"job": job, "deleted": counts, "archived": archived}
+        if not kept:
+            return result
+        ttl = record.finished_pod_ttl
+        until = datetime.now(UTC) + timedelta(seconds=ttl)
+        self.log.info("clean_pod_policy %s: kept %d finished pod(s) of job %s until %s (finished_pod_ttl %ds), "
+                      "then deleted: %s", record.clean_pod_policy, len(kept), job,
+                      until.isoformat(timespec="seconds"), ttl, ", ".join(sorted(kept)))
+        self.defer(trigger=TimeDeltaTrigger(timedelta(seconds=ttl)), method_name="execute_complete",
+                   kwargs={"result": {**result, "kept": sorted(kept)}})
+        return result  # not reached: defer() raises
+
+    def execute_complete(self, context: Any, event: Any = None, result: dict[str, Any] | None = None
+                         ) -> dict[str, Any]:
+        """After ``finished_pod_ttl``: delete the kept pods (and anything else of the job) and wait for them."""
+        with fail_permanently():
+            record = JobRecord.from_xcom(self.job)
+        ns, selector, job = record.namespace, record.selector, record.job
+        client = JobClient.from_conn(self.kubernetes_conn_id)
+        # The pods still there are the kept ones (``result`` says which were kept, where the deferral's
+        # kwargs reach this method; dag.test() passes only the event).
+        kept = sorted(p.metadata.name for p in client.list_pods(ns, selector))
+        counts = client.delete_job_objects(ns, selector, self.grace_period_seconds)
+        self.log.info("finished_pod_ttl (%ds) is over: deleted %s of job %s (%s)", record.finished_pod_ttl, counts,
+                      job, ", ".join(kept) or "no pod left")
+        self._wait_gone(client, record)
+        return {"job": job, "kept": kept, **(result or {}), "deleted_after_ttl": counts}

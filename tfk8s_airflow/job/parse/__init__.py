@@ -25,7 +25,16 @@ from tfk8s_airflow.job.document import apply_overrides, document_problems
 from tfk8s_airflow.job.parse import code, metadata, podtemplate, recovery, roles, tensorboard, volumes
 from tfk8s_airflow.job.parse.reader import Reader
 from tfk8s_airflow.job.parse.shared import READERS
-from tfk8s_airflow.job.spec import CHIEF_NAMES, PULL_POLICIES, SPEC_KEYS, SUCCESS_POLICIES, WIRINGS, TFJobSpec
+from tfk8s_airflow.job.spec import (
+    CHIEF_NAMES,
+    CLEAN_POD_POLICIES,
+    DEFAULT_FINISHED_POD_TTL,
+    PULL_POLICIES,
+    SPEC_KEYS,
+    SUCCESS_POLICIES,
+    WIRINGS,
+    TFJobSpec,
+)
 
 if TYPE_CHECKING:
     from tfk8s_airflow.job.policy import DeploymentPolicy
@@ -102,6 +111,8 @@ def _parse(data: Mapping[str, Any], max_replicas: int, overrides: Iterable[str])
         volumes=volumes.volumes(r, d), hide_evaluator=hide_evaluator, code=code.code(r, d),
         kubeflow_labels=r.boolean(d, "kubeflow_labels", "kubeflow_labels", False),
         chief_name=r.choice(d, "chief_name", "chief_name", CHIEF_NAMES, "chief"),
+        clean_pod_policy=r.choice(d, "clean_pod_policy", "clean_pod_policy", CLEAN_POD_POLICIES, "All"),
+        finished_pod_ttl=_finished_pod_ttl(r, d),
         **recovery.recovery(r, d), **inherited,
     )
     volumes.check_code_mount(r, job["volumes"], job["code"])
@@ -117,3 +128,10 @@ def _parse(data: Mapping[str, Any], max_replicas: int, overrides: Iterable[str])
     for key in ("env", "node_selector", "annotations", "labels"):
         job[key] = MappingProxyType(dict(job[key]))
     return TFJobSpec(roles=MappingProxyType(role_specs), **job)
+
+
+def _finished_pod_ttl(r: Reader, d: Mapping[str, Any]) -> int:
+    """``finished_pod_ttl``: a duration, or 0 (no finished pod is kept)."""
+    if v.parse_duration(d.get("finished_pod_ttl", DEFAULT_FINISHED_POD_TTL)) == 0:
+        return 0
+    return r.duration(d, "finished_pod_ttl", "finished_pod_ttl", DEFAULT_FINISHED_POD_TTL) or DEFAULT_FINISHED_POD_TTL
