@@ -100,6 +100,10 @@ class PermanentKubernetesApiError(KubernetesApiError, PermanentError):
     """A Kubernetes API rejection that will not change on retry (400/403/422...)."""
 
 
+class KubernetesConfigError(PermanentError):
+    """The Kubernetes connection or its kubeconfig is missing or unreadable: no retry reads it."""
+
+
 class DataError(PermanentError):
     """Input data is missing, empty, or unreadable in a way retries cannot fix."""
 
