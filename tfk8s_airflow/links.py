@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from airflow.sdk import BaseOperatorLink
 
+from tfk8s_airflow.exceptions import AirflowFeatureMissingError
 from tfk8s_airflow.job.tensorboard_url import http_url
 from tfk8s_airflow.viewpaths import PREFIX, replica_log_path
 
@@ -104,9 +105,14 @@ async def axcom_push(ti: Any, key: str, value: Any) -> None:
 
     The task instance's own ``xcom_push`` / ``axcom_push`` fail in the triggerer: they read
     ``returns_dag_result`` from the task, which the triggerer's deserialized task lacks (Airflow 3.3).
+    Airflow 3.2 has no ``XCom.aset``: :class:`~tfk8s_airflow.exceptions.AirflowFeatureMissingError`.
     """
     from airflow.sdk.execution_time.xcom import XCom
 
+    if not hasattr(XCom, "aset"):  # Airflow 3.2: the caller logs this once and the task's end stores it
+        from tfk8s_airflow.features import xcom_from_triggerer_note
+
+        raise AirflowFeatureMissingError(xcom_from_triggerer_note())
     await XCom.aset(key=key, value=value, dag_id=ti.dag_id, task_id=ti.task_id, run_id=ti.run_id,
                     map_index=ti.map_index if ti.map_index is not None else -1)
 
