@@ -133,7 +133,7 @@ class TFJobSensor(BaseSensorOperator):
             outcome = TriggerOutcome.from_payload(event)
         summary = dict(outcome.summary or {})
         context["ti"].xcom_push(key="summary", value=summary)
-        store_link(context["ti"], TensorBoardLink, summary.get("tensorboard_url"))  # finalize() reads it back
+        store_link(context["ti"], TensorBoardLink, summary.get("tensorboard_url"))  # what finalize() keeps
         if outcome.state == OUT_SUCCEEDED:
             return summary
         if outcome.state == TIMED_OUT:
