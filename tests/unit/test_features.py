@@ -61,3 +61,13 @@ def test_without_xcom_aset_the_push_says_why(monkeypatch):
     ti = SimpleNamespace(dag_id="d", task_id="t", run_id="r", map_index=0)
     with pytest.raises(AirflowFeatureMissingError, match=r"cannot write an XCom from the triggerer .*3\.3\.0"):
         asyncio.run(axcom_push(ti, "progress", {}))
+
+
+def test_the_replica_operator_takes_the_providers_arguments_it_sets():
+    """TFReplicaPodOperator sets on_kill_action (provider 10.15.0+), on_finish_action,
+    reattach_on_restart and base_container_name; an older provider refuses the task when it is
+    unmapped at run time (a DAG parse does not build mapped tasks, so it would not show)."""
+    from tfk8s_airflow.operators.replica import TFReplicaPodOperator
+
+    op = TFReplicaPodOperator(task_id="replica", job={}, replica="worker-0")
+    assert op.reattach_on_restart is True and op.base_container_name == "tensorflow"
