@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from tfk8s_airflow.exceptions import Problem, SpecError, TemplateError
 from tfk8s_airflow.job.document import load_spec_file
 from tfk8s_airflow.job.policy import DeploymentPolicy
+from tfk8s_airflow.job.settings import lookup
 from tfk8s_airflow.job.spec import DEFAULT_MAX_REPLICAS, ROLES, TFJobSpec
 from tfk8s_airflow.job.tfjob import API_VERSION, is_tfjob, to_native
 
@@ -67,8 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _policy() -> DeploymentPolicy:
-    """The deployment's policy from ``TFK8S_*`` variables: what setup would admit, the CLI admits."""
-    return DeploymentPolicy.from_env(os.environ)
+    """The deployment's policy read as its Airflow reads it (``AIRFLOW__TFK8S__*``, airflow.cfg's
+    ``[tfk8s]``, then ``TFK8S_*``): what setup would admit, the CLI admits."""
+    return DeploymentPolicy.from_settings(lookup(os.environ))
 
 
 def _load(args: argparse.Namespace, policy: DeploymentPolicy) -> TFJobSpec:

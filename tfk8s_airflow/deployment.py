@@ -3,7 +3,8 @@
 Every setting of :class:`~tfk8s_airflow.job.policy.DeploymentPolicy` is read the same way:
 ``AIRFLOW__TFK8S__ALLOWED_HOST_PATHS=/mnt/a,/mnt/b`` (or ``allowed_host_paths = /mnt/a,/mnt/b``
 under ``[tfk8s]`` in airflow.cfg); without either, ``TFK8S_ALLOWED_HOST_PATHS`` from the
-environment; then the built-in default. See :mod:`tfk8s_airflow.job.policy` and docs/security.md.
+environment; then the built-in default (the same order as the ``tfk8s`` command's,
+:mod:`tfk8s_airflow.job.settings`). See :mod:`tfk8s_airflow.job.policy` and docs/security.md.
 """
 
 from __future__ import annotations
@@ -12,17 +13,15 @@ import os
 from typing import Any
 
 from tfk8s_airflow.job.policy import SECTION, DeploymentPolicy
+from tfk8s_airflow.job.settings import with_fallback
 
 
-def _setting(name: str) -> Any:
+def _airflow_setting(name: str) -> Any:
     from airflow.configuration import conf
 
-    value = conf.get(SECTION, name, fallback=None)
-    if value in (None, ""):
-        value = os.environ.get(f"TFK8S_{name.upper()}")
-    return value
+    return conf.get(SECTION, name, fallback=None)
 
 
 def deployment_policy() -> DeploymentPolicy:
     """The policy every job of this Airflow deployment is held to."""
-    return DeploymentPolicy.from_settings(_setting)
+    return DeploymentPolicy.from_settings(with_fallback(_airflow_setting, os.environ))

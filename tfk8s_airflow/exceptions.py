@@ -100,6 +100,14 @@ class PermanentKubernetesApiError(KubernetesApiError, PermanentError):
     """A Kubernetes API rejection that will not change on retry (400/403/422...)."""
 
 
+class KubernetesConfigError(PermanentError):
+    """The Kubernetes connection or its kubeconfig is missing or unreadable: no retry reads it."""
+
+
+class AirflowFeatureMissingError(TFK8sError):
+    """The running Airflow lacks a feature that a newer one has (tfk8s_airflow.features): degrade."""
+
+
 class DataError(PermanentError):
     """Input data is missing, empty, or unreadable in a way retries cannot fix."""
 

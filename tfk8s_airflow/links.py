@@ -3,7 +3,8 @@
 Why stored, and by whom: Airflow 3 shows an operator's extra link from an XCom of the task
 instance under the link's key (``_link_<LinkClass>``). A task that ends on a worker gets it
 pushed at the end (the task runner's ``finalize`` calls :meth:`StoredLink.get_link`, which
-reads back what the task stored). A task that starts and ends in the triggerer never runs
+returns what the task stored in that process, without reading the XCom back: a read of an absent
+XCom logs an error into the task's log). A task that starts and ends in the triggerer never runs
 ``finalize``: its trigger puts the link's XCom into the ``TaskSuccessEvent`` /
 ``TaskFailedEvent`` itself (:func:`link_xcom`), and may push it while the task still waits,
 so the link works during the run. The api-server then shows the stored value and never
@@ -20,6 +21,7 @@ from urllib.parse import urlsplit
 
 from airflow.sdk import BaseOperatorLink
 
+from tfk8s_airflow.exceptions import AirflowFeatureMissingError
 from tfk8s_airflow.job.tensorboard_url import http_url
 from tfk8s_airflow.viewpaths import PREFIX, replica_log_path
 
@@ -46,9 +48,14 @@ class StoredLink(BaseOperatorLink):
         return url if isinstance(url, str) and url else None
 
     def get_link(self, operator: Any, *, ti_key: TaskInstanceKey) -> str:
-        from airflow.sdk.execution_time.xcom import XCom
+        """What this process stored for the task instance (:func:`store_link`), else "".
 
-        return self.accept(XCom.get_value(ti_key=ti_key, key=self.xcom_key)) or ""
+        Never a read of the XCom: the task runner's ``finalize`` calls this for every extra link
+        of every task that ran on a worker, also when it deferred or stored no link, and a read of
+        an absent XCom logs ``[error] XCom not found`` into the task's log. Every value a worker
+        may keep passes through :func:`store_link` in the process that then finalizes.
+        """
+        return self.accept(_STORED.get(_stored_key(ti_key, self.key()))) or ""
 
 
 class TensorBoardLink(StoredLink):
@@ -91,10 +98,20 @@ def link_xcom(link: type[StoredLink], url: Any) -> dict[str, str]:
     return {link.key(): accepted} if accepted else {}
 
 
+#: The links this process stored, by task instance and key: what :meth:`StoredLink.get_link` returns.
+_STORED: dict[tuple[str, str, str, int, str], str] = {}
+
+
+def _stored_key(ti: Any, key: str) -> tuple[str, str, str, int, str]:
+    map_index = getattr(ti, "map_index", None)
+    return (ti.dag_id, ti.task_id, ti.run_id, -1 if map_index is None else map_index, key)
+
+
 def store_link(ti: Any, link: type[StoredLink], url: Any) -> bool:
     """Push the link's XCom from a running task (``ti``: its task instance); False when not stored."""
     for key, value in link_xcom(link, url).items():
         ti.xcom_push(key=key, value=value)
+        _STORED[_stored_key(ti, key)] = value
         return True
     return False
 
@@ -104,9 +121,14 @@ async def axcom_push(ti: Any, key: str, value: Any) -> None:
 
     The task instance's own ``xcom_push`` / ``axcom_push`` fail in the triggerer: they read
     ``returns_dag_result`` from the task, which the triggerer's deserialized task lacks (Airflow 3.3).
+    Airflow 3.2 has no ``XCom.aset``: :class:`~tfk8s_airflow.exceptions.AirflowFeatureMissingError`.
     """
     from airflow.sdk.execution_time.xcom import XCom
 
+    if not hasattr(XCom, "aset"):  # Airflow 3.2: the caller logs this once and the task's end stores it
+        from tfk8s_airflow.features import xcom_from_triggerer_note
+
+        raise AirflowFeatureMissingError(xcom_from_triggerer_note())
     await XCom.aset(key=key, value=value, dag_id=ti.dag_id, task_id=ti.task_id, run_id=ti.run_id,
                     map_index=ti.map_index if ti.map_index is not None else -1)
 

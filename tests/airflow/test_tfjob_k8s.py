@@ -541,3 +541,21 @@ def test_clean_pod_policy_all_deletes_the_finished_workers_with_the_rest(k8s_clu
     ps = watch.history("ps-0")[-1]
     assert all(abs(watch.history(f"worker-{i}")[-1].deleted - ps.deleted) < 2 for i in range(2))
     assert leftovers(core, k8s_namespace) == []
+
+
+def test_a_healthy_run_of_the_example_job_logs_no_error(k8s_cluster, k8s_namespace, airflow_db, capfd):
+    """`dags test tfk8s_example_job` as a new user runs it: a healthy run logs no `[error]` line (the
+    extra links' finalize once logged `XCom not found ... _link_ReplicaLogLink` for every replica)."""
+    import importlib.util
+
+    path = REPO / "dags" / "tfk8s_example_job.py"
+    spec = importlib.util.spec_from_file_location("tfk8s_example_job_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    dr = module.dag.test(run_conf={"namespace": k8s_namespace})
+    out = capfd.readouterr()
+    text = out.out + out.err
+    assert dr.state == "success", states(dr)
+    assert "train.replica" in text  # the replica tasks' logs are in what was read
+    errors = [line for line in text.splitlines() if "[error" in line or "XCom not found" in line]
+    assert errors == [], "\n".join(errors[:10])

@@ -155,7 +155,7 @@ def field_table() -> str:
 
 
 def settings_table() -> str:
-    rows = [f"| `[{SECTION}]` setting | environment (`tfk8s` CLI) | default | meaning |", "| --- | --- | --- | --- |"]
+    rows = [f"| `[{SECTION}]` setting | fallback variable | default | meaning |", "| --- | --- | --- | --- |"]
     for f in dataclasses.fields(DeploymentPolicy):
         rows.append(f"| `{f.name}` | `TFK8S_{f.name.upper()}` | {_cell(f.metadata['default'])} | "
                     f"{_cell(f.metadata['doc'])} |")

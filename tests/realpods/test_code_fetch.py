@@ -28,7 +28,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from tests.dagrun import states, xcom
+from tests.dagrun import states, xcom, xcom_at
 from tests.realpods.support import JobWatch, run_dag
 
 pytestmark = [pytest.mark.k8s, pytest.mark.airflow, pytest.mark.timeout(600),
@@ -228,7 +228,7 @@ def failing_code(kind: str, host_server: CodeServer, loopback_server: CodeServer
 @pytest.mark.parametrize("topology", ["with-ps", "workers-only"])
 @pytest.mark.parametrize("kind", FAILURES)
 def test_failed_fetch_fails_the_job_with_the_fetchers_message(nodeagent, k8s_namespace, airflow_db, host_server,
-                                                              loopback_server, out_dir, kind, topology):
+                                                              loopback_server, out_dir, kind, topology, capfd):
     s = scenarios()
     code, message, exit_code = failing_code(kind, host_server, loopback_server)
     dag = s.with_ps if topology == "with-ps" else s.workers_only
@@ -255,4 +255,18 @@ def test_failed_fetch_fails_the_job_with_the_fetchers_message(nodeagent, k8s_nam
         m = re.search(r"restarted (\d+) times, more than max_restarts (\d+)", reason)
         assert m and int(m.group(2)) == s.WORKERS_ONLY_MAX_RESTARTS < int(m.group(1)) <= FEW_RESTARTS, reason
     assert markers(out_dir) == {}  # the training container never ran
+    # Each replica task whose own fetch failed names that failure in its own outcome and task log,
+    # not only the replica the job failed by.
+    log = capfd.readouterr()
+    text = log.out + log.err
+    fetch_failed = {key for key, r in summary["replicas"].items() if r.get("container") == FETCH}
+    assert fetch_failed, summary
+    results = {}
+    for index in range(len(summary["replicas"])):
+        result = xcom_at(dr, "train.replica", index, "replica")
+        if result:
+            results[result["key"]] = result
+    for key in fetch_failed:
+        assert results[key]["state"] == "failed" and message in results[key]["reason"], results[key]
+        assert re.search(rf"replica {key} failed: .*{re.escape(message)}", text), key
     watch.assert_nothing_left()

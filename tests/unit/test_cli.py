@@ -14,7 +14,10 @@ MNIST = str(ROOT / "examples" / "mnist.yaml")
 def tfk8s(*args, check=False, env=None):
     exe = Path(sys.executable).with_name("tfk8s")
     cmd = [str(exe), *args] if exe.exists() else [sys.executable, "-m", "tfk8s_airflow.cli", *args]
-    full_env = {k: val for k, val in os.environ.items() if not k.startswith("TFK8S_")} | (env or {})
+    # None of the machine's deployment settings: no TFK8S_*, no AIRFLOW__TFK8S__*, no airflow.cfg.
+    mine = {k: val for k, val in os.environ.items()
+            if not k.startswith(("TFK8S_", "AIRFLOW__TFK8S__")) and k not in ("AIRFLOW_CONFIG", "AIRFLOW_HOME")}
+    full_env = mine | {"AIRFLOW_HOME": os.devnull + ".absent"} | (env or {})
     return subprocess.run(cmd, capture_output=True, text=True, check=check, timeout=60, env=full_env)
 
 
@@ -133,3 +136,47 @@ def test_bad_shards_files_are_clear_errors(tmp_path):
                                               for i in range(w, 20_000, 2)] for w in range(2)}))
     res = tfk8s("render", MNIST, "--shards", str(big))
     assert res.returncode == 1 and "more than a ConfigMap holds (1048576 bytes)" in res.stderr
+
+
+SECRETS = str(ROOT / "examples" / "secrets.yaml")
+REFUSED = "Secret db is not among the allowed secrets (none)"
+
+
+def test_validate_reads_the_deployments_airflow_cfg(tmp_path):
+    """`[tfk8s] allowed_secrets` in the airflow.cfg Airflow reads ($AIRFLOW_HOME, or $AIRFLOW_CONFIG)."""
+    refused = tfk8s("validate", SECRETS)
+    assert refused.returncode == 1 and REFUSED in refused.stderr
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "airflow.cfg").write_text("[core]\ndags_folder = {AIRFLOW_HOME}/dags\nfernet_key = a%%b\n\n"
+                                      "[tfk8s]\nallowed_secrets = db, registry-creds\n")
+    by_home = tfk8s("validate", SECRETS, env={"AIRFLOW_HOME": str(home)})
+    assert by_home.returncode == 0, by_home.stderr
+    assert "ok (3 replicas" in by_home.stdout
+    elsewhere = tmp_path / "deploy.cfg"
+    elsewhere.write_text("[tfk8s]\nallowed_secrets = registry-creds\n")
+    only_one = tfk8s("validate", SECRETS, env={"AIRFLOW_HOME": str(home), "AIRFLOW_CONFIG": str(elsewhere)})
+    assert only_one.returncode == 1 and REFUSED.replace("(none)", "(registry-creds)") in only_one.stderr
+
+
+def test_validate_reads_airflow_variables_over_the_file_and_tfk8s_variables(tmp_path):
+    allowed = tfk8s("validate", SECRETS, env={"AIRFLOW__TFK8S__ALLOWED_SECRETS": "db,registry-creds"})
+    assert allowed.returncode == 0, allowed.stderr
+    cfg = tmp_path / "airflow.cfg"
+    cfg.write_text("[tfk8s]\nallowed_secrets = db,registry-creds\n")
+    # Airflow's order: its variable over its file, both over this package's own TFK8S_* variable.
+    over_file = tfk8s("validate", SECRETS, env={"AIRFLOW_CONFIG": str(cfg),
+                                                "AIRFLOW__TFK8S__ALLOWED_SECRETS": "registry-creds"})
+    assert over_file.returncode == 1 and "Secret db is not among the allowed secrets" in over_file.stderr
+    over_tfk8s = tfk8s("validate", SECRETS, env={"AIRFLOW_CONFIG": str(cfg), "TFK8S_ALLOWED_SECRETS": "none-such"})
+    assert over_tfk8s.returncode == 0, over_tfk8s.stderr
+    fallback = tfk8s("validate", SECRETS, env={"TFK8S_ALLOWED_SECRETS": "*"})
+    assert fallback.returncode == 0, fallback.stderr
+
+
+def test_an_unreadable_airflow_cfg_is_named(tmp_path):
+    cfg = tmp_path / "airflow.cfg"
+    cfg.write_text("[tfk8s\nallowed_secrets = db\n")
+    res = tfk8s("validate", SECRETS, env={"AIRFLOW_CONFIG": str(cfg)})
+    assert res.returncode == 1
+    assert f"{cfg}: Airflow's configuration cannot be read" in res.stderr and "AIRFLOW_CONFIG" in res.stderr

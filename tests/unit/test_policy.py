@@ -66,8 +66,7 @@ def test_host_paths_outside_the_allowed_ones_are_refused_naming_field_and_settin
     assert "/ is the node's whole file system" in got["volumes[0].host_path"]
     assert got["volumes[1].host_path"] == (
         "volumes[1].host_path: '/etc' is outside the allowed host paths /mnt/tfk8s-gluster (fix: use a path under "
-        "them, or an administrator adds it to [tfk8s] allowed_host_paths (TFK8S_ALLOWED_HOST_PATHS for the tfk8s "
-        "command))")
+        "them, or an administrator adds it to [tfk8s] allowed_host_paths (or AIRFLOW__TFK8S__ALLOWED_HOST_PATHS))")
 
 
 def test_a_symbolic_link_out_of_the_allowed_paths_is_refused(tmp_path):

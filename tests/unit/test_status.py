@@ -338,3 +338,33 @@ def test_a_pod_held_by_another_controllers_gate_waits_for_admission_not_for_star
     assert evaluate(own, policy(), T0 + 121, T0).state == FAILED
     # The policy travels in the job record.
     assert JobPolicy.from_dict(timed.to_dict()) == timed
+
+
+def test_every_replica_whose_fetch_failed_says_the_fetchers_message_in_its_own_outcome():
+    """A bad code URI fails every fetcher; the job fails by one of them, and each other replica's
+    task (its own log) still says its own fetch error and the job's reason, not just 'failed'."""
+    from tfk8s_airflow.job.judge import REPLICA_FAILED, replica_outcome
+
+    msg = "HTTP 404 Not Found fetching http://10.213.0.1:8000/algo.tgz"
+    for phase, current in (("Failed", True), ("Pending", False)):  # restartPolicy Never / OnFailure
+        pods = [with_init(pod("ps", 0, phase), exit_code=1, message=msg, current=current),
+                with_init(pod("worker", 0, phase), exit_code=1, message=msg, current=current),
+                with_init(pod("worker", 1, phase), exit_code=1, message=msg, current=current)]
+        status = evaluate(pods, policy(), T0 + 2, T0)
+        assert status.state == FAILED and status.failed_pod == "job-ps-0"
+        for key, tracked in (("ps-0", False), ("worker-0", True), ("worker-1", True)):
+            out = replica_outcome(status, key, tracked)
+            assert out is not None and out.state == REPLICA_FAILED, (phase, key, out)
+            assert msg in out.reason and "init container fetch-code failed with exit code 1" in out.reason, out.reason
+        assert "the job failed: " in replica_outcome(status, "worker-1", True).reason
+
+
+def test_a_failed_replica_names_the_jobs_reason():
+    from tfk8s_airflow.job.judge import replica_outcome
+
+    pods = [pod("ps", 0), pod("worker", 0, "Failed", exit_code=3), pod("worker", 1, "Failed", exit_code=3)]
+    status = evaluate(pods, policy(), T0 + 30, T0)
+    assert status.state == FAILED
+    other = "worker-1" if status.failed_pod == "job-worker-0" else "worker-0"
+    out = replica_outcome(status, other, True)
+    assert out.reason == f"{other} failed with exit code 3; the job failed: {status.reason}"

@@ -513,9 +513,11 @@ def replica_outcome(status: JobStatus, key: str, tracked: bool) -> ReplicaOutcom
     """The replica task's outcome, or None while it still has none.
 
     * A tracked replica succeeds when its pod succeeded, fails when its pod failed or when it
-      is the replica that failed the job. Still running when the job ended: it succeeds if the
-      job succeeded (the success policy did not need it; teardown stops it), and is skipped if
-      the job failed because of another replica (it was healthy, but it did not finish).
+      is the replica that failed the job; a failed replica's reason carries the job's (what the
+      sensor found), and its own init container's failure when it has one. Still running when
+      the job ended: it succeeds if the job succeeded (the success policy did not need it;
+      teardown stops it), and is skipped if the job failed because of another replica (it was
+      healthy, but it did not finish).
     * An untracked replica (a PS, a TF2 worker) succeeds when the job ended with it healthy,
       and fails if it died first (or is what failed the job).
     """
@@ -524,9 +526,16 @@ def replica_outcome(status: JobStatus, key: str, tracked: bool) -> ReplicaOutcom
         st is None and status.reason.startswith(f"replica {key} has no pod"))
     if status.state == FAILED and mine:
         return ReplicaOutcome(REPLICA_FAILED, status.reason, st)
+    if st is not None and st.init_failure is not None and status.state == FAILED:
+        # Its own init container failed too (every fetcher of a bad code URI does): its own message.
+        init = st.init_failure
+        return ReplicaOutcome(REPLICA_FAILED, f"{key} ({st.pod}): init container {init.container} failed with exit "
+                              f"code {init.exit_code}" + (f": {init.message}" if init.message else "")
+                              + f"; the job failed: {status.reason}", st)
     if st is not None and st.phase == "Failed":
         return ReplicaOutcome(REPLICA_FAILED, f"{key} failed"
-                              + (f" with exit code {st.exit_code}" if st.exit_code is not None else ""), st)
+                              + (f" with exit code {st.exit_code}" if st.exit_code is not None else "")
+                              + (f"; the job failed: {status.reason}" if status.state == FAILED else ""), st)
     if st is not None and st.phase == "Succeeded":
         if tracked:
             return ReplicaOutcome(REPLICA_SUCCEEDED, f"{key} exited 0", st)

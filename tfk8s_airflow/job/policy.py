@@ -3,8 +3,9 @@
 Why separate from the spec: the spec comes from DAG authors and, through ``params``, from
 anyone allowed to trigger a DAG; these bounds come from whoever runs Airflow. They are read
 from Airflow's configuration section ``[tfk8s]`` (so ``AIRFLOW__TFK8S__<NAME>`` works) by
-:mod:`tfk8s_airflow.deployment`, or from ``TFK8S_<NAME>`` variables where there is no
-Airflow (the ``tfk8s`` CLI). This module parses them (:data:`SETTINGS`), holds them, admits
+:mod:`tfk8s_airflow.deployment`, and the same way without Airflow by the ``tfk8s`` CLI
+(:mod:`tfk8s_airflow.job.settings`); ``TFK8S_<NAME>`` variables are the fallback of both.
+This module parses them (:data:`SETTINGS`), holds them, admits
 or refuses a spec (:meth:`DeploymentPolicy.problems`) and says what every pod gets from them
 (:meth:`DeploymentPolicy.pod_security`).
 
@@ -217,7 +218,7 @@ class DeploymentPolicy:
         shown = ", ".join(roots) or "none"
         path = posixpath.normpath(host_path)
         fix = ("use a path under them, or an administrator adds it to [tfk8s] allowed_host_paths "
-               "(TFK8S_ALLOWED_HOST_PATHS for the tfk8s command)")
+               "(or AIRFLOW__TFK8S__ALLOWED_HOST_PATHS)")
         if path == "/":
             return [Problem(fld, f"/ is the node's whole file system; the allowed host paths are {shown}",
                             "use a path under them")]

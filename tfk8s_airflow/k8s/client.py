@@ -20,7 +20,7 @@ from kubernetes.client import ApiClient, CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
 from tfk8s_airflow.contract import CONTAINER_NAME, GANG_GATE, LABEL_JOB, LABEL_RUN
-from tfk8s_airflow.exceptions import KubernetesApiError, PermanentKubernetesApiError
+from tfk8s_airflow.exceptions import KubernetesApiError, KubernetesConfigError, PermanentKubernetesApiError
 from tfk8s_airflow.job.verdict import read_verdict, verdict_body
 
 T = TypeVar("T")
@@ -38,6 +38,34 @@ def wrap_api_error(action: str, exc: ApiException) -> KubernetesApiError:
             reason = str(body)[:500]
     cls = PermanentKubernetesApiError if exc.status in PERMANENT_STATUSES else KubernetesApiError
     return cls(action, exc.status, reason)
+
+
+def api_client(conn_id: str | None) -> ApiClient:
+    """The provider's API client of the Kubernetes connection ``conn_id``.
+
+    A connection that does not exist, or whose kubeconfig (or in-cluster account) is missing
+    or unreadable, is a :class:`~tfk8s_airflow.exceptions.KubernetesConfigError` naming it and
+    the fix: no retry reads a file that is not there. Loading the configuration makes no request.
+    """
+    from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
+    from airflow.sdk.exceptions import AirflowNotFoundException
+    from kubernetes.config.config_exception import ConfigException
+    from yaml import YAMLError
+
+    name = conn_id or "kubernetes_default"
+    try:
+        return KubernetesHook(conn_id=conn_id).api_client
+    except AirflowNotFoundException as exc:
+        raise KubernetesConfigError(
+            f"the Kubernetes connection {name!r} does not exist (fix: create it, e.g. "
+            f"AIRFLOW_CONN_{name.upper()}='{{\"conn_type\": \"kubernetes\", \"extra\": {{\"in_cluster\": true}}}}', "
+            "or pass kubernetes_conn_id= of one that does)") from exc
+    except (ConfigException, OSError, ValueError, YAMLError) as exc:
+        raise KubernetesConfigError(
+            f"the Kubernetes connection {name!r} cannot load its configuration: {type(exc).__name__}: "
+            f"{str(exc)[:300]} (fix: give the connection a readable kubeconfig (extra kube_config_path, or "
+            "kube_config with its content) or in_cluster: true where Airflow runs in the cluster; without "
+            "either, the default kubeconfig ~/.kube/config or $KUBECONFIG is read)") from exc
 
 
 def call(action: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -93,9 +121,7 @@ class JobClient:
     @classmethod
     def from_conn(cls, conn_id: str | None, pool_size: int = DEFAULT_CONCURRENCY) -> JobClient:
         """A client on the provider's KubernetesHook, with room for ``pool_size`` parallel requests."""
-        from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
-
-        api = KubernetesHook(conn_id=conn_id).api_client
+        api = api_client(conn_id)
         api.configuration.connection_pool_maxsize = max(pool_size, 4)
         api.rest_client.pool_manager.connection_pool_kw["maxsize"] = max(pool_size, 4)
         return cls(CoreV1Api(api))

@@ -32,6 +32,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from airflow.triggers.base import StartTriggerArgs
 
 from tfk8s_airflow.contract import CONTAINER_NAME
+from tfk8s_airflow.features import worker_start_note
 from tfk8s_airflow.job.records import SKIPPED, SUCCEEDED, JobRecord, TriggerOutcome
 from tfk8s_airflow.links import ReplicaLogLink, replica_log_url, store_link
 from tfk8s_airflow.operators.base import fail_permanently
@@ -74,6 +75,8 @@ class TFReplicaPodOperator(KubernetesPodOperator):
             ti = context["ti"]
             ref = record.replica_by_key(self.replica) if self.replica else record.replica(ti.map_index)
         self.log.info("replica %s of TF job %s: pod %s/%s", ref.key, record.job, record.namespace, ref.pod)
+        if self.start_from_trigger and (note := worker_start_note()):
+            self.log.info("%s", note)
         pod = self.find_pod(record.namespace, context)  # the provider's find-by-labels reattach
         if pod is None:
             self.log.warning("no pod of this task found by its labels; watching %s by name", ref.pod)

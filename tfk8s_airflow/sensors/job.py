@@ -29,6 +29,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 from airflow.triggers.base import StartTriggerArgs
 
 from tfk8s_airflow.exceptions import JobFailedError
+from tfk8s_airflow.features import worker_start_note
 from tfk8s_airflow.job.judge import FAILED, RUNNING, SUCCEEDED, JobPolicy, evaluate
 from tfk8s_airflow.job.records import SUCCEEDED as OUT_SUCCEEDED
 from tfk8s_airflow.job.records import TIMED_OUT, JobRecord, TriggerOutcome
@@ -105,6 +106,8 @@ class TFJobSensor(BaseSensorOperator):
         record = self._record()
         if not self.deferrable:
             return super().execute(context)
+        if self.start_from_trigger and (note := worker_start_note()):
+            self.log.info("%s", note)
         self.defer(trigger=TFJobTrigger(job=record.to_xcom(), log_bytes=self.log_bytes, timeout=self._timeout_s()),
                    method_name="execute_complete")
 
@@ -130,7 +133,7 @@ class TFJobSensor(BaseSensorOperator):
             outcome = TriggerOutcome.from_payload(event)
         summary = dict(outcome.summary or {})
         context["ti"].xcom_push(key="summary", value=summary)
-        store_link(context["ti"], TensorBoardLink, summary.get("tensorboard_url"))  # finalize() reads it back
+        store_link(context["ti"], TensorBoardLink, summary.get("tensorboard_url"))  # what finalize() keeps
         if outcome.state == OUT_SUCCEEDED:
             return summary
         if outcome.state == TIMED_OUT:

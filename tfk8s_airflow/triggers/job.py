@@ -205,11 +205,15 @@ class _JobTriggerBase(BaseTrigger):
         try:
             log = await watch.read_log(pod, container, max_bytes=self.log_bytes, previous=previous)
         except KubernetesApiError as exc:
+            if exc.status in (400, 404):  # not started (or restarted) yet, or a node that keeps no logs
+                which = "the previous container" if previous else f"container {container}"
+                return (f"<no log yet: {which} of {pod} has none to give (not started yet, or its node keeps no "
+                        f"logs; the API server answered {exc.status})>")
             return f"<log unavailable: {exc}>"
         except (OSError, TimeoutError) as exc:
             return f"<log unavailable: {type(exc).__name__}: {exc}>"
         if log.tail is None:
-            return log.head.rstrip("\n")
+            return log.head.rstrip("\n") or f"<empty: container {container} of {pod} wrote nothing to its log>"
         marker = LOG_OMITTED.format(limit=self.log_bytes, where=where)
         return f"{log.head.rstrip()}\n{marker}\n{log.tail.rstrip()}"
 
@@ -453,7 +457,7 @@ class TFReplicaTrigger(_JobTriggerBase):
                                    log=streamed, log_bytes=follower.written if streamed and follower else None)
             if st is not None:
                 container = (status.failed_container if status.failed_pod == st.pod and status.failed_container
-                             else CONTAINER_NAME)
+                             else st.init_failure.container if st.init_failure is not None else CONTAINER_NAME)
                 self.log.info("%s", await self._log_of(watch, ref.pod, container, st.restarts, record))
             say = self.log.info if outcome.state != OUT_FAILED else self.log.error
             say("replica %s %s: %s", ref.key, outcome.state, outcome.reason)

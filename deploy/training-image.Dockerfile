@@ -1,0 +1,26 @@
+# The training image: TensorFlow and the pod side of tfk8s-airflow (tfk8s_airflow.runtime, the
+# code fetcher tfk8s_airflow.codefetch, the reference trainer python -m tfk8s_airflow.trainer).
+# The pod side imports only the standard library (TensorFlow and numpy for the trainer's modes),
+# so the package goes in with --no-deps: none of Airflow, the Kubernetes client or jinja2.
+#
+# tfk8s-airflow is on no package index: install the wheel you built, never the name.
+#   TFK8S_PURE_PYTHON=1 python3 -m pip wheel --no-deps -w dist .     # dist/tfk8s_airflow-<v>-py3-none-any.whl
+#   docker build -f deploy/training-image.Dockerfile -t registry.example.com/ml/trainer:2.21 .
+# (From the source tree instead of a wheel: COPY . /src and pip install --no-deps /src.)
+# README.md, "The training image"; tests/packaging/test_training_image.py installs what this
+# recipe installs into a bare venv and imports it with the standard library alone.
+
+ARG PYTHON=3.12
+FROM python:${PYTHON}-slim
+
+# TensorFlow for the reference trainer's tf1/tf2 modes (the versions of setup.cfg's `tf` extra);
+# a job that brings its own code (`code:`) needs only python3 and the package.
+RUN python3 -m pip install --no-cache-dir "tensorflow-cpu>=2.21,<2.22" "numpy>=1.26"
+
+COPY dist/tfk8s_airflow-*-py3-none-any.whl /tmp/wheels/
+RUN python3 -m pip install --no-cache-dir --no-deps /tmp/wheels/tfk8s_airflow-*-py3-none-any.whl \
+    && rm -rf /tmp/wheels \
+    && python3 -c "import tfk8s_airflow.runtime, tfk8s_airflow.codefetch, tfk8s_airflow.trainer.cli, tfk8s_airflow.trainer.dataset, tfk8s_airflow.trainer.state"
+
+# The trainer's own entry point; a job spec sets its command (docs/runtime.md).
+CMD ["python3", "-m", "tfk8s_airflow.trainer", "--help"]

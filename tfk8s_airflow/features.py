@@ -1,0 +1,64 @@
+"""What the running Airflow offers of the features that need a newer release than the minimum.
+
+Why: the package supports every Airflow from 3.2.0 (README, "Supported versions"); two
+features of it need 3.3, and on 3.2 they degrade, saying so, instead of pinning every
+deployment up:
+
+- tasks that start in the triggerer (``start_from_trigger``): Airflow 3.1 and 3.2 ship the
+  scheduler's part disabled, so a replica task and the job sensor start on a worker and defer
+  from there (the path of ``replicas_start_from_trigger=False``): each holds a worker slot for
+  seconds, until it defers, and its outcome is the same;
+- XComs written from the triggerer while a task waits (``XCom.aset``, task SDK 1.3): the
+  sensor's XCom ``progress`` and the links are then stored only when the task ends.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["MINIMUM", "START_FROM_TRIGGER", "XCOM_FROM_TRIGGERER", "airflow_version", "has",
+           "worker_start_note", "xcom_from_triggerer_note"]
+
+#: The oldest Airflow the package supports (setup.cfg's pin says the same).
+MINIMUM = (3, 2, 0)
+#: The first Airflow whose scheduler starts a task in the triggerer (``start_from_trigger``).
+START_FROM_TRIGGER = (3, 3, 0)
+#: The first Airflow whose task SDK writes an XCom from the triggerer (``XCom.aset``).
+XCOM_FROM_TRIGGERER = (3, 3, 0)
+
+
+def _parse(text: str) -> tuple[int, int, int]:
+    numbers = [int(n) for n in re.findall(r"\d+", text.split("+")[0])[:3]]
+    numbers += [0] * (3 - len(numbers))
+    return numbers[0], numbers[1], numbers[2]
+
+
+def airflow_version() -> tuple[int, int, int]:
+    """The running Airflow's (major, minor, patch)."""
+    from airflow import __version__
+
+    return _parse(__version__)
+
+
+def has(since: tuple[int, int, int]) -> bool:
+    """Whether the running Airflow is ``since`` or newer."""
+    return airflow_version() >= since
+
+
+def _dotted(version: tuple[int, int, int]) -> str:
+    return ".".join(str(n) for n in version)
+
+
+def worker_start_note() -> str | None:
+    """Why a task meant to start in the triggerer runs on a worker here, or None when it would not."""
+    if has(START_FROM_TRIGGER):
+        return None
+    return (f"Airflow {_dotted(airflow_version())} starts this task on a worker, which defers it to the "
+            f"triggerer (starting in the triggerer, start_from_trigger, needs Airflow "
+            f"{_dotted(START_FROM_TRIGGER)}); the outcome is the same")
+
+
+def xcom_from_triggerer_note() -> str:
+    """What the triggerer cannot do on this Airflow (an XCom written while the task waits)."""
+    return (f"Airflow {_dotted(airflow_version())} cannot write an XCom from the triggerer (XCom.aset needs "
+            f"Airflow {_dotted(XCOM_FROM_TRIGGERER)}): progress and links are stored when the task ends")
