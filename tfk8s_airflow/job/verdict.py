@@ -11,9 +11,12 @@ watch early, never make anything run.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Mapping
 from typing import Any
+
+from tfk8s_airflow.job.judge import FAILURE_CLASSES
 
 __all__ = ["VERDICT_ANNOTATION", "VERDICT_STATES", "read_verdict", "verdict_body", "summary_verdict"]
 
@@ -23,11 +26,18 @@ VERDICT_ANNOTATION = "tfk8s.io/verdict"
 VERDICT_STATES = ("succeeded", "failed", "ended")
 #: Characters of a verdict's reason kept on the Service.
 VERDICT_REASON_MAX = 1000
+_REPLICA_KEY = re.compile(r"[a-z]{1,20}-\d{1,6}")
 
 
-def verdict_body(state: str, reason: str, by: str) -> dict[str, Any]:
-    """The merge patch that records a job's verdict on its Service."""
-    doc = {"state": state, "reason": reason[:VERDICT_REASON_MAX], "by": by, "at": round(time.time(), 3)}
+def verdict_body(state: str, reason: str, by: str, failure_class: str | None = None,
+                 failed_replica: str | None = None) -> dict[str, Any]:
+    """The merge patch that records a job's verdict on its Service (a failure with its class and replica)."""
+    doc: dict[str, Any] = {"state": state, "reason": reason[:VERDICT_REASON_MAX], "by": by,
+                           "at": round(time.time(), 3)}
+    if failure_class:
+        doc["failure_class"] = failure_class
+    if failed_replica:
+        doc["failed_replica"] = failed_replica
     return {"metadata": {"annotations": {VERDICT_ANNOTATION: json.dumps(doc, separators=(",", ":"))}}}
 
 
@@ -44,7 +54,11 @@ def read_verdict(annotations: Mapping[str, Any] | None) -> dict[str, Any] | None
     if not isinstance(doc, dict) or doc.get("state") not in VERDICT_STATES:
         return None
     reason = doc.get("reason")
-    return {"state": doc["state"], "reason": reason if isinstance(reason, str) else "", "by": str(doc.get("by", ""))}
+    cls, key = doc.get("failure_class"), doc.get("failed_replica")
+    return {"state": doc["state"], "reason": reason if isinstance(reason, str) else "",
+            "by": str(doc.get("by", ""))[:64],
+            "failure_class": cls if cls in FAILURE_CLASSES else None,
+            "failed_replica": key if isinstance(key, str) and _REPLICA_KEY.fullmatch(key) else None}
 
 
 def summary_verdict(summary: Any) -> tuple[str, str, Mapping[str, Any]] | None:

@@ -233,16 +233,19 @@ class Recoverer:
         self.overrides = overrides
         return True
 
-    async def record_verdict(self, state: str, reason: str) -> None:
+    async def record_verdict(self, state: str, reason: str, failure_class: str | None = None,
+                             failed_replica: str | None = None) -> None:
         """Write the job's verdict on its Service (a merge patch of one annotation; an existing one is kept)."""
         if self.verdict is not None:
             return
         rec = self.record
         await self._call(f"recording the verdict on Service {rec.namespace}/{rec.service}",
-                         self._v1().patch_namespaced_service(rec.service, rec.namespace,
-                                                             verdict_body(state, reason, "watch"),
-                                                             _request_timeout=REQUEST_TIMEOUT_S))
-        self.verdict = {"state": state, "reason": reason, "by": "watch"}
+                         self._v1().patch_namespaced_service(
+                             rec.service, rec.namespace,
+                             verdict_body(state, reason, "watch", failure_class, failed_replica),
+                             _request_timeout=REQUEST_TIMEOUT_S))
+        self.verdict = {"state": state, "reason": reason, "by": "watch", "failure_class": failure_class,
+                        "failed_replica": failed_replica}
 
     async def execute(self, decision: Decision, backoff: float, log: Any) -> Attempt | None:
         """Restart the group or replace replicas; the Attempt made, or None if another watch made it."""

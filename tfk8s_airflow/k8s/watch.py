@@ -427,7 +427,7 @@ class JobWatch:
         if self._recoverer is None:
             return  # no recovery for this job: nothing could act on it after its verdict
         try:
-            await self._recoverer.record_verdict(status.state, status.reason)
+            await self._recoverer.record_verdict(status.state, status.reason, status.failure_class, status.failed_key)
         except (KubernetesApiError, TimeoutError, OSError) as exc:
             _log.warning("job %s: its verdict was not recorded on its Service: %s", self.record.job, exc)
 
@@ -449,11 +449,21 @@ class JobWatch:
             # truth of a success; a job they do not show ended is ended here as failed (what is on the
             # Service could have been written by anyone who may write Services: it may end a job's
             # watch, never make it succeed).
-            if status.state == SUCCEEDED:
-                return status
+            if status.state == SUCCEEDED or (status.state == FAILED and status.failure_class != INFRASTRUCTURE):
+                return status  # the pods show the end themselves (lost or deleted pods excepted: teardown's)
+            by = verdict["by"] or "another process"
+            if verdict["state"] == FAILED:  # a failure as it was judged: its reason, class and replica
+                known = {r.key for r in self.record.replicas}
+                key = verdict["failed_replica"] if verdict["failed_replica"] in known else status.failed_key
+                ref = next((r for r in self.record.replicas if r.key == key), None)
+                return dataclasses.replace(
+                    status, state=FAILED, reason=f"{verdict['reason']} (recorded on the job's Service by {by})",
+                    failure_class=verdict["failure_class"] or status.failure_class or INFRASTRUCTURE,
+                    failed_key=key, failed_pod=ref.pod if ref is not None else status.failed_pod,
+                    failed_container=CONTAINER_NAME if ref is not None else status.failed_container)
             return dataclasses.replace(status, state=FAILED, failure_class=status.failure_class or INFRASTRUCTURE,
                                        reason=f"the job had ended ({verdict['state']}: {verdict['reason'] or '-'}; "
-                                              f"recorded on its Service by {verdict['by'] or 'another process'})")
+                                              f"recorded on its Service by {by})")
         await self._check_nodes(status)
         roles = {r.key: r.role for r in self.record.replicas}
         memory = await self._recoverer.memory() if _oom_possible(status) else {}
