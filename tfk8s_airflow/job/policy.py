@@ -265,18 +265,15 @@ class DeploymentPolicy:
                                        "the deployment does not give pods a ServiceAccount's API token",
                                        "remove it, or an administrator sets [tfk8s] allow_service_account_token "
                                        "= true"))
-        for fld, secret in template_secrets(tpl, p):
-            if not _allowed(secret, self.allowed_secrets):
-                out.append(Problem(fld, f"Secret {secret} is not among the allowed secrets "
-                                        f"({', '.join(self.allowed_secrets) or 'none'})",
-                                   "an administrator adds it to [tfk8s] allowed_secrets (or * for every Secret "
-                                   "of the namespace)"))
-        for fld, secret in template_pull_secrets(tpl, p):
-            if not _allowed(secret, self.allowed_image_pull_secrets):
-                out.append(Problem(fld, f"Secret {secret} is not among the allowed image pull secrets "
-                                        f"({', '.join(self.allowed_image_pull_secrets) or 'none'})",
-                                   "an administrator adds it to [tfk8s] allowed_image_pull_secrets (or * for "
-                                   "every Secret of the namespace)"))
+        for found, allowed, what, setting in (
+                (template_secrets(tpl, p), self.allowed_secrets, "secrets", "allowed_secrets"),
+                (template_pull_secrets(tpl, p), self.allowed_image_pull_secrets, "image pull secrets",
+                 "allowed_image_pull_secrets")):
+            out.extend(Problem(fld, f"Secret {secret} is not among the allowed {what} "
+                                    f"({', '.join(allowed) or 'none'})",
+                               f"an administrator adds it to [tfk8s] {setting} (or * for every Secret "
+                               "of the namespace)")
+                       for fld, secret in found if not _allowed(secret, allowed))
         pod_sc = merge(pod_default, spec.get("securityContext") or {}, {})
         if self.restricted_security_context:
             for k in ("hostNetwork", "hostPID", "hostIPC"):
