@@ -354,7 +354,9 @@ def evaluate(pods: Iterable[Any], policy: JobPolicy, now: float, watch_started: 
     states: dict[str, ReplicaState] = {}
     for pod in pods:
         st = replica_state(pod)
-        if st is not None:
+        # A replica's newest attempt is the replica (under Kueue, recovery recreates it under a new name while
+        # the old pod may still be going).
+        if st is not None and (st.key not in states or st.attempt >= states[st.key].attempt):
             states[st.key] = st
     counts: dict[str, int] = {}
     for st in states.values():

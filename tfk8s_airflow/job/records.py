@@ -94,6 +94,7 @@ class JobRecord:
     tensorboard_url: str | None = None  # [tfk8s] tensorboard_url with what setup knows filled in ({pod_ip} may remain)
     clean_pod_policy: str = "All"  # the spec's: Running or None, teardown keeps the finished pods...
     finished_pod_ttl: int = 0  # ...this many seconds (a record without these fields: All, as before them)
+    queue: str | None = None  # the Kueue LocalQueue its pods were submitted to, as one pod group per attempt
     version: int = RECORD_VERSION
 
     @property
@@ -149,7 +150,8 @@ class JobRecord:
                        tensorboard_pod=d.get("tensorboard_pod"), tensorboard_port=d.get("tensorboard_port"),
                        tensorboard_url=d.get("tensorboard_url"),
                        clean_pod_policy=_clean_pod_policy(d.get("clean_pod_policy")),
-                       finished_pod_ttl=int(d.get("finished_pod_ttl") or 0))
+                       finished_pod_ttl=int(d.get("finished_pod_ttl") or 0),
+                       queue=str(d["queue"]) if d.get("queue") else None)
         except (KeyError, TypeError, ValueError) as exc:
             raise RecordError(f"job record: missing or malformed field {exc}") from None
 
@@ -251,6 +253,7 @@ class JobProgress:
     attempts: tuple[Attempt, ...] = ()
     replicas: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     tensorboard_url: str | None = None
+    waiting: str = ""  # what holds its pods before they start: Kueue's queue and place, or another's gate
     version: int = RECORD_VERSION
 
     def to_xcom(self) -> dict[str, Any]:

@@ -75,12 +75,14 @@ def _flatten(overrides: Mapping[str, Any] | None, prefix: str = "") -> list[str]
 def job_record(spec: TFJobSpec, names: JobNames, replicas: Sequence[Replica], *, policy: JobPolicy,
                has_shards: bool, kubernetes_conn_id: str | None, poll_interval: float,
                created_at: float | None = None, tensorboard_url: str | None = None,
-               log_dir: str | None = None, templates_digest: str | None = None) -> JobRecord:
+               log_dir: str | None = None, templates_digest: str | None = None,
+               queue: str | None = None) -> JobRecord:
     """The XCom record of one job run: names, the replica plan (in map-index order), the policy.
 
     ``tensorboard_url``: the deployment's template (``[tfk8s] tensorboard_url``), kept with what is
     known now filled in, when the spec has a TensorBoard. ``log_dir``: the job's log directory
-    (the DAG's ``archive_dir``); default: the ``logs`` volume's host path.
+    (the DAG's ``archive_dir``); default: the ``logs`` volume's host path. ``queue``: the Kueue LocalQueue
+    the pods were submitted to (the spec's, else the deployment's default_queue).
     """
     log_dir = log_dir or next((v.host_path for v in spec.volumes if v.name == LOGS_VOLUME and v.host_path), None)
     model = next((v for v in spec.volumes if v.name == MODEL_VOLUME and v.host_path), None)
@@ -100,4 +102,4 @@ def job_record(spec: TFJobSpec, names: JobNames, replicas: Sequence[Replica], *,
         tensorboard_pod=naming.tensorboard_pod_name(names.job) if tb else None,
         tensorboard_port=tb.port if tb else None,
         tensorboard_url=static_url(tensorboard_url, names.job, names.namespace, names.service, tb.port) if tb else None,
-        clean_pod_policy=spec.clean_pod_policy, finished_pod_ttl=spec.finished_pod_ttl)
+        clean_pod_policy=spec.clean_pod_policy, finished_pod_ttl=spec.finished_pod_ttl, queue=queue)

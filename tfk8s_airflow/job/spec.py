@@ -373,6 +373,13 @@ class TFJobSpec:
         "a pod held this long by another controller's scheduling gate (a queue's admission, such as "
         "Kueue's) fails the job (a duration); such a pod is not judged by startup_timeout",
         default="none: until active_deadline"))
+    queue: str | None = field(metadata=key(
+        "a Kueue LocalQueue of the job's namespace: the pods form one Kueue pod group, admitted whole by the "
+        "cluster's quota (docs/jobs.md, \"Gang admission with Kueue\"); a TFJob's `kueue.x-k8s.io/queue-name` label "
+        "maps to it", default="the deployment's default_queue, else none"))
+    priority_class: str | None = field(metadata=key(
+        "with `queue`: a Kueue WorkloadPriorityClass of the cluster (the label `kueue.x-k8s.io/priority-class`); a "
+        "higher one may preempt a running job of the same ClusterQueue", default="none"))
     active_deadline: int | None = field(metadata=key(
         "the whole job's deadline (a duration), also the pods' activeDeadlineSeconds",
         default="the deployment's default_active_deadline"))

@@ -15,6 +15,10 @@ the recovery planner (:mod:`tfk8s_airflow.job.recovery`) decide; a group restart
 replacement is carried out here (:mod:`tfk8s_airflow.k8s.recovery`) while the subscribers see
 the job as running, restarting.
 
+For a job with a Kueue ``queue``, while Kueue's gate holds its pods, each poll also reads the job's
+Workload (one GET) and about once a minute its place in the queue (:mod:`tfk8s_airflow.k8s.admission`):
+published with the snapshot, and a Workload Kueue will never admit fails the job at once.
+
 Transient API errors are published too (subscribers decide how many they tolerate);
 permanent ones (403, 404 namespace) end the watch with that error.
 
@@ -50,9 +54,11 @@ from tfk8s_airflow.job.judge import (
     JobStatus,
     evaluate,
 )
+from tfk8s_airflow.job.kueue import Admission
 from tfk8s_airflow.job.records import Attempt, JobRecord, ProgressPoint
 from tfk8s_airflow.job.recovery import FAIL, REPLACE, RESTART_GROUP, Progress, RecoveryPolicy, decide
 from tfk8s_airflow.job.tensorboard import TensorBoardState, tensorboard_state
+from tfk8s_airflow.k8s.admission import QueueWatch
 from tfk8s_airflow.k8s.client import REQUEST_TIMEOUT_S, wrap_api_error
 from tfk8s_airflow.k8s.recovery import GONE_TIMEOUT_S
 from tfk8s_airflow.volume.safe import SafeDir
@@ -93,6 +99,7 @@ class Snapshot:
     attempts: tuple[Attempt, ...] = ()
     restarting: str | None = None  # what the recovery is doing right now
     tensorboard: TensorBoardState | None = None  # the job's TensorBoard pod in the same LIST (never judged)
+    admission: Admission | None = None  # a job with a queue, while Kueue holds its pods: what its Workload says
 
 
 @dataclass(frozen=True)
@@ -198,6 +205,7 @@ class JobWatch:
         self._checkpoint_refused = False  # said once in the log, then no progress from the file
         self._recoverer: Any = None
         self._verdict: Snapshot | None = None  # the first snapshot with the job's final state: kept from then on
+        self.queue = QueueWatch(record) if record.queue else None  # Kueue's Workload, read while it holds the pods
 
     # ------------------------------------------------------------------ subscribers
     @property
@@ -387,9 +395,12 @@ class JobWatch:
             self._count_list()
             status, count, tensorboard = await asyncio.to_thread(
                 _judge, raw, self.policy, time.time(), self.watch_started, self.record.tensorboard_pod)
+            admission = None
+            if self.queue is not None:
+                status, admission = await self.queue.judge(status, self._api)
             judged = await self._recover(seq, status, v1)
             if judged is not None:
-                snap = self._snapshot(seq, judged, pods=count, tensorboard=tensorboard)
+                snap = self._snapshot(seq, judged, pods=count, tensorboard=tensorboard, admission=admission)
                 await self._publish(snap)
                 if judged.state != RUNNING:
                     self._verdict = snap

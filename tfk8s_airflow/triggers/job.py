@@ -38,6 +38,7 @@ from tfk8s_airflow.job.judge import (
     ReplicaState,
     replica_outcome,
 )
+from tfk8s_airflow.job.kueue import ADMITTED, kueue_gates
 from tfk8s_airflow.job.records import FAILED as OUT_FAILED
 from tfk8s_airflow.job.records import (
     SKIPPED,
@@ -124,7 +125,17 @@ def job_progress(record: JobRecord, status: JobStatus, snap: Snapshot, state: st
                        step=p.step if p else None, target_step=p.target_step if p else None,
                        loss=p.loss if p else None, examples_per_sec=p.examples_per_sec if p else None,
                        eta_s=eta_s(snap), history=snap.history, attempts=snap.attempts, replicas=replicas,
-                       tensorboard_url=tensorboard_url(record.tensorboard_url, snap.tensorboard))
+                       tensorboard_url=tensorboard_url(record.tensorboard_url, snap.tensorboard),
+                       waiting=waiting_line(status, snap))
+
+
+def waiting_line(status: JobStatus, snap: Snapshot) -> str:
+    """What a running job waits for before it can start, for the TF jobs view: its place in Kueue's queue,
+    or the gates of other controllers that hold its pods ("held by <gate>"); empty when nothing holds it."""
+    if snap.admission is not None and snap.admission.state != ADMITTED:
+        return snap.admission.describe()
+    gates = sorted({g for st in status.replicas.values() if st.phase == "Pending" for g in st.held_by})
+    return f"held by {', '.join(gates)}" if gates else ""
 LOG_OMITTED = "[... the middle of this log is omitted: it is longer than {limit} bytes{where} ...]"
 
 
@@ -274,6 +285,8 @@ class TFJobTrigger(_JobTriggerBase):
                     continue
                 line = (f"TF job {record.job}: {status.progress()}{_progress_text(snap)}; "
                         f"waiting for {status.waiting_for(policy)}")
+                if snap.admission is not None:  # a job with a queue while Kueue holds it: where it waits
+                    line += f"; {snap.admission.describe()}"
                 if status.state == RUNNING and (line != last_line or now - last_said >= WAITING_LOG_INTERVAL_S):
                     # How long a Pending replica has waited changes every poll: said, not compared.
                     pending = status.pending_note(policy, time.time(), record.created_at)
@@ -433,6 +446,8 @@ class TFReplicaTrigger(_JobTriggerBase):
                 continue
             st = status.replicas.get(ref.key)
             now = st.describe() if st is not None else f"{ref.key}: no pod"
+            if st is not None and snap.admission is not None and kueue_gates(st.held_by):
+                now = f"{st.key} {st.phase} ({snap.admission.describe()})"
             if now != last:
                 self.log.info("%s", now)
                 last = now

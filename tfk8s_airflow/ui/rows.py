@@ -121,7 +121,7 @@ def job_state(src: JobSources) -> tuple[str, str]:
     if src.summary is not None:
         return str(src.summary.get("state") or "unknown"), str(src.summary.get("reason") or "")
     if src.progress is not None:
-        return src.progress.state, ""
+        return src.progress.state, src.progress.waiting  # queued in Kueue, or held by another's gate
     if src.run_state in RUNNING_RUN_STATES:
         return "running", ""
     return src.run_state, "the job's sensor left no summary"

@@ -106,6 +106,7 @@ def _parse(data: Mapping[str, Any], max_replicas: int, overrides: Iterable[str])
         schedule_timeout=r.duration(d, "schedule_timeout", "schedule_timeout", 300) or 300,
         startup_timeout=r.duration(d, "startup_timeout", "startup_timeout", 600) or 600,
         admission_timeout=r.duration(d, "admission_timeout", "admission_timeout", None),
+        queue=_queue_name(r, d, "queue"), priority_class=_queue_name(r, d, "priority_class"),
         active_deadline=r.duration(d, "active_deadline", "active_deadline", None),
         labels=metadata.job_labels(r, d), service_account=service_account, automount_service_account_token=token,
         volumes=volumes.volumes(r, d), hide_evaluator=hide_evaluator, code=code.code(r, d),
@@ -123,11 +124,23 @@ def _parse(data: Mapping[str, Any], max_replicas: int, overrides: Iterable[str])
     podtemplate.check_templates(r, d, job, role_specs)
     if job["chief_name"] != "chief" and not (role_specs.get("chief") and role_specs["chief"].replicas):
         r.add("chief_name", f"is {job['chief_name']} but the job has no chief", "add chief: 1 or remove chief_name")
+    if job["priority_class"] and not job["queue"]:
+        r.add("priority_class", "is Kueue's WorkloadPriorityClass and needs queue", "add queue: <LocalQueue>, or "
+              "remove priority_class (a Kubernetes PriorityClass goes in pod_template.spec.priorityClassName)")
     if r.problems:
         raise SpecError(r.problems)
     for key in ("env", "node_selector", "annotations", "labels"):
         job[key] = MappingProxyType(dict(job[key]))
     return TFJobSpec(roles=MappingProxyType(role_specs), **job)
+
+
+def _queue_name(r: Reader, d: Mapping[str, Any], key: str) -> str | None:
+    """``queue`` or ``priority_class``: a Kueue object's name, carried in a pod label (a DNS-1123 label)."""
+    name = r.string(d, key, key)
+    if not name:
+        return None
+    r.extend(v.check_dns_label(name, key))
+    return name
 
 
 def _finished_pod_ttl(r: Reader, d: Mapping[str, Any]) -> int:
