@@ -101,11 +101,12 @@ class QueueWatch:
         path = (f"/apis/{kueue.VISIBILITY_GROUP}/{kueue.VISIBILITY_VERSION}/namespaces/{self.record.namespace}"
                 f"/localqueues/{self.queue}/pendingworkloads")
         try:
-            resp = await api.call_api(path, "GET", response_type=None, auth_settings=["BearerToken"],
+            resp = await api.call_api(path, "GET", header_params={"Accept": "application/json"},
+                                      auth_settings=["BearerToken"], _return_http_data_only=True,
                                       _preload_content=False, _request_timeout=REQUEST_TIMEOUT_S)
-            body = resp[0] if isinstance(resp, tuple) else resp
-            self._position = kueue.position_in(json.loads(await body.read()), name)
-        except (async_client.ApiException, OSError, TimeoutError, ValueError):
+            self._position = kueue.position_in(json.loads(await resp.read()), name)
+        except (async_client.ApiException, OSError, TimeoutError, ValueError, TypeError, AttributeError):
+            # Not served here (no aggregated visibility API), or not understood: shown without a position.
             self._position = None
             self._position_retry_at = now + UNREACHABLE_RETRY_S
         return self._position
