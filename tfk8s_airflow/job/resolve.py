@@ -24,7 +24,7 @@ from tfk8s_airflow.job.judge import JobPolicy
 from tfk8s_airflow.job.objects import JobNames, Replica
 from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.records import JobRecord, ReplicaRef
-from tfk8s_airflow.job.recovery import RecoveryPolicy
+from tfk8s_airflow.job.recovery_policy import RecoveryPolicy
 from tfk8s_airflow.job.spec import DEFAULT_MAX_REPLICAS, TFJobSpec
 from tfk8s_airflow.job.tensorboard_url import static_url
 
@@ -90,13 +90,13 @@ def job_record(spec: TFJobSpec, names: JobNames, replicas: Sequence[Replica], *,
         model_dir = f"{model.host_path.rstrip('/')}/{model.sub_path}" if model.sub_path else model.host_path
     return JobRecord(
         job=names.job, namespace=names.namespace, service=names.service, configmap=names.configmap,
-        selector=names.selector, policy=policy.to_dict(),
+        selector=names.selector, policy=policy,
         replicas=tuple(ReplicaRef(key=f"{r.role}-{r.index}", role=r.role, index=r.index, pod=r.pod_name,
                                   tracked=r.tracked) for r in replicas),
         created_at=time.time() if created_at is None else created_at, has_shards=has_shards,
         log_dir=log_dir, identity=dict(names.identity), kubernetes_conn_id=kubernetes_conn_id,
         poll_interval=poll_interval, templates=naming.templates_name(names.job), templates_digest=templates_digest,
-        recovery=RecoveryPolicy.from_spec(spec).to_dict(), model_dir=model_dir,
+        recovery=RecoveryPolicy.from_spec(spec), model_dir=model_dir,
         tensorboard_pod=naming.tensorboard_pod_name(names.job) if tb else None,
         tensorboard_port=tb.port if tb else None,
         tensorboard_url=static_url(tensorboard_url, names.job, names.namespace, names.service, tb.port) if tb else None,
