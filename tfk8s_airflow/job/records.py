@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tfk8s_airflow.exceptions import RecordError
+from tfk8s_airflow.job.defaults import POLL_INTERVAL_S
 from tfk8s_airflow.job.judge import JobPolicy, JobStatus
 from tfk8s_airflow.job.recovery_policy import RecoveryPolicy
 from tfk8s_airflow.job.spec import CLEAN_POD_POLICIES
@@ -83,7 +84,7 @@ class JobRecord:
     log_dir: str | None = None  # a ``logs`` volume's host path: teardown's default archive root
     identity: Mapping[str, str] = field(default_factory=dict)
     kubernetes_conn_id: str | None = "kubernetes_default"  # how the triggers reach the cluster
-    poll_interval: float = 5.0  # seconds between the job watch's LISTs
+    poll_interval: float = POLL_INTERVAL_S  # seconds between the job watch's LISTs
     templates: str | None = None  # the ConfigMap of the pods as created (recovery recreates from it)
     templates_digest: str | None = None  # "sha256:<hex>" of that ConfigMap's data as setup wrote it
     recovery: RecoveryPolicy = field(default_factory=RecoveryPolicy)  # in XCom: RecoveryPolicy.to_dict()
@@ -142,7 +143,7 @@ class JobRecord:
                        created_at=float(d["created_at"]), has_shards=bool(d.get("has_shards")),
                        log_dir=d.get("log_dir"), identity=dict(d.get("identity") or {}),
                        kubernetes_conn_id=d.get("kubernetes_conn_id"),
-                       poll_interval=float(d.get("poll_interval") or 5.0), templates=d.get("templates"),
+                       poll_interval=float(d.get("poll_interval") or POLL_INTERVAL_S), templates=d.get("templates"),
                        templates_digest=d.get("templates_digest"),
                        recovery=RecoveryPolicy.from_dict(d.get("recovery")), model_dir=d.get("model_dir"),
                        tensorboard_pod=d.get("tensorboard_pod"), tensorboard_port=d.get("tensorboard_port"),

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tfk8s_airflow.job import defaults
 from tfk8s_airflow.job.quantity import quantity_to_float
 from tfk8s_airflow.job.spec import TFJobSpec
 
@@ -22,15 +23,15 @@ __all__ = ["RecoveryPolicy"]
 class RecoveryPolicy:
     """The spec's recovery fields (plain data: it travels to the triggerer in the job record)."""
 
-    group_restarts: int = 0
-    infra_restarts: int = 3
-    restart_backoff: float = 10.0
+    group_restarts: int = defaults.GROUP_RESTARTS
+    infra_restarts: int = defaults.INFRA_RESTARTS
+    restart_backoff: float = float(defaults.RESTART_BACKOFF_S)
     progress_timeout: float | None = None
-    node_lost_grace: float = 60.0
+    node_lost_grace: float = float(defaults.NODE_LOST_GRACE_S)
     oom_memory_factor: float | None = None
     max_memory: float | None = None  # bytes
     exit_code_roles: tuple[str, ...] = ()  # roles with restart_policy ExitCode
-    max_restarts: int = 3  # how often ExitCode recreates one replica's pod
+    max_restarts: int = defaults.MAX_RESTARTS  # how often ExitCode recreates one replica's pod
 
     @classmethod
     def from_spec(cls, spec: TFJobSpec) -> RecoveryPolicy:

@@ -10,7 +10,6 @@ the replica tasks, the sensor and teardown read back: they never re-derive names
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -19,13 +18,14 @@ from typing import Any
 from tfk8s_airflow.contract import LOGS_VOLUME, MODEL_VOLUME
 from tfk8s_airflow.exceptions import Problem, SpecError
 from tfk8s_airflow.job import naming
+from tfk8s_airflow.job.defaults import max_replicas as limit_in_force
 from tfk8s_airflow.job.document import load_yaml
 from tfk8s_airflow.job.judge import JobPolicy
 from tfk8s_airflow.job.objects import JobNames, Replica
 from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.records import JobRecord, ReplicaRef
 from tfk8s_airflow.job.recovery_policy import RecoveryPolicy
-from tfk8s_airflow.job.spec import DEFAULT_MAX_REPLICAS, TFJobSpec
+from tfk8s_airflow.job.spec import TFJobSpec
 from tfk8s_airflow.job.tensorboard_url import static_url
 
 
@@ -38,7 +38,7 @@ def resolve_spec(value: Any, *, base_dir: str | None = None, max_replicas: int |
                  overrides: Mapping[str, Any] | None = None, policy: DeploymentPolicy | None = None) -> TFJobSpec:
     """Any accepted form of a spec, validated, and admitted by ``policy`` when given. Raises SpecError."""
     if max_replicas is None:
-        max_replicas = int(os.environ.get("TFK8S_MAX_REPLICAS", DEFAULT_MAX_REPLICAS))
+        max_replicas = limit_in_force()
     if isinstance(value, TFJobSpec):
         data: Any = value.to_dict()
     elif isinstance(value, str):

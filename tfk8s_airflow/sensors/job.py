@@ -30,6 +30,7 @@ from airflow.triggers.base import StartTriggerArgs
 
 from tfk8s_airflow.exceptions import JobFailedError
 from tfk8s_airflow.features import worker_start_note
+from tfk8s_airflow.job.defaults import POLL_INTERVAL_S
 from tfk8s_airflow.job.observe import judge_pods
 from tfk8s_airflow.job.records import JobRecord, JobSummary, TriggerOutcome
 from tfk8s_airflow.job.states import EndState, JobState
@@ -58,8 +59,8 @@ class TFJobSensor(BaseSensorOperator):
     ui_color = "#d6f5d6"
     operator_extra_links = (TensorBoardLink(),)
 
-    def __init__(self, *, job: Any, kubernetes_conn_id: str = "kubernetes_default", poll_interval: float = 5.0,
-                 deferrable: bool = True, setup_task_id: str | None = None,
+    def __init__(self, *, job: Any, kubernetes_conn_id: str = "kubernetes_default",
+                 poll_interval: float = POLL_INTERVAL_S, deferrable: bool = True, setup_task_id: str | None = None,
                  log_bytes: int = DEFAULT_LOG_BYTES, **kwargs: Any) -> None:
         kwargs.setdefault("poke_interval", poll_interval)
         # The sensor's own timeout applies only when given; otherwise the job's active_deadline
