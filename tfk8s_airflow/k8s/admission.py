@@ -27,8 +27,9 @@ import time
 from typing import Any
 
 from tfk8s_airflow.job import kueue
-from tfk8s_airflow.job.judge import CONFIG, FAILED, INFRASTRUCTURE, RUNNING, JobStatus
+from tfk8s_airflow.job.judge import CONFIG, INFRASTRUCTURE, JobStatus
 from tfk8s_airflow.job.records import JobRecord
+from tfk8s_airflow.job.states import JobState
 from tfk8s_airflow.k8s.client import REQUEST_TIMEOUT_S
 
 #: A cluster without Kueue's visibility API is asked again after this long.
@@ -50,7 +51,7 @@ class QueueWatch:
     async def judge(self, status: JobStatus, api: Any) -> tuple[JobStatus, kueue.Admission | None]:
         """The status as Kueue's Workload amends it, and what the Workload says (None: not read this poll)."""
         held = [st for st in status.replicas.values() if kueue.kueue_gates(st.held_by)]
-        preempted = status.state == FAILED and status.failure_class == INFRASTRUCTURE
+        preempted = status.state == JobState.FAILED and status.failure_class == INFRASTRUCTURE
         if not held and not preempted:
             return status, None
         attempt = max((st.attempt for st in status.replicas.values()), default=1)
@@ -62,7 +63,7 @@ class QueueWatch:
                 reason = f"preempted by Kueue in queue {self.queue}: {why} ({status.reason})"
                 return dataclasses.replace(status, reason=reason), admission
             return status, admission
-        if status.state != RUNNING:  # e.g. admission_timeout: where Kueue had it, in the reason
+        if status.state != JobState.RUNNING:  # e.g. admission_timeout: where Kueue had it, in the reason
             if admission.state == kueue.QUEUED:
                 admission = dataclasses.replace(admission, position=await self._position_of(api, name))
             return dataclasses.replace(status, reason=f"{status.reason}; {admission.describe()}"), admission
@@ -70,8 +71,9 @@ class QueueWatch:
             first = min(held, key=lambda st: st.key)
             reason = (f"Kueue can never admit job {self.record.job} in queue {self.queue} "
                       f"(Workload {name}, {admission.reason}): {admission.message}")
-            return JobStatus(FAILED, reason, status.replicas, first.pod, status.counts, None, CONFIG, first.key), \
-                admission
+            failed = JobStatus(JobState.FAILED, reason, status.replicas, first.pod, status.counts, None, CONFIG,
+                               first.key)
+            return failed, admission
         if admission.state == kueue.QUEUED:
             admission = dataclasses.replace(admission, position=await self._position_of(api, name))
         return status, admission

@@ -25,7 +25,7 @@ only in a worker. The first line of every replica task's log names its replica.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, assert_never
 
 from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
@@ -33,7 +33,8 @@ from airflow.triggers.base import StartTriggerArgs
 
 from tfk8s_airflow.contract import CONTAINER_NAME, LABEL_INDEX, LABEL_JOB, LABEL_ROLE
 from tfk8s_airflow.features import worker_start_note
-from tfk8s_airflow.job.records import SKIPPED, SUCCEEDED, JobRecord, TriggerOutcome
+from tfk8s_airflow.job.records import JobRecord, TriggerOutcome
+from tfk8s_airflow.job.states import EndState
 from tfk8s_airflow.links import ReplicaLogLink, replica_log_url, store_link
 from tfk8s_airflow.operators.base import fail_permanently
 from tfk8s_airflow.triggers.job import TFReplicaTrigger
@@ -102,11 +103,15 @@ class TFReplicaPodOperator(KubernetesPodOperator):
         if outcome.replica is not None:
             context["ti"].xcom_push(key="replica", value=outcome.replica.to_xcom())
             self._store_log_link(context, outcome.replica.key)
-        if outcome.state == SUCCEEDED:
-            return None
-        if outcome.state == SKIPPED:
-            raise AirflowSkipException(outcome.reason)
-        raise AirflowFailException(outcome.reason)
+        match outcome.state:
+            case EndState.SUCCEEDED:
+                return None
+            case EndState.SKIPPED:
+                raise AirflowSkipException(outcome.reason)
+            case EndState.FAILED | EndState.TIMED_OUT:
+                raise AirflowFailException(outcome.reason)
+            case _:
+                assert_never(outcome.state)
 
     def _store_log_link(self, context: Any, key: str) -> None:
         """The replica log link (deferred from a worker; from the triggerer, the trigger stores it)."""

@@ -31,6 +31,7 @@ from airflow.sdk import BaseOperator
 from tfk8s_airflow.deployment import deployment_policy
 from tfk8s_airflow.exceptions import Problem, QuotaExceededError, SpecError
 from tfk8s_airflow.job import kueue, naming, quota
+from tfk8s_airflow.job.defaults import POLL_INTERVAL_S
 from tfk8s_airflow.job.judge import JobPolicy
 from tfk8s_airflow.job.objects import (
     JobNames,
@@ -106,7 +107,7 @@ class TFJobSetupOperator(BaseOperator):
     def __init__(self, *, spec: Any, shards: Any = None, overrides: Mapping[str, Any] | None = None,
                  kubernetes_conn_id: str = "kubernetes_default", job_group: str | None = None,
                  max_replicas: int | None = None, check_quota: bool = True, replica_task_id: str | None = None,
-                 poll_interval: float = 5.0, create_concurrency: int = DEFAULT_CONCURRENCY,
+                 poll_interval: float = POLL_INTERVAL_S, create_concurrency: int = DEFAULT_CONCURRENCY,
                  log_dir: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.spec = as_spec_input(spec)
