@@ -370,3 +370,18 @@ def test_a_failed_replica_names_the_jobs_reason():
     other = "worker-1" if status.failed_pod == "job-worker-0" else "worker-0"
     out = replica_outcome(status, other, True)
     assert out.reason == f"{other} failed with exit code 3; the job failed: {status.reason}"
+
+
+def test_a_job_none_of_whose_pods_started_is_queued_under_kueue_and_held_under_another_gate():
+    kueue_gate, other = "kueue.x-k8s.io/admission", "example.com/hold"
+    queued = [held("ps", 0, kueue_gate, "kueue.x-k8s.io/topology"), held("worker", 0, kueue_gate),
+              held("worker", 1, kueue_gate)]
+    assert evaluate(queued, policy(), T0 + 30, T0).state == JobState.QUEUED
+    assert evaluate([held("ps", 0, other), held("worker", 0, other), held("worker", 1, other)], policy(),
+                    T0 + 30, T0).state == JobState.HELD
+    # Once one replica runs, the job is running (the judge's rules for the rest are unchanged).
+    assert evaluate([pod("ps", 0), held("worker", 0, kueue_gate), held("worker", 1, kueue_gate)], policy(),
+                    T0 + 30, T0).state == JobState.RUNNING
+    # Pending for any other reason (the job's own gate, the scheduler) is running, as before.
+    assert evaluate([held("ps", 0, "tfk8s.io/gang"), pod("worker", 0, "Pending"), pod("worker", 1, "Pending")],
+                    policy(), T0 + 30, T0).state == JobState.RUNNING

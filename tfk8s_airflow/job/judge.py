@@ -28,6 +28,7 @@ from tfk8s_airflow.contract import (
     is_retryable_exit,
 )
 from tfk8s_airflow.job.states import EndState, JobState
+from tfk8s_airflow.job.kueue import KUEUE_GATES
 from tfk8s_airflow.redaction import redact_text
 
 IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
@@ -393,7 +394,18 @@ def evaluate(pods: Iterable[Any], policy: JobPolicy, now: float, watch_started: 
             return fail(f"straggler_timeout of {policy.straggler_timeout:.0f}s passed since {lead.key} finished; "
                         f"still running: {', '.join(s.describe() for s in late)}", late[0] if late else None,
                         failure_class=STRAGGLER)
-    return JobStatus(JobState.RUNNING, "", states, None, counts)
+    return JobStatus(_waiting_state(states), "", states, None, counts)
+
+
+def _waiting_state(states: Mapping[str, ReplicaState]) -> JobState:
+    """A job not ended: QUEUED while no replica has started and Kueue's gate holds one (its queue admits the
+    job whole), HELD while no replica has started and another controller's gate holds one, else RUNNING."""
+    if not states or any(st.phase != "Pending" for st in states.values()):
+        return JobState.RUNNING
+    gates = {g for st in states.values() for g in st.held_by}
+    if not gates:
+        return JobState.RUNNING
+    return JobState.QUEUED if gates & set(KUEUE_GATES) else JobState.HELD
 
 
 def _stragglers(status: JobStatus, policy: JobPolicy, now: float) -> JobStatus:
@@ -544,7 +556,7 @@ def replica_outcome(status: JobStatus, key: str, tracked: bool) -> ReplicaOutcom
                 return ReplicaOutcome(EndState.SUCCEEDED, f"{key} was healthy when the job failed: {status.reason}",
                                       st)
             return ReplicaOutcome(EndState.SKIPPED, f"{key} did not finish: the job failed ({status.reason})", st)
-        case JobState.RUNNING:
+        case JobState.RUNNING | JobState.QUEUED | JobState.HELD:
             return None
         case _:
             assert_never(status.state)

@@ -86,7 +86,7 @@ def decide(status: JobStatus, policy: RecoveryPolicy, attempts: Sequence[Attempt
     match status.state:
         case JobState.RUNNING:
             return _while_running(status, policy, attempts, now, roles, lost_nodes or {}, progress, memory or {})
-        case JobState.SUCCEEDED:
+        case JobState.SUCCEEDED | JobState.QUEUED | JobState.HELD:  # nothing started: nothing to recover
             return Decision(NONE)
         case JobState.FAILED:
             return _after_failure(status, policy, attempts, roles, memory or {})

@@ -22,6 +22,8 @@ class JobState(StrEnum):
     """The judge's state of a job (:class:`~tfk8s_airflow.job.judge.JobStatus`, the summary, the progress)."""
 
     RUNNING = "running"  # not ended: pods pending, running or being recovered
+    QUEUED = "queued"  # not ended, not started: Kueue holds every pod until its queue admits the job whole
+    HELD = "held"  # not ended, not started: another controller's scheduling gate holds the pods
     SUCCEEDED = "succeeded"  # the success policy is met
     FAILED = "failed"  # a replica, a timeout or the recovery planner failed the job
 
@@ -39,7 +41,7 @@ class EndState(StrEnum):
 def is_final(state: JobState) -> bool:
     """Whether the job has ended: nothing watches, recovers or waits for it any more."""
     match state:
-        case JobState.RUNNING:
+        case JobState.RUNNING | JobState.QUEUED | JobState.HELD:
             return False
         case JobState.SUCCEEDED | JobState.FAILED:
             return True
@@ -54,7 +56,7 @@ def end_of(state: JobState) -> EndState:
             return EndState.SUCCEEDED
         case JobState.FAILED:
             return EndState.FAILED
-        case JobState.RUNNING:
+        case JobState.RUNNING | JobState.QUEUED | JobState.HELD:
             raise ValueError("a running job has no end state")
         case _:
             assert_never(state)

@@ -29,7 +29,7 @@ from typing import Any
 from tfk8s_airflow.job import kueue
 from tfk8s_airflow.job.judge import CONFIG, INFRASTRUCTURE, JobStatus
 from tfk8s_airflow.job.records import JobRecord
-from tfk8s_airflow.job.states import JobState
+from tfk8s_airflow.job.states import JobState, is_final
 from tfk8s_airflow.k8s.client import REQUEST_TIMEOUT_S
 
 #: A cluster without Kueue's visibility API is asked again after this long.
@@ -63,7 +63,7 @@ class QueueWatch:
                 reason = f"preempted by Kueue in queue {self.queue}: {why} ({status.reason})"
                 return dataclasses.replace(status, reason=reason), admission
             return status, admission
-        if status.state != JobState.RUNNING:  # e.g. admission_timeout: where Kueue had it, in the reason
+        if is_final(status.state):  # e.g. admission_timeout: where Kueue had it, in the reason
             if admission.state == kueue.QUEUED:
                 admission = dataclasses.replace(admission, position=await self._position_of(api, name))
             return dataclasses.replace(status, reason=f"{status.reason}; {admission.describe()}"), admission

@@ -118,7 +118,7 @@ class TFJobSensor(BaseSensorOperator):
         if url and url != getattr(self, "_link_stored", None):
             self._link_stored = url if store_link(context["ti"], TensorBoardLink, url) else None
         match summary.state:
-            case JobState.RUNNING:
+            case JobState.RUNNING | JobState.QUEUED | JobState.HELD:
                 return False
             case JobState.SUCCEEDED:
                 context["ti"].xcom_push(key="summary", value=summary.to_xcom())

@@ -269,7 +269,7 @@ class TFJobTrigger(_JobTriggerBase):
                     self.log.warning("TF job %s: %s", record.job, snap.restarting)
                     continue
                 match status.state:
-                    case JobState.RUNNING:
+                    case JobState.RUNNING | JobState.QUEUED | JobState.HELD:
                         line = (f"TF job {record.job}: {status.progress()}{_progress_text(snap)}; "
                                 f"waiting for {status.waiting_for(policy)}")
                         if snap.admission is not None:  # a job with a queue while Kueue holds it: where it waits
@@ -281,7 +281,7 @@ class TFJobTrigger(_JobTriggerBase):
                             last_line, last_said = line, now
                         if now - pushed >= PROGRESS_PUSH_S:
                             pushed = now
-                            await self._push_progress(job_progress(record, status, snap, JobState.RUNNING))
+                            await self._push_progress(job_progress(record, status, snap, status.state))
                         if self.timeout and time.time() - record.created_at > self.timeout:
                             yield self._timed_out(record, status, snap)
                             return

@@ -135,7 +135,7 @@ def not_ended(state: str) -> bool:
     except ValueError:
         return False  # the run's state: the run ended without the job's word
     match job:
-        case JobState.RUNNING:
+        case JobState.RUNNING | JobState.QUEUED | JobState.HELD:
             return True
         case JobState.SUCCEEDED | JobState.FAILED:
             return False
