@@ -27,8 +27,8 @@ from tfk8s_airflow.contract import (
     LABEL_ROLE,
     is_retryable_exit,
 )
-from tfk8s_airflow.job.states import EndState, JobState
 from tfk8s_airflow.job.kueue import KUEUE_GATES
+from tfk8s_airflow.job.states import EndState, JobState
 from tfk8s_airflow.redaction import redact_text
 
 IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
