@@ -124,3 +124,21 @@ def test_the_deployment_default_queue():
     with pytest.raises(SpecError) as exc:
         DeploymentPolicy.from_env({"TFK8S_DEFAULT_QUEUE": "Not A Queue"})
     assert exc.value.fields == ("[tfk8s] default_queue",)
+
+
+def test_the_waiting_line_of_the_progress_names_the_queue_or_the_foreign_gate():
+    from tfk8s_airflow.job.judge import JobStatus, ReplicaState
+    from tfk8s_airflow.job.states import JobState
+    from tfk8s_airflow.k8s.watch import Snapshot
+    from tfk8s_airflow.triggers.job import waiting_line
+
+    held = ReplicaState("worker", 0, "p", "Pending", gated=True, held_by=("example.com/hold",))
+    status = JobStatus(JobState.HELD, replicas={"worker-0": held})
+    assert waiting_line(status, Snapshot(1, 0.0, status)) == "held by example.com/hold"
+    queued = ReplicaState("worker", 0, "p", "Pending", gated=True, held_by=(kueue.ADMISSION_GATE,))
+    status = JobStatus(JobState.QUEUED, replicas={"worker-0": queued})
+    admission = kueue.Admission("j", "team-a", kueue.QUEUED, None, "waiting for quota", position=3)
+    assert waiting_line(status, Snapshot(1, 0.0, status, admission=admission)) == \
+        "queued in team-a, position 3: waiting for quota"
+    running = JobStatus(JobState.RUNNING, replicas={"worker-0": ReplicaState("worker", 0, "p", "Running")})
+    assert waiting_line(running, Snapshot(1, 0.0, running)) == ""

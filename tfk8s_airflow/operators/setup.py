@@ -18,6 +18,11 @@ exists. A job without one skips it (its pods are built entirely from checked spe
 This is not gang scheduling: once released, each pod is scheduled on its own, and a
 cluster too small for all of them leaves some Pending (the job then fails after
 ``schedule_timeout``, naming the scheduler's message).
+
+With a Kueue ``queue`` (the spec's, or the deployment's ``default_queue``) the pods are one Kueue
+pod group (:mod:`tfk8s_airflow.job.kueue`), which Kueue admits whole against its ClusterQueue's
+quota: its gates stay after ours is released. Each created pod is checked for Kueue's label and
+gate; in a namespace Kueue does not manage, setup fails at once and deletes what it made.
 """
 
 from __future__ import annotations
