@@ -13,7 +13,6 @@ teardown does: its Workload deleted, then its pods.
 """
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 import uuid
@@ -181,7 +180,8 @@ def test_behind_a_full_queue_admission_timeout_fails_cleanly_and_teardown_delete
     reason = xcom(dr, "train.wait", "summary")["reason"]
     assert f"is held by {ADMISSION_GATE}" in reason and "(admission_timeout 5s)" in reason, reason
     # Where Kueue had it, in Kueue's words (its queue, since when, why it waits).
-    assert f"; queued in {QUEUE}" in reason and "insufficient unused quota for nvidia.com/gpu" in reason, reason
+    assert f"; queued in {QUEUE}, position 1, since " in reason, reason
+    assert "insufficient unused quota for nvidia.com/gpu" in reason, reason
     assert any(f"queued in {QUEUE}" in line for line in sensor_lines(text)), sensor_lines(text)[-10:]
     # The job's own objects and Workload are gone; the first job's are not touched.
     assert sorted(workloads(custom, queue_ns)) == [first.name]
@@ -220,8 +220,8 @@ def test_the_second_job_waits_whole_and_is_admitted_whole_after_the_firsts_teard
     # waits, in Kueue's words.
     queued = [line for line in text.splitlines() if f"Pending (queued in {QUEUE}, " in line]
     assert queued and "insufficient unused quota for nvidia.com/gpu" in queued[0], sensor_lines(text)[-10:]
-    if os.environ.get("TFK8S_KUEUE_EXPECT_POSITION"):
-        assert any("position 1" in line for line in queued), queued
+    # Its place, from Kueue's visibility API through the API server (the only job waiting: first).
+    assert any(f"queued in {QUEUE}, position 1, since " in line for line in queued), queued
     assert workloads(custom, queue_ns) == []
     assert leftovers(core, queue_ns) == []  # nothing Terminating either
 

@@ -23,3 +23,8 @@ KUEUE_MUTATING_WEBHOOK="kueue-mutating-webhook-configuration"
 KUEUE_VALIDATING_WEBHOOK="kueue-validating-webhook-configuration"
 # The KWOK process of this component (one stage: deleted pods under Kueue's finalizer end Failed).
 KUEUE_KWOK_PORT="${TFK8S_KUEUE_KWOK_PORT:-16985}"
+# Kueue's visibility API (a job's place in its queue) is registered with the API server's aggregator,
+# which dials a Service's cluster IP (no kube-proxy here): that IP, inside the service range, is added
+# to the loopback interface, and the visibility server listens on it alone.
+KUEUE_VISIBILITY_IP="${TFK8S_KUEUE_VISIBILITY_IP:-10.96.255.250}"
+KUEUE_VISIBILITY_SERVICE="kueue-visibility"
