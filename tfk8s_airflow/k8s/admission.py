@@ -34,6 +34,8 @@ from tfk8s_airflow.k8s.client import REQUEST_TIMEOUT_S
 
 #: A cluster without Kueue's visibility API is asked again after this long.
 UNREACHABLE_RETRY_S = 600.0
+#: A Workload the visibility API does not list yet is looked for again after this long.
+UNLISTED_RETRY_S = 5.0
 
 
 class QueueWatch:
@@ -107,6 +109,8 @@ class QueueWatch:
                                       auth_settings=["BearerToken"], _return_http_data_only=True,
                                       _preload_content=False, _request_timeout=REQUEST_TIMEOUT_S)
             self._position = kueue.position_in(json.loads(await resp.read()), name)
+            if self._position is None:  # not listed yet (Kueue queues a new Workload a moment after making it)
+                self._position_at = now - kueue.POSITION_INTERVAL_S + UNLISTED_RETRY_S
         except (async_client.ApiException, OSError, TimeoutError, ValueError, TypeError, AttributeError):
             # Not served here (no aggregated visibility API), or not understood: shown without a position.
             self._position = None
