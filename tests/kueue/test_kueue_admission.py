@@ -144,9 +144,13 @@ def test_queue_in_a_namespace_kueue_does_not_manage_fails_setup(k8s_cluster, k8s
 
 
 def test_a_job_over_the_cluster_queues_maximum_fails_within_a_poll_with_kueues_reason(
-        k8s_cluster, queue_ns, custom, airflow_db):
+        k8s_cluster, queue_ns, custom, airflow_db, monkeypatch):
+    # The queue from the deployment's default ([tfk8s] default_queue), the spec naming none.
+    monkeypatch.setenv("AIRFLOW__TFK8S__DEFAULT_QUEUE", QUEUE)
+    over = spec(queue_ns, workers=2, gpus=4, seconds="60s")
+    del over["queue"]
     t0 = time.monotonic()
-    dr = run_dag("tfk8s_t_from_conf", queue_ns, spec=spec(queue_ns, workers=2, gpus=4, seconds="60s"))
+    dr = run_dag("tfk8s_t_from_conf", queue_ns, spec=over)
     took = time.monotonic() - t0
     assert dr.state == "failed", states(dr)
     summary = xcom(dr, "train.wait", "summary")
