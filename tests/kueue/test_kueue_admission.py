@@ -161,6 +161,17 @@ def test_a_job_over_the_cluster_queues_maximum_fails_within_a_poll_with_kueues_r
     assert leftovers(k8s_cluster.core_v1, queue_ns) == [] and workloads(custom, queue_ns) == []
 
 
+def test_a_localqueue_that_does_not_exist_fails_within_a_poll_with_kueues_reason(k8s_cluster, queue_ns, custom,
+                                                                                 airflow_db):
+    dr = run_dag("tfk8s_t_from_conf", queue_ns, spec={**spec(queue_ns), "queue": "nope"})
+    assert dr.state == "failed", states(dr)
+    summary = xcom(dr, "train.wait", "summary")
+    assert summary["failure_class"] == "config", summary
+    assert "Kueue can never admit job" in summary["reason"], summary["reason"]
+    assert "LocalQueue nope doesn't exist" in summary["reason"], summary["reason"]
+    assert leftovers(k8s_cluster.core_v1, queue_ns) == [] and workloads(custom, queue_ns) == []
+
+
 def test_behind_a_full_queue_admission_timeout_fails_cleanly_and_teardown_deletes_the_workload(
         k8s_cluster, queue_ns, custom, airflow_db, capfd):
     core = k8s_cluster.core_v1
