@@ -37,6 +37,12 @@ every pod Running and every Service made (the operator makes one per replica), w
 two (``devstack/down tfjob``, then ``up`` with ``TFK8S_TFJOB_QPS``/``_BURST``) and left up or down as
 it was found.
 
+``--kueue`` (needs ``devstack/up kueue``) runs each size a second time in the same run, the job
+with ``queue:`` in a namespace Kueue manages (a LocalQueue on the devstack's ClusterQueue
+``tfk8s-test``): a second JSON line per size, ``"mode": "stack-kueue"``, with the same fields (the
+floor is the first line's) plus ``admitted_s``, from the DAG run's start to the last pod released
+by Kueue's admission gate (the whole pod group admitted).
+
 ``--dagtest`` is the former benchmark: the same job through ``dag.test()`` (one process).
 
 Run with the devstack up (``devstack/up``): ``.venv/bin/python benchmarks/launch.py --stack``
@@ -71,6 +77,7 @@ SIZES = (4, 16, 64, 128, 512)
 BENCH_NS = "tfk8s-bench"
 BENCH_SA = "airflow"
 VERBS = ("list", "get", "create", "patch", "delete", "deletecollection", "watch", "update")
+KUEUE_MANAGED, KUEUE_GATE, KUEUE_QUEUE = "kueue.x-k8s.io/managed", "kueue.x-k8s.io/admission", "bench"
 EXTRA_NODES = 3  # KWOK nodes of 250 pods each, so 512 replicas fit next to the devstack's two
 
 
@@ -171,14 +178,24 @@ class Cluster:
         self.api.rest_client.pool_manager.connection_pool_kw["maxsize"] = 16
         self.core = client.CoreV1Api(self.api)
         self.client = client
+        self._kueue_env: dict[str, str] | None = None
+
+    def kueue_env(self) -> dict[str, str]:
+        """``devstack/env kueue``: what the Kueue rounds need; it must be up."""
+        if self._kueue_env is None:
+            env = devstack_env("kueue")
+            if "TFK8S_KUEUE_CLUSTER_QUEUE" not in env:
+                raise SystemExit("--kueue needs Kueue on the devstack: devstack/up kueue")
+            self._kueue_env = env
+        return self._kueue_env
 
     def kubectl(self, *args: str, input: str | None = None) -> str:
         return subprocess.run([self.env["TFK8S_KUBECTL"], f"--kubeconfig={self.env['KUBECONFIG']}", *args],
                               capture_output=True, text=True, check=True, input=input).stdout
 
-    def namespace(self) -> str:
+    def namespace(self, labels: dict[str, str] | None = None) -> str:
         name = f"bench-{uuid.uuid4().hex[:8]}"
-        self.core.create_namespace({"metadata": {"name": name}})
+        self.core.create_namespace({"metadata": {"name": name, "labels": labels or {}}})
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
@@ -277,6 +294,7 @@ class PodTimes:
         self.running: dict[str, float] = {}
         self.ended: dict[str, float] = {}
         self.bound: dict[str, float] = {}
+        self.admitted: dict[str, float] = {}  # pods Kueue manages, once its admission gate is gone
         self.roles: dict[str, str] = {}
         self.jobs: dict[str, str] = {}
         self._stop = threading.Event()
@@ -301,6 +319,9 @@ class PodTimes:
                     phase = (pod.get("status") or {}).get("phase")
                     if (pod.get("spec") or {}).get("nodeName"):
                         self.bound.setdefault(name, now)
+                    gates = [g.get("name") for g in (pod.get("spec") or {}).get("schedulingGates") or []]
+                    if labels.get(KUEUE_MANAGED) == "true" and KUEUE_GATE not in gates:
+                        self.admitted.setdefault(name, now)
                     if phase in ("Running", "Succeeded", "Failed"):
                         self.running.setdefault(name, now)
                     if phase in ("Succeeded", "Failed"):
@@ -453,23 +474,35 @@ class Stack:
         return float(self.stack.xcom("tfk8s_t_noop", run_id, "noop")) - iso(run["start_date"])
 
 
-def stack_round(stack: Stack, replicas: int, tfjob: bool = False) -> dict[str, Any]:
+def stack_round(stack: Stack, replicas: int, tfjob: bool = False, kueue: dict[str, Any] | None = None
+                ) -> dict[str, Any]:
+    """One size. ``kueue``: the plain round's row of this size, and the job goes through Kueue (its floor
+    and one-task times are that row's, measured in the same run)."""
     cluster = stack.cluster
-    row: dict[str, Any] = {"replicas": replicas, "mode": "stack"}
-    row.update(floor(cluster, replicas))
-    row.update(floor(cluster, replicas, gated=True))
-    if tfjob:
-        row.update(tfjob_rows(cluster, replicas, row["floor_running_s"]))
-    row["one_task_s"] = stack.one_task_s()
-    ns = cluster.namespace()
+    row: dict[str, Any] = {"replicas": replicas, "mode": "stack" if kueue is None else "stack-kueue"}
+    if kueue is None:
+        row.update(floor(cluster, replicas))
+        row.update(floor(cluster, replicas, gated=True))
+        if tfjob:
+            row.update(tfjob_rows(cluster, replicas, row["floor_running_s"]))
+        row["one_task_s"] = stack.one_task_s()
+        ns = cluster.namespace()
+    else:
+        row.update({k: v for k, v in kueue.items() if k.startswith("floor_") or k == "one_task_s"})
+        ns = cluster.namespace({cluster.kueue_env()["TFK8S_KUEUE_OPT_IN_LABEL"]: "true"})
+        cluster.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps({
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": KUEUE_QUEUE},
+            "spec": {"clusterQueue": cluster.kueue_env()["TFK8S_KUEUE_CLUSTER_QUEUE"]}}))
     try:
         with PodTimes(cluster, ns) as pods:
             m0, by0 = cluster.metrics(), stack.cpu_by_service()
             cpu0 = sum(by0.values())
             # The workers train long enough for the LIST count below to be taken while they do.
             duration = f"{max(15, replicas // 8)}s"
-            run_id = stack.trigger("tfk8s_t_from_conf", {"namespace": ns,
-                                                         "spec": spec_dict(ns, replicas, duration=duration)})
+            spec = spec_dict(ns, replicas, duration=duration)
+            if kueue is not None:
+                spec["queue"] = KUEUE_QUEUE
+            run_id = stack.trigger("tfk8s_t_from_conf", {"namespace": ns, "spec": spec})
             try:
                 last_running = pods.wait_running(replicas, 600)
             except SystemExit as exc:  # say where the run stands: the setup's state and reason
@@ -517,6 +550,10 @@ def stack_round(stack: Stack, replicas: int, tfjob: bool = False) -> dict[str, A
             "api_by_verb": {k: m3.get(k, 0) - m0.get(k, 0) for k in sorted(set(m3) | set(m0))
                             if m3.get(k, 0) - m0.get(k, 0)},
         })
+        if kueue is not None:
+            if len(pods.admitted) < replicas:
+                raise SystemExit(f"only {len(pods.admitted)}/{replicas} pods were seen admitted by Kueue")
+            row["admitted_s"] = max(pods.admitted.values()) - start
     finally:
         cluster.drop(ns)
     return row
@@ -586,6 +623,13 @@ def stack_main(args: argparse.Namespace) -> None:
             row = stack_round(stack, replicas, tfjob=args.tfjob)
             rows.append(row)
             print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
+            if args.kueue:
+                queued = stack_round(stack, replicas, kueue=row)
+                print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in queued.items()}),
+                      flush=True)
+                print(f"{replicas} replicas: all Running {row['running_s']:.2f} s without Kueue, "
+                      f"{queued['running_s']:.2f} s with Kueue (admitted whole at {queued['admitted_s']:.2f} s)",
+                      file=sys.stderr)
     finally:
         stack.close()
         cluster.remove_nodes(nodes)
@@ -642,6 +686,8 @@ def main() -> None:
     mode.add_argument("--dagtest", action="store_true", help="dag.test() in this process")
     p.add_argument("--replicas", type=int, help="one size only")
     p.add_argument("--concurrent", type=int, help="N concurrent jobs of 8 replicas ending together")
+    p.add_argument("--kueue", action="store_true",
+                   help="also each size with queue: through Kueue (devstack/up kueue), side by side")
     p.add_argument("--tfjob", action="store_true",
                    help="also the same job through Kubeflow's training-operator (devstack/up tfjob), at its default "
                         "and at raised QPS")

@@ -19,26 +19,20 @@ import sys
 from collections.abc import Sequence
 
 from tfk8s_airflow.exceptions import Problem, SpecError, TemplateError
+from tfk8s_airflow.job.defaults import MAX_REPLICAS, MAX_REPLICAS_ENV, max_replicas
 from tfk8s_airflow.job.document import load_spec_file
 from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.settings import lookup
-from tfk8s_airflow.job.spec import DEFAULT_MAX_REPLICAS, ROLES, TFJobSpec
+from tfk8s_airflow.job.spec import ROLES, TFJobSpec
 from tfk8s_airflow.job.tfjob import API_VERSION, is_tfjob, to_native
-
-
-def _max_replicas_default() -> int:
-    try:
-        return int(os.environ.get("TFK8S_MAX_REPLICAS", DEFAULT_MAX_REPLICAS))
-    except ValueError:
-        return DEFAULT_MAX_REPLICAS
 
 
 def _add_spec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", help="job spec file (YAML or JSON)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a spec field, e.g. --set worker.replicas=4 (repeatable)")
-    p.add_argument("--max-replicas", type=int, default=_max_replicas_default(),
-                   help="largest total replica count accepted (default: $TFK8S_MAX_REPLICAS or 512)")
+    p.add_argument("--max-replicas", type=int, default=max_replicas(),
+                   help=f"largest total replica count accepted (default: ${MAX_REPLICAS_ENV} or {MAX_REPLICAS})")
 
 
 def _add_naming_args(p: argparse.ArgumentParser) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 
 from airflow.sdk import TaskGroup, XComArg
 
+from tfk8s_airflow.job.defaults import POLL_INTERVAL_S
 from tfk8s_airflow.k8s.client import DEFAULT_CONCURRENCY
 from tfk8s_airflow.operators.replica import TFReplicaPodOperator
 from tfk8s_airflow.operators.setup import TFJobSetupOperator
@@ -37,7 +38,7 @@ __all__ = ["tf_job"]
 def tf_job(group_id: str = "train", *, spec: Any, shards: Any = None,
            overrides: Mapping[str, Any] | None = None,
            kubernetes_conn_id: str = "kubernetes_default", deferrable: bool = True,
-           poll_interval: float = 5.0, log_tail_lines: int = 100, archive_dir: str | None = None,
+           poll_interval: float = POLL_INTERVAL_S, log_tail_lines: int = 100, archive_dir: str | None = None,
            check_quota: bool = True, max_replicas: int | None = None,
            replica_kwargs: Mapping[str, Any] | None = None, setup_retries: int = 2,
            sensor_timeout: float | None = None, replicas_start_from_trigger: bool = True,

@@ -23,10 +23,11 @@ from tests.airflow.test_tfjob_k8s import leftovers, run_dag
 from tests.dagrun import states, xcom
 from tests.fixtures.k8s import wait_for
 from tests.podwatch import PodWatch
-from tfk8s_airflow.job.judge import RUNNING, JobPolicy
+from tfk8s_airflow.job.judge import JobPolicy
 from tfk8s_airflow.job.objects import JobNames, job_manifests, plan_replicas
 from tfk8s_airflow.job.resolve import job_record
 from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.states import JobState
 from tfk8s_airflow.job.verdict import verdict_body
 from tfk8s_airflow.k8s import watch as kwatch
 from tfk8s_airflow.triggers.job import TFJobTrigger, TFReplicaTrigger
@@ -66,7 +67,7 @@ def test_a_watch_whose_loop_stopped_is_started_again_and_every_trigger_ends_with
         while (watch is None or watch.latest is None) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
             watch = next(iter(kwatch._WATCHES.values()), None)
-        assert watch is not None and watch.latest is not None and watch.latest.status.state == RUNNING
+        assert watch is not None and watch.latest is not None and watch.latest.status.state == JobState.RUNNING
         loop = watch._task
         loop.cancel()  # the loop is gone, as if an error had ended it
         await asyncio.wait({loop})
@@ -86,7 +87,7 @@ def test_a_watch_with_the_verdict_lists_no_more(k8s_cluster, k8s_namespace, airf
     async def scenario() -> tuple[int, int, int, int]:
         async with kwatch.watch_job(record, interval=0.2) as watch:
             async for snap in watch.snapshots():
-                if snap.status is not None and snap.status.state != RUNNING:
+                if snap.status is not None and snap.status.state != JobState.RUNNING:
                     break
             lists, seq = watch.lists, snap.seq
             await asyncio.sleep(2.0)  # ten polls

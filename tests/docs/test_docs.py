@@ -5,8 +5,9 @@ A code block preceded by ``<!-- runnable: tfk8s validate -->`` is a job spec tha
 ``tfk8s validate`` must accept; one preceded by ``<!-- runnable: dag -->`` is a DAG file that
 Airflow must load without import errors (next to the last spec block, as ``specs/<name>.yaml``).
 
-The spec's keys and the deployment's settings are declared once, in tfk8s_airflow/job/spec.py
-and tfk8s_airflow/job/policy.py; the tables of docs/spec.md and docs/security.md between the
+The spec's keys, the job's defaults and limits and the deployment's settings are declared once, in
+tfk8s_airflow/job/spec.py, tfk8s_airflow/job/defaults.py and tfk8s_airflow/job/policy.py; the
+tables of docs/spec.md and docs/security.md between the
 ``<!-- ...:begin -->`` and ``<!-- ...:end -->`` markers are generated from those declarations
 (``TFK8S_UPDATE_GOLDEN=1`` rewrites them), and every ```` ```yaml spec ```` block there is a
 whole spec that ``tfk8s validate`` accepts under the policy the docs state.
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from tfk8s_airflow.job.defaults import DEFAULTS, MAX_REPLICAS, MAX_REPLICAS_ENV, POLL_INTERVAL_S
 from tfk8s_airflow.job.policy import SECTION, DeploymentPolicy
 from tfk8s_airflow.job.spec import ROLES, RoleSpec, TFJobSpec, spec_fields
 
@@ -162,6 +164,12 @@ def settings_table() -> str:
     return "\n".join(rows)
 
 
+def defaults_table() -> str:
+    rows = ["| what | value | meaning |", "| --- | --- | --- |"]
+    rows += [f"| {_cell(d.name)} | {_cell(d.value)} | {_cell(d.doc)} |" for d in DEFAULTS]
+    return "\n".join(rows)
+
+
 def _check_block(path: Path, name: str, generated: str) -> None:
     text = path.read_text()
     m = re.search(rf"<!-- {name}:begin -->\n(.*?)<!-- {name}:end -->", text, re.S)
@@ -174,6 +182,16 @@ def _check_block(path: Path, name: str, generated: str) -> None:
 
 def test_the_spec_reference_table_is_the_declared_fields():
     _check_block(SPEC_DOC, "fields", field_table())
+
+
+def test_the_spec_doc_lists_the_defaults_and_limits():
+    _check_block(SPEC_DOC, "defaults", defaults_table())
+
+
+def test_the_operator_tables_show_the_declared_defaults():
+    jobs = (REPO / "docs" / "jobs.md").read_text()
+    assert f"| `poll_interval` | `{POLL_INTERVAL_S}` |" in jobs
+    assert f"| `max_replicas` | `${MAX_REPLICAS_ENV}` or {MAX_REPLICAS} |" in jobs
 
 
 def test_the_security_doc_lists_every_policy_setting():

@@ -17,6 +17,7 @@ import pytest
 from kubernetes import client
 
 from tests.fixtures.k8s import wait_for
+from tfk8s_airflow.job.judge import JobPolicy
 from tfk8s_airflow.job.records import JobRecord
 
 pytestmark = [pytest.mark.k8s, pytest.mark.gluster, pytest.mark.airflow]
@@ -24,9 +25,13 @@ pytestmark = [pytest.mark.k8s, pytest.mark.gluster, pytest.mark.airflow]
 DAG_TEXT = "# a DAG file: the worker must never write here\n"
 
 
+NO_POLICY = JobPolicy(replicas={}, tracked={}, restart_policy={}, success=(), max_restarts=0, schedule_timeout=60.0,
+                     startup_timeout=60.0, active_deadline=None)
+
+
 def _record(job: str, namespace: str) -> dict:
     return JobRecord(job=job, namespace=namespace, service=job, configmap=f"{job}-shards",
-                     selector=f"tfk8s.io/job={job}", policy={}, replicas=(), created_at=time.time()).to_xcom()
+                     selector=f"tfk8s.io/job={job}", policy=NO_POLICY, replicas=(), created_at=time.time()).to_xcom()
 
 
 def _pod(job: str, name: str, gated: bool = False, container: str = "tensorflow") -> client.V1Pod:

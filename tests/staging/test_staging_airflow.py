@@ -106,6 +106,8 @@ def test_partition_trigger_says_what_it_waits_for_and_how_long_is_left(airflow_d
     from dataclasses import asdict
 
     from tfk8s_airflow.connections import webhdfs_config
+    from tfk8s_airflow.job.records import TriggerOutcome
+    from tfk8s_airflow.job.states import EndState
     from tfk8s_airflow.triggers.hdfs import HdfsPartitionTrigger
 
     hdfs_server.client().makedirs(f"{hdfs_dir}/pending")  # exists, _SUCCESS never comes
@@ -116,7 +118,9 @@ def test_partition_trigger_says_what_it_waits_for_and_how_long_is_left(airflow_d
     capsys.readouterr()
     event = asyncio.run(trigger.run().__anext__())
     out = capsys.readouterr().out
-    assert event.payload["status"] == "timeout", event.payload
+    outcome = TriggerOutcome.from_payload(event.payload)  # the package's shared event record
+    assert (outcome.kind, outcome.state) == ("partition", EndState.TIMED_OUT), event.payload
+    assert "pending exists but its marker _SUCCESS does not yet" in outcome.reason
     left = [int(x) for x in re.findall(r"pending exists but its marker _SUCCESS does not yet \((-?\d+)s left before "
                                        r"the sensor's timeout\)", out)]
     assert len(left) >= 2 and left == sorted(left, reverse=True) and left[0] <= 5, out[-3000:]

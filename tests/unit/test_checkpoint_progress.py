@@ -29,7 +29,7 @@ def _watch(model_dir) -> JobWatch:
                        success=(("worker", 0),), max_restarts=0, schedule_timeout=60.0, startup_timeout=60.0,
                        active_deadline=None)
     record = JobRecord(job="j", namespace="ns", service="j", configmap="j-shards", selector="tfk8s.io/job=j",
-                       policy=policy.to_dict(), replicas=(), created_at=0.0, model_dir=str(model_dir))
+                       policy=policy, replicas=(), created_at=0.0, model_dir=str(model_dir))
     return JobWatch(record, WatchKey(None, None, "ns", record.selector), 1.0, lambda: None)
 
 

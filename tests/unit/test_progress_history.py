@@ -12,11 +12,12 @@ import io
 import json
 
 from tfk8s_airflow import runtime
-from tfk8s_airflow.job.judge import RUNNING, JobPolicy, JobStatus, ReplicaState
+from tfk8s_airflow.job.judge import JobPolicy, JobStatus, ReplicaState
 from tfk8s_airflow.job.objects import JobNames, plan_replicas
 from tfk8s_airflow.job.records import JobProgress
 from tfk8s_airflow.job.resolve import job_record
 from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.states import JobState
 from tfk8s_airflow.k8s.watch import HISTORY, BoundedLog, JobWatch, WatchKey
 
 SPEC = TFJobSpec.from_dict({"name": "hist", "image": "i:1", "ps": 1, "worker": 2})
@@ -45,7 +46,7 @@ class LeadLog(JobWatch):
 
 def running(watch: JobWatch) -> JobStatus:
     lead = watch.record.lead
-    return JobStatus(RUNNING, replicas={lead.key: ReplicaState("worker", 0, lead.pod, "Running", started=1.0)})
+    return JobStatus(JobState.RUNNING, replicas={lead.key: ReplicaState("worker", 0, lead.pod, "Running", started=1.0)})
 
 
 def test_the_history_keeps_the_newest_points_in_step_order_and_no_more():

@@ -11,13 +11,17 @@ import asyncio
 import pytest
 
 from tfk8s_airflow.exceptions import RecordError
+from tfk8s_airflow.job.judge import JobPolicy
 from tfk8s_airflow.job.records import JOB_ID_KEY, JobRecord, ReplicaRef
 from tfk8s_airflow.triggers import record_pull
+
+NO_POLICY = JobPolicy(replicas={}, tracked={}, restart_policy={}, success=(), max_restarts=0, schedule_timeout=60.0,
+                     startup_timeout=60.0, active_deadline=None)
 
 
 def record(job: str, created_at: float, replicas: int = 3) -> JobRecord:
     return JobRecord(job=job, namespace="ns", service=job, configmap=f"{job}-shards", selector=f"tfk8s.io/job={job}",
-                     policy={}, replicas=tuple(ReplicaRef(f"worker-{i}", "worker", i, f"{job}-worker-{i}", True)
+                     policy=NO_POLICY, replicas=tuple(ReplicaRef(f"worker-{i}", "worker", i, f"{job}-worker-{i}", True)
                                                for i in range(replicas)), created_at=created_at)
 
 

@@ -4,11 +4,19 @@ import json
 import pytest
 
 from tfk8s_airflow.exceptions import RecordError
-from tfk8s_airflow.job.judge import JobPolicy
+from tfk8s_airflow.job.judge import JobPolicy, evaluate
 from tfk8s_airflow.job.objects import JobNames, plan_replicas
-from tfk8s_airflow.job.records import RECORD_VERSION, JobRecord, ReplicaResult, TriggerOutcome
+from tfk8s_airflow.job.records import (
+    RECORD_VERSION,
+    JobProgress,
+    JobRecord,
+    JobSummary,
+    ReplicaResult,
+    TriggerOutcome,
+)
 from tfk8s_airflow.job.resolve import job_record
 from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.states import EndState, JobState
 
 SPEC = TFJobSpec.from_dict({"name": "rec", "image": "i:1", "chief": 1, "ps": 2, "worker": 3,
                             "env": {"API_TOKEN": "s3cret"},
@@ -29,7 +37,7 @@ def test_job_record_round_trips_and_holds_the_plan_in_map_index_order():
     assert JobRecord.from_xcom(data) == rec == JobRecord.from_xcom(json.dumps(data))
     assert [r.key for r in rec.replicas] == ["chief-0", "ps-0", "ps-1", "worker-0", "worker-1", "worker-2"]
     assert rec.replica(1).pod.endswith("-ps-0") and not rec.replica(1).tracked
-    assert rec.log_dir == "/mnt/v/logs" and rec.policy["active_deadline"] == 600.0
+    assert rec.log_dir == "/mnt/v/logs" and rec.policy.active_deadline == 600.0
     assert JobRecord.from_xcom(data).templates_digest == "sha256:" + "ab" * 32
     assert "s3cret" not in json.dumps(data)  # the spec (and its env values) never travels in XCom
     with pytest.raises(RecordError, match="map index 6 is outside the job's 6 replicas"):
@@ -65,10 +73,43 @@ def test_records_refuse_another_version_or_shape_naming_the_fix():
 
 
 def test_trigger_outcome_is_one_vocabulary_for_jobs_and_replicas():
-    res = ReplicaResult(key="worker-1", pod="p", state="failed", reason="exit code 3", exit_code=3)
-    out = TriggerOutcome("replica", "failed", "exit code 3", replica=res)
+    res = ReplicaResult(key="worker-1", pod="p", state=EndState.FAILED, reason="exit code 3", exit_code=3)
+    out = TriggerOutcome("replica", EndState.FAILED, "exit code 3", replica=res)
     assert TriggerOutcome.from_payload(out.to_payload()) == out
-    job = TriggerOutcome("job", "succeeded", "ok", summary={"job": "j"})
+    summary = JobSummary(job="j", namespace="ns", state=JobState.SUCCEEDED, reason="ok")
+    job = TriggerOutcome("job", EndState.SUCCEEDED, "ok", summary=summary)
     assert TriggerOutcome.from_payload(json.loads(json.dumps(job.to_payload()))) == job
+    assert job.to_payload()["state"] == "succeeded" and type(job.to_payload()["state"]) is str
     with pytest.raises(RecordError, match="unknown state"):
         TriggerOutcome.from_payload({**job.to_payload(), "state": "weird"})
+
+
+#: The keys of the job sensor's XCom ``summary`` (docs/operators.md): a consumer reads them by name.
+SUMMARY_KEYS = {"job", "namespace", "state", "reason", "failed_pod", "failed_container", "failure_class",
+                "failed_replica", "stopped", "counts", "replicas", "tensorboard_url"}
+
+
+def test_the_summary_is_one_typed_record_whose_json_keeps_its_keys_and_strings():
+    rec = record()
+    pods = [{"metadata": {"name": f"{ref.pod}", "labels": {"tfk8s.io/role": ref.role, "tfk8s.io/index": str(ref.index)},
+                          "creationTimestamp": 1.5},
+             "status": {"phase": "Failed" if ref.key == "worker-1" else "Running",
+                        "containerStatuses": [{"name": "tensorflow", "restartCount": 0,
+                                               "state": {"terminated": {"exitCode": 3}} if ref.key == "worker-1"
+                                               else {"running": {}}}]}} for ref in rec.replicas]
+    status = evaluate(pods, rec.policy, 10.0, rec.created_at)
+    assert status.state is JobState.FAILED
+    progress = JobProgress(job=rec.job, namespace=rec.namespace, state=JobState.FAILED, updated_at=2.0, step=5)
+    summary = JobSummary.of(rec, status, tensorboard_url=None, progress=progress,
+                            overrides={"worker-1": {"memory": 2.0}})
+    data = json.loads(json.dumps(summary.to_xcom()))
+    assert set(data) == SUMMARY_KEYS | {"progress", "attempts", "overrides"}
+    assert data["state"] == "failed" and data["failed_replica"] == "worker-1" and data["failure_class"] == "code"
+    assert data["replicas"]["worker-1"] == {"pod": rec.replica_by_key("worker-1").pod, "phase": "Failed",
+                                            "restarts": 0, "exit_code": 3}
+    assert data["progress"]["state"] == "failed" and data["attempts"] == []
+    assert JobSummary.from_xcom(data) == summary == JobSummary.from_xcom(json.dumps(data))
+    # The poke path's summary (no progress, no recovery): the same keys without the watch's extras.
+    assert set(JobSummary.of(rec, status).to_xcom()) == SUMMARY_KEYS
+    with pytest.raises(RecordError, match="job summary"):
+        JobSummary.from_xcom({**data, "state": "weird"})

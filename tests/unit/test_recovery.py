@@ -1,9 +1,10 @@
 """The recovery planner: which failures restart the group, replace a replica, or end the job."""
 import dataclasses
 
-from tfk8s_airflow.job.judge import FAILED, RUNNING, JobStatus, ReplicaState
+from tfk8s_airflow.job.judge import JobStatus, ReplicaState
 from tfk8s_airflow.job.records import Attempt
 from tfk8s_airflow.job.recovery import FAIL, NONE, REPLACE, RESTART_GROUP, Progress, RecoveryPolicy, decide
+from tfk8s_airflow.job.states import JobState
 
 ROLES = {"ps-0": "ps", "worker-0": "worker", "worker-1": "worker"}
 T = 1_000.0
@@ -18,11 +19,11 @@ def replicas(**over):
 
 
 def failed(key, cls, **over):
-    return JobStatus(FAILED, f"{key} failed", replicas(**over), f"j-{key}", {}, "tensorflow", cls, key)
+    return JobStatus(JobState.FAILED, f"{key} failed", replicas(**over), f"j-{key}", {}, "tensorflow", cls, key)
 
 
 def running(**over):
-    return JobStatus(RUNNING, "", replicas(**over))
+    return JobStatus(JobState.RUNNING, "", replicas(**over))
 
 
 def attempt(n, cls):
@@ -126,7 +127,7 @@ def test_exit_code_pods_are_never_restarted_in_place():
 def test_a_permanent_exit_code_fails_the_job_at_once():
     spec = _exit_code_job()
     status = _judged(spec, {"worker-1": 1})
-    assert status.state == FAILED and "1-127 are permanent" in status.reason
+    assert status.state == JobState.FAILED and "1-127 are permanent" in status.reason
     roles = {f"{r.role}-{i}": r.role for r in spec.active_roles for i in range(r.replicas)}
     d = decide(status, RecoveryPolicy.from_spec(spec), [], T, roles=roles)
     assert d.action == FAIL and d.failure_class == "code"

@@ -1,8 +1,9 @@
 """The job judge: every success and failure rule, from pod JSON as the API returns it."""
 from datetime import UTC
 
-from tfk8s_airflow.job.judge import FAILED, RUNNING, SUCCEEDED, JobPolicy, evaluate
+from tfk8s_airflow.job.judge import JobPolicy, evaluate
 from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.states import JobState
 
 T0 = 1_800_000_000.0
 
@@ -46,59 +47,59 @@ def policy(straggler_timeout=None, **kw):
 def test_default_policy_worker0_success_while_ps_runs():
     pods = [pod("ps", 0), pod("worker", 0, "Succeeded", exit_code=0), pod("worker", 1, "Succeeded", exit_code=0)]
     st = evaluate(pods, policy(), T0 + 30, T0)
-    assert st.state == SUCCEEDED and "worker-0" in st.reason
-    assert st.summary("job", "ns")["replicas"]["worker-0"]["duration_s"] == 10.0
+    assert st.state == JobState.SUCCEEDED and "worker-0" in st.reason
+    assert st.replicas["worker-0"].summary()["duration_s"] == 10.0
 
 
 def test_running_until_policy_met_and_all_workers_policy():
     pods = [pod("ps", 0), pod("worker", 0, "Succeeded", exit_code=0), pod("worker", 1)]
-    assert evaluate(pods, policy(success_policy="all_workers"), T0 + 30, T0).state == RUNNING
-    assert evaluate(pods, policy(), T0 + 30, T0).state == SUCCEEDED
+    assert evaluate(pods, policy(success_policy="all_workers"), T0 + 30, T0).state == JobState.RUNNING
+    assert evaluate(pods, policy(), T0 + 30, T0).state == JobState.SUCCEEDED
 
 
 def test_tf2_layout_chief_decides():
     p = policy(chief=1, worker={"replicas": 2, "tracked": False})
     pods = [pod("chief", 0, "Succeeded", exit_code=0), pod("ps", 0), pod("worker", 0), pod("worker", 1)]
-    assert evaluate(pods, p, T0 + 30, T0).state == SUCCEEDED
-    assert evaluate(pods[1:] + [pod("chief", 0)], p, T0 + 30, T0).state == RUNNING
+    assert evaluate(pods, p, T0 + 30, T0).state == JobState.SUCCEEDED
+    assert evaluate(pods[1:] + [pod("chief", 0)], p, T0 + 30, T0).state == JobState.RUNNING
 
 
 def test_worker_failure_names_exit_code():
     pods = [pod("ps", 0), pod("worker", 0), pod("worker", 1, "Failed", exit_code=1)]
     st = evaluate(pods, policy(), T0 + 30, T0)
-    assert st.state == FAILED and "worker-1" in st.reason and "exit code 1" in st.reason
+    assert st.state == JobState.FAILED and "worker-1" in st.reason and "exit code 1" in st.reason
     assert st.failed_pod == "job-worker-1"
 
 
 def test_dead_parameter_server_fails_the_job():
     for ps in (pod("ps", 0, "Failed", exit_code=137), pod("ps", 0, "Succeeded", exit_code=0)):
         st = evaluate([ps, pod("worker", 0), pod("worker", 1)], policy(), T0 + 30, T0)
-        assert st.state == FAILED and "untracked replica ps-0" in st.reason
+        assert st.state == JobState.FAILED and "untracked replica ps-0" in st.reason
 
 
 def test_restart_budget():
     pods = [pod("ps", 0), pod("worker", 0, restarts=2, last_exit=1), pod("worker", 1)]
-    assert evaluate(pods, policy(), T0 + 30, T0).state == RUNNING
+    assert evaluate(pods, policy(), T0 + 30, T0).state == JobState.RUNNING
     pods[1] = pod("worker", 0, restarts=3, last_exit=1)
     st = evaluate(pods, policy(), T0 + 30, T0)
-    assert st.state == FAILED and "restarted 3 times" in st.reason and "max_restarts 2" in st.reason
+    assert st.state == JobState.FAILED and "restarted 3 times" in st.reason and "max_restarts 2" in st.reason
 
 
 def test_exit_code_policy_permanent_vs_retryable():
     p = policy(restart_policy="ExitCode")
     retryable = [pod("ps", 0), pod("worker", 0, restarts=1, last_exit=137), pod("worker", 1)]
-    assert evaluate(retryable, p, T0 + 30, T0).state == RUNNING
+    assert evaluate(retryable, p, T0 + 30, T0).state == JobState.RUNNING
     permanent = [pod("ps", 0), pod("worker", 0, restarts=1, last_exit=2), pod("worker", 1)]
     st = evaluate(permanent, p, T0 + 30, T0)
-    assert st.state == FAILED and "permanent exit code 2" in st.reason
+    assert st.state == JobState.FAILED and "permanent exit code 2" in st.reason
 
 
 def test_unschedulable_only_after_schedule_timeout():
     pods = [pod("ps", 0), pod("worker", 0, unschedulable="0/2 nodes are available: 2 Insufficient nvidia.com/gpu."),
             pod("worker", 1)]
-    assert evaluate(pods, policy(), T0 + 30, T0).state == RUNNING
+    assert evaluate(pods, policy(), T0 + 30, T0).state == JobState.RUNNING
     st = evaluate(pods, policy(), T0 + 61, T0)
-    assert st.state == FAILED and "Unschedulable" in st.reason and "Insufficient nvidia.com/gpu" in st.reason
+    assert st.state == JobState.FAILED and "Unschedulable" in st.reason and "Insufficient nvidia.com/gpu" in st.reason
 
 
 def test_the_sensor_says_how_long_a_replica_has_been_pending_and_which_timeout_ends_it():
@@ -106,7 +107,7 @@ def test_the_sensor_says_how_long_a_replica_has_been_pending_and_which_timeout_e
     pods = [pod("ps", 0), pod("worker", 0, unschedulable=msg, created=T0 + 5),
             pod("worker", 1, "Pending", waiting="ContainerCreating", created=T0 + 8)]
     st = evaluate(pods, policy(), T0 + 30, T0)
-    assert st.state == RUNNING
+    assert st.state == JobState.RUNNING
     assert st.pending_note(policy(), T0 + 47, T0) == (
         f"worker-0 Pending for 42s (2 replicas Pending), Unschedulable: {msg}; the job fails at schedule_timeout 60s")
     pulling = evaluate([pod("ps", 0), pod("worker", 0), pods[2]], policy(), T0 + 30, T0)
@@ -123,24 +124,24 @@ def test_the_sensor_says_how_long_a_replica_has_been_pending_and_which_timeout_e
 def test_image_pull_fails_fast():
     pods = [pod("ps", 0, "Pending", waiting="ImagePullBackOff"), pod("worker", 0), pod("worker", 1)]
     st = evaluate(pods, policy(), T0 + 2, T0)
-    assert st.state == FAILED and "ImagePullBackOff" in st.reason
+    assert st.state == JobState.FAILED and "ImagePullBackOff" in st.reason
 
 
 def test_startup_timeout_and_missing_replicas():
     pending = [pod("ps", 0, "Pending"), pod("worker", 0), pod("worker", 1)]
-    assert evaluate(pending, policy(), T0 + 100, T0).state == RUNNING
+    assert evaluate(pending, policy(), T0 + 100, T0).state == JobState.RUNNING
     assert "has not started" in evaluate(pending, policy(), T0 + 121, T0).reason
     # Setup creates every pod before the job is watched: a missing one was deleted (infrastructure).
     missing = [pod("ps", 0), pod("worker", 0)]
     st = evaluate(missing, policy(), T0 + 1, T0)
-    assert st.state == FAILED and "worker-1 has no pod" in st.reason and st.failure_class == "infrastructure"
+    assert st.state == JobState.FAILED and "worker-1 has no pod" in st.reason and st.failure_class == "infrastructure"
 
 
 def test_active_deadline_enforced_on_every_poll():
     pods = [pod("ps", 0), pod("worker", 0), pod("worker", 1)]
-    assert evaluate(pods, policy(active_deadline=300), T0 + 299, T0).state == RUNNING
+    assert evaluate(pods, policy(active_deadline=300), T0 + 299, T0).state == JobState.RUNNING
     st = evaluate(pods, policy(active_deadline=300), T0 + 301, T0)
-    assert st.state == FAILED and "active_deadline" in st.reason
+    assert st.state == JobState.FAILED and "active_deadline" in st.reason
 
 
 def test_a_pod_deleted_by_someone_else_is_an_infrastructure_failure_and_policy_round_trips():
@@ -148,7 +149,7 @@ def test_a_pod_deleted_by_someone_else_is_an_infrastructure_failure_and_policy_r
     assert JobPolicy.from_dict(p.to_dict()) == p
     pods = [pod("ps", 0), pod("worker", 0, deleting=True), pod("worker", 1)]
     st = evaluate(pods, p, T0 + 30, T0)
-    assert st.state == FAILED and "being deleted" in st.reason and st.failure_class == "infrastructure"
+    assert st.state == JobState.FAILED and "being deleted" in st.reason and st.failure_class == "infrastructure"
 
 
 # ----------------------------------------------------------------------------- init containers, gates
@@ -170,7 +171,7 @@ def test_permanent_fetch_failure_fails_at_once_with_the_fetchers_message():
     for phase, current in (("Failed", True), ("Pending", False)):  # restartPolicy Never / OnFailure
         ps = with_init(pod("ps", 0, phase), exit_code=1, message=msg, current=current)
         st = evaluate([ps, pod("worker", 0), pod("worker", 1)], policy(), T0 + 2, T0)
-        assert st.state == FAILED, st
+        assert st.state == JobState.FAILED, st
         assert "init container fetch-code failed with exit code 1" in st.reason and msg in st.reason
         assert "permanent: the fetcher" in st.reason and st.failed_container == "fetch-code"
         assert st.failed_pod == "job-ps-0"
@@ -179,11 +180,11 @@ def test_permanent_fetch_failure_fails_at_once_with_the_fetchers_message():
 def test_retryable_fetch_failures_count_against_max_restarts():
     ok = with_init(pod("worker", 0, "Pending"), exit_code=138, message="connection refused", restarts=2,
                    current=False)
-    assert evaluate([pod("ps", 0), ok, pod("worker", 1)], policy(), T0 + 2, T0).state == RUNNING
+    assert evaluate([pod("ps", 0), ok, pod("worker", 1)], policy(), T0 + 2, T0).state == JobState.RUNNING
     over = with_init(pod("worker", 0, "Pending"), exit_code=138, message="connection refused", restarts=3,
                      current=False)
     st = evaluate([pod("ps", 0), over, pod("worker", 1)], policy(), T0 + 2, T0)
-    assert st.state == FAILED and "restarted 3 times, more than max_restarts 2" in st.reason
+    assert st.state == JobState.FAILED and "restarted 3 times, more than max_restarts 2" in st.reason
     assert "connection refused" in st.reason
 
 
@@ -192,9 +193,9 @@ def test_gated_pods_are_not_unschedulable_and_startup_timeout_names_the_gates():
     gated["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated",
                                       "message": "Scheduling is blocked due to non-empty scheduling gates"}]
     pods = [pod("ps", 0), gated, pod("worker", 1)]
-    assert evaluate(pods, policy(), T0 + 100, T0).state == RUNNING  # past schedule_timeout (60)
+    assert evaluate(pods, policy(), T0 + 100, T0).state == JobState.RUNNING  # past schedule_timeout (60)
     st = evaluate(pods, policy(), T0 + 121, T0)
-    assert st.state == FAILED and "waiting: scheduling gates" in st.reason
+    assert st.state == JobState.FAILED and "waiting: scheduling gates" in st.reason
 
 
 def test_deadline_names_what_the_success_policy_waited_for_and_nodes_are_reported():
@@ -202,9 +203,9 @@ def test_deadline_names_what_the_success_policy_waited_for_and_nodes_are_reporte
     hung["spec"] = {"nodeName": "kwok-node-0"}
     pods = [pod("ps", 0), pod("worker", 0, "Succeeded", exit_code=0), hung]
     st = evaluate(pods, policy(success_policy="all_workers", active_deadline=300), T0 + 301, T0)
-    assert st.state == FAILED
+    assert st.state == JobState.FAILED
     assert "the success policy still waited for: worker-1 Running on kwok-node-0" in st.reason
-    assert st.summary()["replicas"]["worker-1"]["node"] == "kwok-node-0"
+    assert st.replicas["worker-1"].summary()["node"] == "kwok-node-0"
 
 
 # ----------------------------------------------------------------------------- replica outcomes
@@ -283,30 +284,30 @@ def test_straggler_timeout_under_all_workers_names_the_hung_worker():
     lead = finished_at(pod("worker", 0, "Succeeded", exit_code=0), T0 + 20)
     pods = [pod("ps", 0), lead, pod("worker", 1)]
     p = policy(success_policy="all_workers", straggler_timeout=30)
-    assert evaluate(pods, p, T0 + 49, T0).state == RUNNING  # 29 s after worker-0 finished
+    assert evaluate(pods, p, T0 + 49, T0).state == JobState.RUNNING  # 29 s after worker-0 finished
     st = evaluate(pods, p, T0 + 51, T0)
-    assert st.state == FAILED and st.failure_class == "straggler"
+    assert st.state == JobState.FAILED and st.failure_class == "straggler"
     assert "still running: worker-1 Running" in st.reason and st.failed_key == "worker-1"
     # without it, all_workers waits (for the deadline) as before
-    assert evaluate(pods, policy(success_policy="all_workers"), T0 + 500, T0).state == RUNNING
+    assert evaluate(pods, policy(success_policy="all_workers"), T0 + 500, T0).state == JobState.RUNNING
 
 
 def test_default_policy_gives_stragglers_their_timeout_then_succeeds_and_stops_them():
     lead = finished_at(pod("worker", 0, "Succeeded", exit_code=0), T0 + 20)
     pods = [pod("ps", 0), lead, pod("worker", 1)]
     now_ok = evaluate(pods, policy(), T0 + 21, T0)  # no straggler_timeout: success at once
-    assert now_ok.state == SUCCEEDED and now_ok.stopped == ("worker-1",)
+    assert now_ok.state == JobState.SUCCEEDED and now_ok.stopped == ("worker-1",)
     waiting = evaluate(pods, policy(straggler_timeout=30), T0 + 40, T0)
-    assert waiting.state == RUNNING
+    assert waiting.state == JobState.RUNNING
     st = evaluate(pods, policy(straggler_timeout=30), T0 + 51, T0)
-    assert st.state == SUCCEEDED and "stopping worker-1" in st.reason and st.stopped == ("worker-1",)
+    assert st.state == JobState.SUCCEEDED and "stopping worker-1" in st.reason and st.stopped == ("worker-1",)
 
 
 def test_a_fetch_failure_never_repeats_the_code_uris_credentials():
     msg = "HTTP 403 Forbidden fetching https://deploy:s3cr3t@code.example.com/algo.tgz?X-Amz-Signature=abc"
     ps = with_init(pod("ps", 0, "Failed"), exit_code=1, message=msg)
     st = evaluate([ps, pod("worker", 0), pod("worker", 1)], policy(), T0 + 2, T0)
-    assert st.state == FAILED and "s3cr3t" not in st.reason and "abc" not in st.reason
+    assert st.state == JobState.FAILED and "s3cr3t" not in st.reason and "abc" not in st.reason
     assert "https://***@code.example.com/algo.tgz?X-Amz-Signature=***" in st.reason
 
 
@@ -322,7 +323,7 @@ def test_a_pod_held_by_another_controllers_gate_waits_for_admission_not_for_star
     queue = "kueue.x-k8s.io/admission"
     pods = [pod("ps", 0), held("worker", 0, queue), pod("worker", 1)]
     st = evaluate(pods, policy(), T0 + 10_000, T0)  # far past startup_timeout (120): still waiting
-    assert st.state == RUNNING
+    assert st.state == JobState.RUNNING
     assert st.replicas["worker-0"].held_by == (queue,)
     assert st.replicas["worker-0"].describe() == f"worker-0 Pending (held by {queue})"
     assert f"held by {queue}; the job fails at no timeout" in st.pending_note(policy(), T0 + 30, T0)
@@ -330,12 +331,12 @@ def test_a_pod_held_by_another_controllers_gate_waits_for_admission_not_for_star
     assert "the job fails at admission_timeout 300s" in evaluate(pods, timed, T0 + 30, T0).pending_note(
         timed, T0 + 30, T0)
     st = evaluate(pods, timed, T0 + 301, T0)
-    assert st.state == FAILED and st.failure_class == "config"
+    assert st.state == JobState.FAILED and st.failure_class == "config"
     assert st.reason == f"worker-0 (job-worker-0) is held by {queue} 301s after creation (admission_timeout 300s)"
     # The job's own gate alone is no other controller's: startup_timeout as before.
     own = [pod("ps", 0), held("worker", 0, "tfk8s.io/gang"), pod("worker", 1)]
     assert evaluate(own, policy(), T0 + 10_000, T0).replicas["worker-0"].held_by == ()
-    assert evaluate(own, policy(), T0 + 121, T0).state == FAILED
+    assert evaluate(own, policy(), T0 + 121, T0).state == JobState.FAILED
     # The policy travels in the job record.
     assert JobPolicy.from_dict(timed.to_dict()) == timed
 
@@ -343,7 +344,8 @@ def test_a_pod_held_by_another_controllers_gate_waits_for_admission_not_for_star
 def test_every_replica_whose_fetch_failed_says_the_fetchers_message_in_its_own_outcome():
     """A bad code URI fails every fetcher; the job fails by one of them, and each other replica's
     task (its own log) still says its own fetch error and the job's reason, not just 'failed'."""
-    from tfk8s_airflow.job.judge import REPLICA_FAILED, replica_outcome
+    from tfk8s_airflow.job.judge import replica_outcome
+    from tfk8s_airflow.job.states import EndState
 
     msg = "HTTP 404 Not Found fetching http://10.213.0.1:8000/algo.tgz"
     for phase, current in (("Failed", True), ("Pending", False)):  # restartPolicy Never / OnFailure
@@ -351,10 +353,10 @@ def test_every_replica_whose_fetch_failed_says_the_fetchers_message_in_its_own_o
                 with_init(pod("worker", 0, phase), exit_code=1, message=msg, current=current),
                 with_init(pod("worker", 1, phase), exit_code=1, message=msg, current=current)]
         status = evaluate(pods, policy(), T0 + 2, T0)
-        assert status.state == FAILED and status.failed_pod == "job-ps-0"
+        assert status.state == JobState.FAILED and status.failed_pod == "job-ps-0"
         for key, tracked in (("ps-0", False), ("worker-0", True), ("worker-1", True)):
             out = replica_outcome(status, key, tracked)
-            assert out is not None and out.state == REPLICA_FAILED, (phase, key, out)
+            assert out is not None and out.state == EndState.FAILED, (phase, key, out)
             assert msg in out.reason and "init container fetch-code failed with exit code 1" in out.reason, out.reason
         assert "the job failed: " in replica_outcome(status, "worker-1", True).reason
 
@@ -364,7 +366,22 @@ def test_a_failed_replica_names_the_jobs_reason():
 
     pods = [pod("ps", 0), pod("worker", 0, "Failed", exit_code=3), pod("worker", 1, "Failed", exit_code=3)]
     status = evaluate(pods, policy(), T0 + 30, T0)
-    assert status.state == FAILED
+    assert status.state == JobState.FAILED
     other = "worker-1" if status.failed_pod == "job-worker-0" else "worker-0"
     out = replica_outcome(status, other, True)
     assert out.reason == f"{other} failed with exit code 3; the job failed: {status.reason}"
+
+
+def test_a_job_none_of_whose_pods_started_is_queued_under_kueue_and_held_under_another_gate():
+    kueue_gate, other = "kueue.x-k8s.io/admission", "example.com/hold"
+    queued = [held("ps", 0, kueue_gate, "kueue.x-k8s.io/topology"), held("worker", 0, kueue_gate),
+              held("worker", 1, kueue_gate)]
+    assert evaluate(queued, policy(), T0 + 30, T0).state == JobState.QUEUED
+    assert evaluate([held("ps", 0, other), held("worker", 0, other), held("worker", 1, other)], policy(),
+                    T0 + 30, T0).state == JobState.HELD
+    # Once one replica runs, the job is running (the judge's rules for the rest are unchanged).
+    assert evaluate([pod("ps", 0), held("worker", 0, kueue_gate), held("worker", 1, kueue_gate)], policy(),
+                    T0 + 30, T0).state == JobState.RUNNING
+    # Pending for any other reason (the job's own gate, the scheduler) is running, as before.
+    assert evaluate([held("ps", 0, "tfk8s.io/gang"), pod("worker", 0, "Pending"), pod("worker", 1, "Pending")],
+                    policy(), T0 + 30, T0).state == JobState.RUNNING

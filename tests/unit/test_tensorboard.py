@@ -8,7 +8,7 @@ import pytest
 from tests.unit.test_status import T0, iso, pod
 from tfk8s_airflow.exceptions import SpecError
 from tfk8s_airflow.job import quota
-from tfk8s_airflow.job.judge import FAILED, RUNNING, SUCCEEDED, JobPolicy, evaluate, replica_outcome, replica_state
+from tfk8s_airflow.job.judge import JobPolicy, evaluate, replica_outcome, replica_state
 from tfk8s_airflow.job.objects import JobNames, job_manifests, plan_replicas
 from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.records import JobRecord
@@ -16,6 +16,7 @@ from tfk8s_airflow.job.recovery import RecoveryPolicy, decide
 from tfk8s_airflow.job.render import parse_yaml, render_yaml
 from tfk8s_airflow.job.resolve import job_record
 from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.states import JobState
 from tfk8s_airflow.job.tensorboard import TensorBoardState, plan_tensorboard, tensorboard_state, tensorboard_url
 from tfk8s_airflow.job.tensorboard_url import fill_url, static_url, url_template_problem
 
@@ -176,7 +177,7 @@ def test_a_tensorboard_pod_never_changes_a_jobs_outcome(job, tb):
     assert replica_state(tb_pod) is None  # the view's live rows skip it too
     now = T0 + 30
     alone, beside = evaluate(JOBS[job], policy, now, T0), evaluate([*JOBS[job], tb_pod], policy, now, T0)
-    assert beside == alone and alone.state == {"running": RUNNING, "succeeded": SUCCEEDED, "failed": FAILED}[job]
+    assert beside == alone and alone.state == JobState(job)
     recovery = RecoveryPolicy(group_restarts=2, infra_restarts=3)
     roles = {"ps-0": "ps", "worker-0": "worker", "worker-1": "worker"}
     assert decide(beside, recovery, [], now, roles=roles) == decide(alone, recovery, [], now, roles=roles)

@@ -11,10 +11,11 @@ import yaml
 from tests.unit.test_cli import tfk8s
 from tfk8s_airflow.exceptions import SpecError
 from tfk8s_airflow.job import podtemplate as pt
+from tfk8s_airflow.job.defaults import FINISHED_POD_TTL_S as DEFAULT_FINISHED_POD_TTL
 from tfk8s_airflow.job.objects import JobNames, job_manifests
 from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.render import parse_yaml, render_yaml
-from tfk8s_airflow.job.spec import DEFAULT_FINISHED_POD_TTL, TFJobSpec
+from tfk8s_airflow.job.spec import TFJobSpec
 from tfk8s_airflow.job.tfjob import is_tfjob, to_native
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -183,3 +183,17 @@ def test_an_ended_jobs_progress_is_the_one_in_the_sensors_summary():
         assert final_progress(summary) is None, summary
     row = job_row(sources(progress=final_progress({"progress": last.to_xcom()})), LINKS)
     assert row["progress"]["step"] == 300 and row["tensorboard_url"] == "http://127.0.0.1:6006/"
+
+
+def test_a_queued_or_held_job_shows_where_it_waits_and_sorts_with_the_running():
+    queued = JobProgress(job="j", namespace="ns", state="queued", updated_at=10.0,
+                         waiting="queued in team-a, position 2, since 10:00:00Z: insufficient unused quota")
+    row = job_row(sources(progress=queued), LINKS)
+    assert (row["state"], row["reason"]) == ("queued", queued.waiting)
+    held = JobProgress(job="j", namespace="ns", state="held", updated_at=10.0, waiting="held by example.com/hold")
+    assert job_row(sources(progress=held), LINKS)["reason"] == "held by example.com/hold"
+    rows = [{"state": "succeeded", "started_at": "2026-02-03"}, {"state": "queued", "started_at": "2026-02-01"},
+            {"state": "held", "started_at": "2026-02-02"}]
+    assert [r["state"] for r in sort_rows(rows)] == ["held", "queued", "succeeded"]
+    # The progress XCom carries it.
+    assert JobProgress.from_xcom(queued.to_xcom()).waiting == queued.waiting

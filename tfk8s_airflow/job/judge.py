@@ -16,7 +16,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, assert_never
 
 from tfk8s_airflow.contract import (
     CONTAINER_NAME,
@@ -27,9 +27,10 @@ from tfk8s_airflow.contract import (
     LABEL_ROLE,
     is_retryable_exit,
 )
+from tfk8s_airflow.job.kueue import KUEUE_GATES
+from tfk8s_airflow.job.states import EndState, JobState
 from tfk8s_airflow.redaction import redact_text
 
-RUNNING, SUCCEEDED, FAILED = "running", "succeeded", "failed"
 IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 CONFIG_ERROR_REASONS = ("CreateContainerConfigError", "CreateContainerError", "RunContainerError")
 GATED_REASON = "SchedulingGated"
@@ -168,7 +169,7 @@ class ReplicaState:
 
 @dataclass(frozen=True)
 class JobStatus:
-    state: str
+    state: JobState
     reason: str = ""
     replicas: Mapping[str, ReplicaState] = field(default_factory=dict)
     failed_pod: str | None = None
@@ -177,13 +178,6 @@ class JobStatus:
     failure_class: str | None = None  # one of FAILURE_CLASSES when a replica failed the job
     failed_key: str | None = None  # the replica that failed it (<role>-<i>)
     stopped: tuple[str, ...] = ()  # tracked replicas still running when the job succeeded (stragglers)
-
-    def summary(self, job: str = "", namespace: str = "") -> dict[str, Any]:
-        return {"job": job, "namespace": namespace, "state": self.state, "reason": self.reason,
-                "failed_pod": self.failed_pod, "failed_container": self.failed_container,
-                "failure_class": self.failure_class, "failed_replica": self.failed_key,
-                "stopped": list(self.stopped), "counts": dict(self.counts),
-                "replicas": {k: r.summary() for k, r in sorted(self.replicas.items())}}
 
     def progress(self) -> str:
         parts = [f"{k}={val}" for k, val in sorted(self.counts.items()) if val]
@@ -354,7 +348,9 @@ def evaluate(pods: Iterable[Any], policy: JobPolicy, now: float, watch_started: 
     states: dict[str, ReplicaState] = {}
     for pod in pods:
         st = replica_state(pod)
-        if st is not None:
+        # A replica's newest attempt is the replica (under Kueue, recovery recreates it under a new name while
+        # the old pod may still be going).
+        if st is not None and (st.key not in states or st.attempt >= states[st.key].attempt):
             states[st.key] = st
     counts: dict[str, int] = {}
     for st in states.values():
@@ -363,7 +359,7 @@ def evaluate(pods: Iterable[Any], policy: JobPolicy, now: float, watch_started: 
 
     def fail(reason: str, st: ReplicaState | None = None, container: str = CONTAINER_NAME,
              failure_class: str | None = None, key: str | None = None) -> JobStatus:
-        return JobStatus(FAILED, reason, states, st.pod if st else None, counts, container if st else None,
+        return JobStatus(JobState.FAILED, reason, states, st.pod if st else None, counts, container if st else None,
                          failure_class, key or (st.key if st else None))
 
     created = [s.created for s in states.values() if s.created]
@@ -388,7 +384,7 @@ def evaluate(pods: Iterable[Any], policy: JobPolicy, now: float, watch_started: 
     done = [states[f"{r}-{i}"].phase == "Succeeded" if f"{r}-{i}" in states else False for r, i in policy.success]
     met = "success policy met: " + ", ".join(f"{r}-{i}" for r, i in policy.success) + " succeeded"
     if all(done):
-        return _stragglers(JobStatus(SUCCEEDED, met, states, None, counts), policy, now)
+        return _stragglers(JobStatus(JobState.SUCCEEDED, met, states, None, counts), policy, now)
     if policy.straggler_timeout and policy.lead and policy.lead in policy.success:
         lead = states.get(f"{policy.lead[0]}-{policy.lead[1]}")
         if lead is not None and lead.phase == "Succeeded" and lead.finished \
@@ -398,7 +394,18 @@ def evaluate(pods: Iterable[Any], policy: JobPolicy, now: float, watch_started: 
             return fail(f"straggler_timeout of {policy.straggler_timeout:.0f}s passed since {lead.key} finished; "
                         f"still running: {', '.join(s.describe() for s in late)}", late[0] if late else None,
                         failure_class=STRAGGLER)
-    return JobStatus(RUNNING, "", states, None, counts)
+    return JobStatus(_waiting_state(states), "", states, None, counts)
+
+
+def _waiting_state(states: Mapping[str, ReplicaState]) -> JobState:
+    """A job not ended: QUEUED while no replica has started and Kueue's gate holds one (its queue admits the
+    job whole), HELD while no replica has started and another controller's gate holds one, else RUNNING."""
+    if not states or any(st.phase != "Pending" for st in states.values()):
+        return JobState.RUNNING
+    gates = {g for st in states.values() for g in st.held_by}
+    if not gates:
+        return JobState.RUNNING
+    return JobState.QUEUED if gates & set(KUEUE_GATES) else JobState.HELD
 
 
 def _stragglers(status: JobStatus, policy: JobPolicy, now: float) -> JobStatus:
@@ -411,7 +418,7 @@ def _stragglers(status: JobStatus, policy: JobPolicy, now: float) -> JobStatus:
     if policy.straggler_timeout:
         met_at = max((status.replicas[f"{r}-{i}"].finished or now) for r, i in policy.success)
         if now - met_at <= policy.straggler_timeout:
-            return dataclasses.replace(status, state=RUNNING, reason="")
+            return dataclasses.replace(status, state=JobState.RUNNING, reason="")
     names = tuple(sorted(st.key for st in tracked_running))
     return dataclasses.replace(status, reason=status.reason + f"; stopping {', '.join(names)} (not needed by "
                                "the success policy)", stopped=names)
@@ -497,14 +504,11 @@ def _exit_class(st: ReplicaState, code: int | None) -> str:
 
 
 # ----------------------------------------------------------------------------- replica outcome
-REPLICA_SUCCEEDED, REPLICA_FAILED, REPLICA_SKIPPED = "succeeded", "failed", "skipped"
-
-
 @dataclass(frozen=True)
 class ReplicaOutcome:
     """How one replica's task ends, decided from the same JobStatus the sensor judges."""
 
-    state: str  # succeeded | failed | skipped
+    state: EndState  # succeeded | failed | skipped
     reason: str
     replica: ReplicaState | None
 
@@ -524,30 +528,35 @@ def replica_outcome(status: JobStatus, key: str, tracked: bool) -> ReplicaOutcom
     st = status.replicas.get(key)
     mine = (st is not None and status.failed_pod == st.pod) or (
         st is None and status.reason.startswith(f"replica {key} has no pod"))
-    if status.state == FAILED and mine:
-        return ReplicaOutcome(REPLICA_FAILED, status.reason, st)
-    if st is not None and st.init_failure is not None and status.state == FAILED:
+    if status.state == JobState.FAILED and mine:
+        return ReplicaOutcome(EndState.FAILED, status.reason, st)
+    if st is not None and st.init_failure is not None and status.state == JobState.FAILED:
         # Its own init container failed too (every fetcher of a bad code URI does): its own message.
         init = st.init_failure
-        return ReplicaOutcome(REPLICA_FAILED, f"{key} ({st.pod}): init container {init.container} failed with exit "
+        return ReplicaOutcome(EndState.FAILED, f"{key} ({st.pod}): init container {init.container} failed with exit "
                               f"code {init.exit_code}" + (f": {init.message}" if init.message else "")
                               + f"; the job failed: {status.reason}", st)
     if st is not None and st.phase == "Failed":
-        return ReplicaOutcome(REPLICA_FAILED, f"{key} failed"
+        return ReplicaOutcome(EndState.FAILED, f"{key} failed"
                               + (f" with exit code {st.exit_code}" if st.exit_code is not None else "")
-                              + (f"; the job failed: {status.reason}" if status.state == FAILED else ""), st)
+                              + (f"; the job failed: {status.reason}" if status.state == JobState.FAILED else ""), st)
     if st is not None and st.phase == "Succeeded":
         if tracked:
-            return ReplicaOutcome(REPLICA_SUCCEEDED, f"{key} exited 0", st)
-        return ReplicaOutcome(REPLICA_FAILED, f"untracked replica {key} exited (code {st.exit_code}) "
+            return ReplicaOutcome(EndState.SUCCEEDED, f"{key} exited 0", st)
+        return ReplicaOutcome(EndState.FAILED, f"untracked replica {key} exited (code {st.exit_code}) "
                               "before the job ended", st)
-    if status.state == SUCCEEDED:
-        if not tracked:
-            return ReplicaOutcome(REPLICA_SUCCEEDED, f"{key} served until the job succeeded", st)
-        return ReplicaOutcome(REPLICA_SUCCEEDED, f"{key} had not finished when the job succeeded "
-                              f"({status.reason}); teardown stops it", st)
-    if status.state == FAILED:
-        if not tracked:
-            return ReplicaOutcome(REPLICA_SUCCEEDED, f"{key} was healthy when the job failed: {status.reason}", st)
-        return ReplicaOutcome(REPLICA_SKIPPED, f"{key} did not finish: the job failed ({status.reason})", st)
-    return None
+    match status.state:
+        case JobState.SUCCEEDED:
+            if not tracked:
+                return ReplicaOutcome(EndState.SUCCEEDED, f"{key} served until the job succeeded", st)
+            return ReplicaOutcome(EndState.SUCCEEDED, f"{key} had not finished when the job succeeded "
+                                  f"({status.reason}); teardown stops it", st)
+        case JobState.FAILED:
+            if not tracked:
+                return ReplicaOutcome(EndState.SUCCEEDED, f"{key} was healthy when the job failed: {status.reason}",
+                                      st)
+            return ReplicaOutcome(EndState.SKIPPED, f"{key} did not finish: the job failed ({status.reason})", st)
+        case JobState.RUNNING | JobState.QUEUED | JobState.HELD:
+            return None
+        case _:
+            assert_never(status.state)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from tfk8s_airflow.exceptions import Problem, SpecError
-from tfk8s_airflow.job.fields import MAX_DURATION_S, parse_duration, show
+from tfk8s_airflow.job.fields import MAX_DURATION_S, check_dns_label, parse_duration, show
 from tfk8s_airflow.job.podtemplate import merge
 from tfk8s_airflow.job.tensorboard_url import url_template_problem
 from tfk8s_airflow.pathrules import has_parent_segment
@@ -103,6 +103,14 @@ def _url_template(raw: Any) -> str | Problem:
     return text
 
 
+def _queue(raw: Any) -> str | Problem:
+    text = str(raw).strip()
+    problems = check_dns_label(text, "default_queue")
+    if problems:
+        return Problem("", problems[0].message, "name a LocalQueue (a DNS-1123 label)")
+    return text
+
+
 def setting(doc: str, default: str, parse: Callable[[Any], Any]) -> dict[str, Any]:
     """Metadata of a policy field that is a deployment setting: its doc and default as docs show
     them, and the function that reads its raw value (returning a Problem when it cannot)."""
@@ -143,6 +151,10 @@ class DeploymentPolicy:
         "where a browser opens a job's TensorBoard: a URL template with {job} {namespace} {service} {pod} "
         "{port} {host} {pod_ip}, e.g. http://{pod_ip}:{port}/", "unset: TensorBoard runs, without a link",
         _url_template))
+
+    default_queue: str = field(default="", metadata=setting(
+        "the Kueue LocalQueue of every job whose spec names no queue (its namespace must have one and be managed by "
+        "Kueue; docs/jobs.md)", "unset: no queue", _queue))
 
     def __post_init__(self) -> None:
         if not self.allowed_host_paths:  # the default: the volume and the DAGs' root

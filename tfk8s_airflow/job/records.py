@@ -19,15 +19,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tfk8s_airflow.exceptions import RecordError
+from tfk8s_airflow.job.defaults import POLL_INTERVAL_S
+from tfk8s_airflow.job.judge import JobPolicy, JobStatus
+from tfk8s_airflow.job.recovery_policy import RecoveryPolicy
 from tfk8s_airflow.job.spec import CLEAN_POD_POLICIES
+from tfk8s_airflow.job.states import EndState, JobState
 
 RECORD_VERSION = 1
 #: Setup's XCom beside ``job``: the record's :attr:`JobRecord.job_id`, a few bytes the triggers pull first.
 JOB_ID_KEY = "job_id"
-
-#: The one event vocabulary of every trigger of the package (job, replica, partition).
-SUCCEEDED, FAILED, SKIPPED, TIMED_OUT = "succeeded", "failed", "skipped", "timed_out"
-END_STATES = (SUCCEEDED, FAILED, SKIPPED, TIMED_OUT)
 
 
 def _load(data: Any, what: str) -> dict[str, Any]:
@@ -77,23 +77,24 @@ class JobRecord:
     service: str
     configmap: str
     selector: str
-    policy: Mapping[str, Any]  # JobPolicy.to_dict(): plain data for the triggerer
+    policy: JobPolicy  # what the judge needs (in XCom: JobPolicy.to_dict())
     replicas: tuple[ReplicaRef, ...]
     created_at: float
     has_shards: bool = False
     log_dir: str | None = None  # a ``logs`` volume's host path: teardown's default archive root
     identity: Mapping[str, str] = field(default_factory=dict)
     kubernetes_conn_id: str | None = "kubernetes_default"  # how the triggers reach the cluster
-    poll_interval: float = 5.0  # seconds between the job watch's LISTs
+    poll_interval: float = POLL_INTERVAL_S  # seconds between the job watch's LISTs
     templates: str | None = None  # the ConfigMap of the pods as created (recovery recreates from it)
     templates_digest: str | None = None  # "sha256:<hex>" of that ConfigMap's data as setup wrote it
-    recovery: Mapping[str, Any] = field(default_factory=dict)  # RecoveryPolicy.to_dict()
+    recovery: RecoveryPolicy = field(default_factory=RecoveryPolicy)  # in XCom: RecoveryPolicy.to_dict()
     model_dir: str | None = None  # a ``model`` volume's host path: the chief's checkpoints (progress)
     tensorboard_pod: str | None = None  # the job's TensorBoard pod (``tensorboard:`` in the spec)
     tensorboard_port: int | None = None
     tensorboard_url: str | None = None  # [tfk8s] tensorboard_url with what setup knows filled in ({pod_ip} may remain)
     clean_pod_policy: str = "All"  # the spec's: Running or None, teardown keeps the finished pods...
     finished_pod_ttl: int = 0  # ...this many seconds (a record without these fields: All, as before them)
+    queue: str | None = None  # the Kueue LocalQueue its pods were submitted to, as one pod group per attempt
     version: int = RECORD_VERSION
 
     @property
@@ -127,10 +128,10 @@ class JobRecord:
 
     def to_xcom(self) -> dict[str, Any]:
         out = asdict(self)
-        out["policy"] = dict(self.policy)
+        out["policy"] = self.policy.to_dict()
         out["identity"] = dict(self.identity)
         out["replicas"] = [asdict(r) for r in self.replicas]
-        out["recovery"] = dict(self.recovery)
+        out["recovery"] = self.recovery.to_dict()
         return out
 
     @classmethod
@@ -138,18 +139,19 @@ class JobRecord:
         d = _load(data, "job record")
         try:
             return cls(job=d["job"], namespace=d["namespace"], service=d["service"], configmap=d["configmap"],
-                       selector=d["selector"], policy=dict(d["policy"]),
+                       selector=d["selector"], policy=JobPolicy.from_dict(d["policy"]),
                        replicas=tuple(ReplicaRef(**r) for r in d["replicas"]),
                        created_at=float(d["created_at"]), has_shards=bool(d.get("has_shards")),
                        log_dir=d.get("log_dir"), identity=dict(d.get("identity") or {}),
                        kubernetes_conn_id=d.get("kubernetes_conn_id"),
-                       poll_interval=float(d.get("poll_interval") or 5.0), templates=d.get("templates"),
+                       poll_interval=float(d.get("poll_interval") or POLL_INTERVAL_S), templates=d.get("templates"),
                        templates_digest=d.get("templates_digest"),
-                       recovery=dict(d.get("recovery") or {}), model_dir=d.get("model_dir"),
+                       recovery=RecoveryPolicy.from_dict(d.get("recovery")), model_dir=d.get("model_dir"),
                        tensorboard_pod=d.get("tensorboard_pod"), tensorboard_port=d.get("tensorboard_port"),
                        tensorboard_url=d.get("tensorboard_url"),
                        clean_pod_policy=_clean_pod_policy(d.get("clean_pod_policy")),
-                       finished_pod_ttl=int(d.get("finished_pod_ttl") or 0))
+                       finished_pod_ttl=int(d.get("finished_pod_ttl") or 0),
+                       queue=str(d["queue"]) if d.get("queue") else None)
         except (KeyError, TypeError, ValueError) as exc:
             raise RecordError(f"job record: missing or malformed field {exc}") from None
 
@@ -160,7 +162,7 @@ class ReplicaResult:
 
     key: str
     pod: str
-    state: str  # succeeded | failed | skipped
+    state: EndState  # succeeded | failed | skipped
     reason: str
     phase: str = ""
     exit_code: int | None = None
@@ -171,13 +173,97 @@ class ReplicaResult:
     log_bytes: int | None = None  # that file's size when the replica task ended
 
     def to_xcom(self) -> dict[str, Any]:
-        return {**asdict(self), "version": RECORD_VERSION}
+        return {**asdict(self), "state": str(self.state), "version": RECORD_VERSION}
 
     @classmethod
     def from_xcom(cls, data: Any) -> ReplicaResult:
         d = _load(data, "replica result")
         d.pop("version", None)
-        return cls(**d)
+        try:
+            return cls(**{**d, "state": EndState(str(d.get("state")))})
+        except (TypeError, ValueError) as exc:
+            raise RecordError(f"replica result: malformed ({exc})") from None
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    """The job sensor's XCom ``summary``: the job's state, why, and each replica as the judge saw it.
+
+    Built by :meth:`of` only, from the judge's status (the trigger's, the non-deferrable poke's, a
+    watch that could not start). ``replicas`` maps ``<role>-<i>`` to the entry of
+    :meth:`~tfk8s_airflow.job.judge.ReplicaState.summary` (``pod``, ``phase``, ``restarts``, and when
+    known ``exit_code``, ``duration_s``, ``node``, ``reason``, ``waiting_reason``, ``container``,
+    ``init_exit_code``). ``progress`` (with its ``attempts``) is the watch's last, when it had one;
+    ``overrides`` what a recovery changed (e.g. the memory an OOM relaunch chose).
+    """
+
+    job: str
+    namespace: str
+    state: JobState
+    reason: str = ""
+    failed_pod: str | None = None
+    failed_container: str | None = None
+    failure_class: str | None = None
+    failed_replica: str | None = None
+    stopped: tuple[str, ...] = ()
+    counts: Mapping[str, int] = field(default_factory=dict)
+    replicas: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    tensorboard_url: str | None = None
+    progress: JobProgress | None = None
+    overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, record: JobRecord, status: JobStatus, *, tensorboard_url: str | None = None,
+           progress: JobProgress | None = None,
+           overrides: Mapping[str, Mapping[str, Any]] | None = None) -> JobSummary:
+        """The one way a summary is made: the job's record and the judge's status of it."""
+        return cls(job=record.job, namespace=record.namespace, state=status.state, reason=status.reason,
+                   failed_pod=status.failed_pod, failed_container=status.failed_container,
+                   failure_class=status.failure_class, failed_replica=status.failed_key, stopped=status.stopped,
+                   counts=dict(status.counts),
+                   replicas={k: r.summary() for k, r in sorted(status.replicas.items())},
+                   tensorboard_url=tensorboard_url, progress=progress, overrides=dict(overrides or {}))
+
+    def to_xcom(self) -> dict[str, Any]:
+        """The XCom ``summary`` (its keys as they have always been; ``progress``, ``attempts`` and
+        ``overrides`` only when there are any)."""
+        out: dict[str, Any] = {
+            "job": self.job, "namespace": self.namespace, "state": str(self.state), "reason": self.reason,
+            "failed_pod": self.failed_pod, "failed_container": self.failed_container,
+            "failure_class": self.failure_class, "failed_replica": self.failed_replica,
+            "stopped": list(self.stopped), "counts": dict(self.counts),
+            "replicas": {k: dict(v) for k, v in self.replicas.items()}, "tensorboard_url": self.tensorboard_url}
+        if self.progress is not None:
+            progress = self.progress.to_xcom()
+            out["progress"] = progress
+            out["attempts"] = progress["attempts"]
+        if self.overrides:
+            out["overrides"] = {k: dict(v) for k, v in self.overrides.items()}
+        return out
+
+    @classmethod
+    def from_xcom(cls, data: Any) -> JobSummary:
+        """A summary read back (from a trigger event, or the XCom as a dict or its JSON text)."""
+        if isinstance(data, str):
+            try:
+                data = json.loads(data)
+            except ValueError as exc:
+                raise RecordError(f"job summary: not JSON ({exc})") from None
+        if not isinstance(data, Mapping):
+            raise RecordError(f"job summary: expected a mapping, got {type(data).__name__}")
+        d = data
+        try:
+            return cls(job=str(d["job"]), namespace=str(d["namespace"]), state=JobState(d["state"]),
+                       reason=str(d.get("reason") or ""), failed_pod=d.get("failed_pod"),
+                       failed_container=d.get("failed_container"), failure_class=d.get("failure_class"),
+                       failed_replica=d.get("failed_replica"), stopped=tuple(d.get("stopped") or ()),
+                       counts=dict(d.get("counts") or {}),
+                       replicas={str(k): dict(v) for k, v in (d.get("replicas") or {}).items()},
+                       tensorboard_url=d.get("tensorboard_url"),
+                       progress=JobProgress.from_xcom(d["progress"]) if d.get("progress") else None,
+                       overrides=dict(d.get("overrides") or {}))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise RecordError(f"job summary: missing or malformed field {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -189,24 +275,26 @@ class TriggerOutcome:
     """
 
     kind: str  # job | replica | partition
-    state: str  # one of END_STATES
+    state: EndState
     reason: str
-    summary: Mapping[str, Any] | None = None
+    summary: JobSummary | None = None
     replica: ReplicaResult | None = None
     version: int = RECORD_VERSION
 
     def to_payload(self) -> dict[str, Any]:
-        return {"kind": self.kind, "state": self.state, "reason": self.reason,
-                "summary": dict(self.summary) if self.summary is not None else None,
+        return {"kind": self.kind, "state": str(self.state), "reason": self.reason,
+                "summary": self.summary.to_xcom() if self.summary is not None else None,
                 "replica": self.replica.to_xcom() if self.replica else None, "version": self.version}
 
     @classmethod
     def from_payload(cls, data: Any) -> TriggerOutcome:
         d = _load(data, "trigger event")
-        if d.get("state") not in END_STATES:
-            raise RecordError(f"trigger event: unknown state {d.get('state')!r}")
-        return cls(kind=str(d.get("kind")), state=d["state"], reason=str(d.get("reason") or ""),
-                   summary=d.get("summary"),
+        try:
+            state = EndState(str(d.get("state")))
+        except ValueError:
+            raise RecordError(f"trigger event: unknown state {d.get('state')!r}") from None
+        return cls(kind=str(d.get("kind")), state=state, reason=str(d.get("reason") or ""),
+                   summary=JobSummary.from_xcom(d["summary"]) if d.get("summary") is not None else None,
                    replica=ReplicaResult.from_xcom(d["replica"]) if d.get("replica") else None)
 
 
@@ -240,7 +328,7 @@ class JobProgress:
 
     job: str
     namespace: str
-    state: str  # running | succeeded | failed
+    state: JobState
     updated_at: float
     step: int | None = None
     target_step: int | None = None
@@ -251,10 +339,12 @@ class JobProgress:
     attempts: tuple[Attempt, ...] = ()
     replicas: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     tensorboard_url: str | None = None
+    waiting: str = ""  # what holds its pods before they start: Kueue's queue and place, or another's gate
     version: int = RECORD_VERSION
 
     def to_xcom(self) -> dict[str, Any]:
         out = asdict(self)
+        out["state"] = str(self.state)
         out["history"] = [asdict(p) for p in self.history]
         out["attempts"] = [{**asdict(a), "replicas": list(a.replicas)} for a in self.attempts]
         out["replicas"] = {k: dict(v) for k, v in self.replicas.items()}
@@ -268,6 +358,7 @@ class JobProgress:
             d["history"] = tuple(ProgressPoint(**p) for p in d.get("history") or ())
             d["attempts"] = tuple(Attempt(**{**a, "replicas": tuple(a.get("replicas") or ())})
                                   for a in d.get("attempts") or ())
+            d["state"] = JobState(str(d.get("state")))
             return cls(**d)
-        except TypeError as exc:
+        except (TypeError, ValueError) as exc:
             raise RecordError(f"job progress: malformed ({exc})") from None

@@ -32,57 +32,17 @@ A group restart or replacement waits ``restart_backoff`` first, and every attemp
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import assert_never
 
 from tfk8s_airflow.contract import is_retryable_exit
-from tfk8s_airflow.job.judge import CODE, CONFIG, FAILED, INFRASTRUCTURE, OOM, RUNNING, STALLED, JobStatus
-from tfk8s_airflow.job.quantity import quantity_to_float
+from tfk8s_airflow.job.judge import CODE, CONFIG, INFRASTRUCTURE, OOM, STALLED, JobStatus
 from tfk8s_airflow.job.records import Attempt
-from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.recovery_policy import RecoveryPolicy
+from tfk8s_airflow.job.states import JobState
 
 NONE, FAIL, RESTART_GROUP, REPLACE = "none", "fail", "restart_group", "replace"
-
-
-@dataclass(frozen=True)
-class RecoveryPolicy:
-    """The spec's recovery fields (plain data: it travels to the triggerer in the job record)."""
-
-    group_restarts: int = 0
-    infra_restarts: int = 3
-    restart_backoff: float = 10.0
-    progress_timeout: float | None = None
-    node_lost_grace: float = 60.0
-    oom_memory_factor: float | None = None
-    max_memory: float | None = None  # bytes
-    exit_code_roles: tuple[str, ...] = ()  # roles with restart_policy ExitCode
-    max_restarts: int = 3  # how often ExitCode recreates one replica's pod
-
-    @classmethod
-    def from_spec(cls, spec: TFJobSpec) -> RecoveryPolicy:
-        return cls(exit_code_roles=tuple(r.role for r in spec.active_roles if r.restart_policy == "ExitCode"),
-                   max_restarts=spec.max_restarts,
-                   group_restarts=spec.group_restarts, infra_restarts=spec.infra_restarts,
-                   restart_backoff=float(spec.restart_backoff),
-                   progress_timeout=float(spec.progress_timeout) if spec.progress_timeout else None,
-                   node_lost_grace=float(spec.node_lost_grace), oom_memory_factor=spec.oom_memory_factor,
-                   max_memory=quantity_to_float(spec.max_memory) if spec.max_memory else None)
-
-    def to_dict(self) -> dict[str, Any]:
-        """As it travels in the job record: plain JSON types (a tuple comes back from XCom as a list)."""
-        out = dataclasses.asdict(self)
-        out["exit_code_roles"] = list(self.exit_code_roles)
-        return out
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None) -> RecoveryPolicy:
-        known = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in (d or {}).items() if k in known}
-        if "exit_code_roles" in values:
-            values["exit_code_roles"] = tuple(values["exit_code_roles"])
-        return cls(**values)
 
 
 @dataclass(frozen=True)
@@ -123,24 +83,41 @@ def decide(status: JobStatus, policy: RecoveryPolicy, attempts: Sequence[Attempt
     """What to do now. ``roles`` maps each replica key to its role; ``lost_nodes`` maps a node
     that is NotReady or unreachable to when it was first seen so; ``memory`` maps a replica to
     its current memory limit in bytes (for an OOM relaunch)."""
-    if status.state == RUNNING:
-        lost = _lost_replicas(status, policy, now, lost_nodes or {})
-        if lost:
-            nodes = tuple(sorted({st_node for _, st_node in lost}))
-            reason = (f"node {', '.join(nodes)} lost (NotReady or unreachable for more than "
-                      f"{policy.node_lost_grace:.0f}s) with {', '.join(k for k, _ in lost)}")
-            return _infrastructure(reason, [k for k, _ in lost], policy, attempts, roles, avoid=nodes)
-        oomed = sorted(st.key for st in status.replicas.values() if st.oom and st.phase != "Succeeded")
-        if oomed and policy.oom_memory_factor:  # relaunch bigger at the first OOM kill, not after a crash loop
-            return _oom(f"{oomed[0]} was OOMKilled", oomed[0], policy, attempts, roles, memory or {})
-        if policy.progress_timeout and progress is not None and now - progress.changed_at > policy.progress_timeout:
-            where = f"stalled at step {progress.step}" if progress.step is not None else "stalled before step 1"
-            reason = f"{where}: no progress for {now - progress.changed_at:.0f}s (progress_timeout " \
-                     f"{policy.progress_timeout:.0f}s)"
-            return _code_like(STALLED, reason, policy, attempts)
-        return Decision(NONE)
-    if status.state != FAILED:
-        return Decision(NONE)
+    match status.state:
+        case JobState.RUNNING:
+            return _while_running(status, policy, attempts, now, roles, lost_nodes or {}, progress, memory or {})
+        case JobState.SUCCEEDED | JobState.QUEUED | JobState.HELD:  # nothing started: nothing to recover
+            return Decision(NONE)
+        case JobState.FAILED:
+            return _after_failure(status, policy, attempts, roles, memory or {})
+        case _:
+            assert_never(status.state)
+
+
+def _while_running(status: JobStatus, policy: RecoveryPolicy, attempts: Sequence[Attempt], now: float,
+                   roles: Mapping[str, str], lost_nodes: Mapping[str, float], progress: Progress | None,
+                   memory: Mapping[str, float]) -> Decision:
+    """A running job: a lost node, an OOM kill to relaunch bigger, or no progress for too long."""
+    lost = _lost_replicas(status, policy, now, lost_nodes)
+    if lost:
+        nodes = tuple(sorted({st_node for _, st_node in lost}))
+        reason = (f"node {', '.join(nodes)} lost (NotReady or unreachable for more than "
+                  f"{policy.node_lost_grace:.0f}s) with {', '.join(k for k, _ in lost)}")
+        return _infrastructure(reason, [k for k, _ in lost], policy, attempts, roles, avoid=nodes)
+    oomed = sorted(st.key for st in status.replicas.values() if st.oom and st.phase != "Succeeded")
+    if oomed and policy.oom_memory_factor:  # relaunch bigger at the first OOM kill, not after a crash loop
+        return _oom(f"{oomed[0]} was OOMKilled", oomed[0], policy, attempts, roles, memory)
+    if policy.progress_timeout and progress is not None and now - progress.changed_at > policy.progress_timeout:
+        where = f"stalled at step {progress.step}" if progress.step is not None else "stalled before step 1"
+        reason = f"{where}: no progress for {now - progress.changed_at:.0f}s (progress_timeout " \
+                 f"{policy.progress_timeout:.0f}s)"
+        return _code_like(STALLED, reason, policy, attempts)
+    return Decision(NONE)
+
+
+def _after_failure(status: JobStatus, policy: RecoveryPolicy, attempts: Sequence[Attempt],
+                   roles: Mapping[str, str], memory: Mapping[str, float]) -> Decision:
+    """A failed job: recovered by its failure class's budget, or failed for good."""
     cls, key = status.failure_class, status.failed_key
     retried = _exit_code_retry(status, policy, attempts, roles)
     if retried is not None:
@@ -148,7 +125,7 @@ def decide(status: JobStatus, policy: RecoveryPolicy, attempts: Sequence[Attempt
     if cls == INFRASTRUCTURE and key:
         return _infrastructure(status.reason, [key], policy, attempts, roles)
     if cls == OOM and key:
-        return _oom(status.reason, key, policy, attempts, roles, memory or {})
+        return _oom(status.reason, key, policy, attempts, roles, memory)
     if cls in (CODE, STALLED):
         return _code_like(cls, status.reason, policy, attempts)
     return Decision(FAIL, cls, status.reason + history(attempts))

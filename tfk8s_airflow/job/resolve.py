@@ -10,7 +10,6 @@ the replica tasks, the sensor and teardown read back: they never re-derive names
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -19,13 +18,14 @@ from typing import Any
 from tfk8s_airflow.contract import LOGS_VOLUME, MODEL_VOLUME
 from tfk8s_airflow.exceptions import Problem, SpecError
 from tfk8s_airflow.job import naming
+from tfk8s_airflow.job.defaults import max_replicas as limit_in_force
 from tfk8s_airflow.job.document import load_yaml
 from tfk8s_airflow.job.judge import JobPolicy
 from tfk8s_airflow.job.objects import JobNames, Replica
 from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.records import JobRecord, ReplicaRef
-from tfk8s_airflow.job.recovery import RecoveryPolicy
-from tfk8s_airflow.job.spec import DEFAULT_MAX_REPLICAS, TFJobSpec
+from tfk8s_airflow.job.recovery_policy import RecoveryPolicy
+from tfk8s_airflow.job.spec import TFJobSpec
 from tfk8s_airflow.job.tensorboard_url import static_url
 
 
@@ -38,7 +38,7 @@ def resolve_spec(value: Any, *, base_dir: str | None = None, max_replicas: int |
                  overrides: Mapping[str, Any] | None = None, policy: DeploymentPolicy | None = None) -> TFJobSpec:
     """Any accepted form of a spec, validated, and admitted by ``policy`` when given. Raises SpecError."""
     if max_replicas is None:
-        max_replicas = int(os.environ.get("TFK8S_MAX_REPLICAS", DEFAULT_MAX_REPLICAS))
+        max_replicas = limit_in_force()
     if isinstance(value, TFJobSpec):
         data: Any = value.to_dict()
     elif isinstance(value, str):
@@ -75,12 +75,14 @@ def _flatten(overrides: Mapping[str, Any] | None, prefix: str = "") -> list[str]
 def job_record(spec: TFJobSpec, names: JobNames, replicas: Sequence[Replica], *, policy: JobPolicy,
                has_shards: bool, kubernetes_conn_id: str | None, poll_interval: float,
                created_at: float | None = None, tensorboard_url: str | None = None,
-               log_dir: str | None = None, templates_digest: str | None = None) -> JobRecord:
+               log_dir: str | None = None, templates_digest: str | None = None,
+               queue: str | None = None) -> JobRecord:
     """The XCom record of one job run: names, the replica plan (in map-index order), the policy.
 
     ``tensorboard_url``: the deployment's template (``[tfk8s] tensorboard_url``), kept with what is
     known now filled in, when the spec has a TensorBoard. ``log_dir``: the job's log directory
-    (the DAG's ``archive_dir``); default: the ``logs`` volume's host path.
+    (the DAG's ``archive_dir``); default: the ``logs`` volume's host path. ``queue``: the Kueue LocalQueue
+    the pods were submitted to (the spec's, else the deployment's default_queue).
     """
     log_dir = log_dir or next((v.host_path for v in spec.volumes if v.name == LOGS_VOLUME and v.host_path), None)
     model = next((v for v in spec.volumes if v.name == MODEL_VOLUME and v.host_path), None)
@@ -90,14 +92,14 @@ def job_record(spec: TFJobSpec, names: JobNames, replicas: Sequence[Replica], *,
         model_dir = f"{model.host_path.rstrip('/')}/{model.sub_path}" if model.sub_path else model.host_path
     return JobRecord(
         job=names.job, namespace=names.namespace, service=names.service, configmap=names.configmap,
-        selector=names.selector, policy=policy.to_dict(),
+        selector=names.selector, policy=policy,
         replicas=tuple(ReplicaRef(key=f"{r.role}-{r.index}", role=r.role, index=r.index, pod=r.pod_name,
                                   tracked=r.tracked) for r in replicas),
         created_at=time.time() if created_at is None else created_at, has_shards=has_shards,
         log_dir=log_dir, identity=dict(names.identity), kubernetes_conn_id=kubernetes_conn_id,
         poll_interval=poll_interval, templates=naming.templates_name(names.job), templates_digest=templates_digest,
-        recovery=RecoveryPolicy.from_spec(spec).to_dict(), model_dir=model_dir,
+        recovery=RecoveryPolicy.from_spec(spec), model_dir=model_dir,
         tensorboard_pod=naming.tensorboard_pod_name(names.job) if tb else None,
         tensorboard_port=tb.port if tb else None,
         tensorboard_url=static_url(tensorboard_url, names.job, names.namespace, names.service, tb.port) if tb else None,
-        clean_pod_policy=spec.clean_pod_policy, finished_pod_ttl=spec.finished_pod_ttl)
+        clean_pod_policy=spec.clean_pod_policy, finished_pod_ttl=spec.finished_pod_ttl, queue=queue)

@@ -20,21 +20,23 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from tfk8s_airflow.contract import DEFAULT_CODE_DIR
+from tfk8s_airflow.contract import DEFAULT_CODE_DIR, DEFAULT_PORT
+from tfk8s_airflow.job import defaults
+from tfk8s_airflow.job.defaults import MAX_REPLICAS as DEFAULT_MAX_REPLICAS
+from tfk8s_airflow.job.defaults import duration_text
 from tfk8s_airflow.job.document import apply_overrides, load_spec_file
 
 if TYPE_CHECKING:
     from tfk8s_airflow.job.policy import DeploymentPolicy
 
 __all__ = ["ROLES", "DEFAULT_MAX_REPLICAS", "WIRINGS", "SUCCESS_POLICIES", "RESTART_POLICIES", "PULL_POLICIES",
-           "CHIEF_NAMES", "CLEAN_POD_POLICIES", "DEFAULT_FINISHED_POD_TTL", "SPEC_KEYS", "ROLE_KEYS", "VALUE_SOURCES",
+           "CHIEF_NAMES", "CLEAN_POD_POLICIES", "SPEC_KEYS", "ROLE_KEYS", "VALUE_SOURCES",
            "ENV_FROM_SOURCES", "VOLUME_KINDS", "ValueFrom",
            "EnvFrom", "EmptyDir", "Resources", "Volume", "CodeSource", "RoleSpec", "TFJobSpec", "key", "spec_fields",
            "plain", "apply_overrides", "load_spec_file"]
 
 #: Role names in TF_CONFIG order (TFJob sorts cluster keys the same way).
 ROLES = ("chief", "evaluator", "ps", "worker")
-DEFAULT_MAX_REPLICAS = 512
 WIRINGS = ("tf_config", "flags", "both", "none")
 #: What the chief is called in TF_CONFIG and the flags: chief, or master (TFJob's Master replicas).
 CHIEF_NAMES = ("chief", "master")
@@ -44,8 +46,6 @@ PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 #: What teardown does with the job's finished pods: All deletes them with the rest; Running and None keep the
 #: finished ones (phase Succeeded or Failed) for ``finished_pod_ttl``. Running pods are always deleted.
 CLEAN_POD_POLICIES = ("All", "Running", "None")
-#: Seconds teardown keeps finished pods under Running or None, unless the spec says otherwise.
-DEFAULT_FINISHED_POD_TTL = 600
 
 #: How a role block treats a job-wide key: replaces the job's value, adds to it, or is merged over it
 #: with the strategic-merge rules (:func:`tfk8s_airflow.job.podtemplate.merge_templates`).
@@ -355,7 +355,7 @@ class TFJobSpec:
     node_selector: Mapping[str, str] = field(metadata=key("node labels the pods must match", role=OVERRIDE))
     tolerations: tuple[Mapping[str, Any], ...] = field(metadata=key(
         "`[{key, operator: Equal|Exists, value, effect, toleration_seconds}]`", role=OVERRIDE))
-    port: int = field(metadata=key("every replica's TensorFlow server port", default="2222"))
+    port: int = field(metadata=key("every replica's TensorFlow server port", default=str(DEFAULT_PORT)))
     tf_wiring: str = field(metadata=key(
         "tf_config (`TF_CONFIG`), flags (`--ps_hosts ...`), both, or none (TFJob's way for a one-replica job)",
         default="tf_config"))
@@ -364,26 +364,34 @@ class TFJobSpec:
     restart_policy: str = field(metadata=key(
         "Never, OnFailure or ExitCode (1-127 permanent, >= 128 retried); a PS only by its own key",
         role=OVERRIDE, default="OnFailure (ps: Never)"))
-    max_restarts: int = field(metadata=key("restart budget per replica", default="3"))
+    max_restarts: int = field(metadata=key("restart budget per replica", default=str(defaults.MAX_RESTARTS)))
     schedule_timeout: int = field(metadata=key(
-        "a pod Unschedulable this long fails the job (a duration)", default="5m"))
+        "a pod Unschedulable this long fails the job (a duration)", default=duration_text(defaults.SCHEDULE_TIMEOUT_S)))
     startup_timeout: int = field(metadata=key(
-        "a pod not Running this long (image pull...) fails the job (a duration)", default="10m"))
+        "a pod not Running this long (image pull...) fails the job (a duration)",
+        default=duration_text(defaults.STARTUP_TIMEOUT_S)))
     admission_timeout: int | None = field(metadata=key(
         "a pod held this long by another controller's scheduling gate (a queue's admission, such as "
         "Kueue's) fails the job (a duration); such a pod is not judged by startup_timeout",
         default="none: until active_deadline"))
+    queue: str | None = field(metadata=key(
+        "a Kueue LocalQueue of the job's namespace: the pods form one Kueue pod group, admitted whole by the "
+        "cluster's quota (docs/jobs.md, \"Gang admission with Kueue\"); a TFJob's `kueue.x-k8s.io/queue-name` label "
+        "maps to it", default="the deployment's default_queue, else none"))
+    priority_class: str | None = field(metadata=key(
+        "with `queue`: a Kueue WorkloadPriorityClass of the cluster (the label `kueue.x-k8s.io/priority-class`); a "
+        "higher one may preempt a running job of the same ClusterQueue", default="none"))
     active_deadline: int | None = field(metadata=key(
         "the whole job's deadline (a duration), also the pods' activeDeadlineSeconds",
         default="the deployment's default_active_deadline"))
     group_restarts: int = field(metadata=key(
         "group restarts (every pod recreated, training resumes from the checkpoint) for a `code` or "
-        "`stalled` failure", default="0"))
+        "`stalled` failure", default=str(defaults.GROUP_RESTARTS)))
     infra_restarts: int = field(metadata=key(
         "replacements and group restarts for `infrastructure` failures (preemption, eviction, node loss) "
-        "and OOM relaunches; never spends group_restarts or max_restarts", default="3"))
+        "and OOM relaunches; never spends group_restarts or max_restarts", default=str(defaults.INFRA_RESTARTS)))
     restart_backoff: int = field(metadata=key("wait before a group restart or a replacement (a duration)",
-                                              default="10s"))
+                                              default=duration_text(defaults.RESTART_BACKOFF_S)))
     progress_timeout: int | None = field(metadata=key(
         "no new global step for this long fails the replica group as `stalled` (a duration)", default="off"))
     straggler_timeout: int | None = field(metadata=key(
@@ -392,7 +400,7 @@ class TFJobSpec:
         default="off"))
     node_lost_grace: int = field(metadata=key(
         "a NotReady or unreachable node's replicas count as lost after this long and are replaced elsewhere "
-        "(a duration)", default="60s"))
+        "(a duration)", default=duration_text(defaults.NODE_LOST_GRACE_S)))
     oom_memory_factor: float | None = field(metadata=key(
         "relaunch an OOMKilled replica with its memory times this (> 1), up to max_memory", default="off"))
     max_memory: str | None = field(metadata=key(
@@ -404,7 +412,8 @@ class TFJobSpec:
         "stragglers, the TensorBoard) are deleted at once under every policy", default="All"))
     finished_pod_ttl: int = field(metadata=key(
         "with clean_pod_policy Running or None: how long the finished pods are kept after teardown deleted the rest "
-        "(a duration; 0 keeps none); teardown, and so the DAG run, ends after it", default="10m"))
+        "(a duration; 0 keeps none); teardown, and so the DAG run, ends after it",
+        default=duration_text(defaults.FINISHED_POD_TTL_S)))
     tensorboard: TensorBoard | None = field(metadata=key(
         "`{enabled: true, log_dir, image, port: 6006}`: a TensorBoard pod for the job's summaries, on the "
         "job's Service; log_dir defaults to the `model` volume's mount path", default="off"))

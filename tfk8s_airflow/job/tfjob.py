@@ -9,7 +9,9 @@ differs on purpose, a note says how (docs/migration-tfjob.md has the whole table
 
 The mapping, in short:
 
-- ``metadata.name``/``namespace``/``labels`` -> ``name``/``namespace``/``labels``;
+- ``metadata.name``/``namespace``/``labels`` -> ``name``/``namespace``/``labels``, but Kueue's
+  ``kueue.x-k8s.io/queue-name`` and ``priority-class`` labels -> ``queue`` and ``priority_class``
+  (the pods then form one Kueue pod group instead of one Workload each);
 - ``tfReplicaSpecs`` (``PS``, ``Worker``, ``Chief``, ``Master``, ``Evaluator``, any case) -> the
   role blocks; ``Master`` is the chief with ``chief_name: master`` (TF_CONFIG says ``master``,
   as under TFJob); ``replicas`` -> ``replicas``; ``restartPolicy`` (default ``Never``) ->
@@ -50,6 +52,8 @@ from typing import Any
 from tfk8s_airflow.contract import CONTAINER_NAME, PORT_NAME
 from tfk8s_airflow.exceptions import Problem, SpecError
 from tfk8s_airflow.job.fields import parse_int, show
+from tfk8s_airflow.job.kueue import PRIORITY_LABEL as KUEUE_PRIORITY_LABEL
+from tfk8s_airflow.job.kueue import QUEUE_LABEL as KUEUE_QUEUE_LABEL
 
 __all__ = ["API_VERSION", "CONVERTED_VERSIONS", "KIND", "REPLICA_TYPES", "Conversion", "is_tfjob", "to_native"]
 
@@ -245,8 +249,16 @@ def _metadata(c: _Converter, meta: Mapping[str, Any], out: dict[str, Any]) -> No
         out["namespace"] = meta["namespace"]
         c.origin("namespace", "metadata.namespace")
     if meta.get("labels"):
-        out["labels"] = dict(c.mapping(meta["labels"], "metadata.labels"))
-        c.origin("labels", "metadata.labels")
+        labels = dict(c.mapping(meta["labels"], "metadata.labels"))
+        # Kueue's queue and priority labels become the job's queue (one pod group): copied onto every pod
+        # as labels, each pod would be a Workload of its own, admitted one by one.
+        for label, native in ((KUEUE_QUEUE_LABEL, "queue"), (KUEUE_PRIORITY_LABEL, "priority_class")):
+            if label in labels:
+                out[native] = labels.pop(label)
+                c.origin(native, f"metadata.labels.{label}")
+        if labels:
+            out["labels"] = labels
+            c.origin("labels", "metadata.labels")
     if meta.get("annotations"):
         c.notes.append("metadata.annotations: the TFJob object's own annotations are not copied to the pods "
                        "(write pod annotations in the replica templates)")
@@ -529,7 +541,8 @@ def _success_policy(c: _Converter, spec: Mapping[str, Any], out: dict[str, Any],
 
 
 #: The order of the native document's job-wide keys (as a user would write them).
-_KEY_ORDER = ("name", "namespace", "labels", "image", "image_pull_policy", "command", "args", "resources", "port",
+_KEY_ORDER = ("name", "namespace", "labels", "queue", "priority_class", "image", "image_pull_policy", "command",
+              "args", "resources", "port",
               "tf_wiring", "chief_name", "kubeflow_labels", "success_policy", "max_restarts", "active_deadline",
               "schedule_timeout", "clean_pod_policy", "finished_pod_ttl", "service_account",
               "automount_service_account_token", "pod_template")

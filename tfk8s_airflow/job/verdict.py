@@ -17,13 +17,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from tfk8s_airflow.job.judge import FAILURE_CLASSES
+from tfk8s_airflow.job.states import JobState
 
 __all__ = ["VERDICT_ANNOTATION", "VERDICT_STATES", "read_verdict", "verdict_body", "summary_verdict"]
 
 #: The job's verdict on its Service, once known (by the watch that judged it, or by teardown before
 #: it deletes anything): no recovery acts on a job that has one, and a watch started later takes it.
 VERDICT_ANNOTATION = "tfk8s.io/verdict"
-VERDICT_STATES = ("succeeded", "failed", "ended")
+#: A final job state, or ``ended``: teardown ran before the job had one.
+VERDICT_STATES = (str(JobState.SUCCEEDED), str(JobState.FAILED), "ended")
 #: Characters of a verdict's reason kept on the Service.
 VERDICT_REASON_MAX = 1000
 _REPLICA_KEY = re.compile(r"[a-z]{1,20}-\d{1,6}")
@@ -61,7 +63,7 @@ def read_verdict(annotations: Mapping[str, Any] | None) -> dict[str, Any] | None
             "failed_replica": key if isinstance(key, str) and _REPLICA_KEY.fullmatch(key) else None}
 
 
-def summary_verdict(summary: Any) -> tuple[str, str, Mapping[str, Any]] | None:
+def summary_verdict(summary: Any) -> tuple[JobState, str, Mapping[str, Any]] | None:
     """(state, reason, per-replica entries) of the job sensor's XCom ``summary`` when it holds a final
     verdict (succeeded or failed); None otherwise. XCom gives the summary as a dict, or as its JSON text
     when the sensor ended in the triggerer."""
@@ -70,8 +72,8 @@ def summary_verdict(summary: Any) -> tuple[str, str, Mapping[str, Any]] | None:
             summary = json.loads(summary)
         except ValueError:
             return None
-    if not isinstance(summary, Mapping) or summary.get("state") not in ("succeeded", "failed"):
+    if not isinstance(summary, Mapping) or summary.get("state") not in (JobState.SUCCEEDED, JobState.FAILED):
         return None
     replicas = summary.get("replicas")
-    return (str(summary["state"]), str(summary.get("reason") or ""),
+    return (JobState(summary["state"]), str(summary.get("reason") or ""),
             replicas if isinstance(replicas, Mapping) else {})

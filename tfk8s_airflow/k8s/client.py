@@ -127,13 +127,16 @@ class JobClient:
         return cls(CoreV1Api(api))
 
     # ---------------------------------------------------------------- batches
-    def create_pods(self, pods: Sequence[Mapping[str, Any]], concurrency: int = DEFAULT_CONCURRENCY) -> BatchResult:
+    def create_pods(self, pods: Sequence[Mapping[str, Any]], concurrency: int = DEFAULT_CONCURRENCY,
+                    inspect: Callable[[Mapping[str, Any]], None] | None = None) -> BatchResult:
         """Create every pod of a job in parallel, idempotently.
 
         A pod that already exists is adopted when it is this run's (same job and run labels:
         a retried setup), never duplicated; one of another run is an error. On the first
         failure no further pod is created, the ones in flight finish, and the error is raised;
-        the caller removes what exists (``delete_job_objects``).
+        the caller removes what exists (``delete_job_objects``). ``inspect``: called with each
+        created pod as the API server returned it (after admission webhooks); what it raises is
+        such a failure.
         """
         result = BatchResult()
         lock = threading.Lock()
@@ -145,8 +148,13 @@ class JobClient:
                 return
             meta = pod["metadata"]
             try:
-                discard(self.core.create_namespaced_pod(namespace=meta["namespace"], body=pod,
-                                                        _preload_content=False))
+                resp = self.core.create_namespaced_pod(namespace=meta["namespace"], body=pod, _preload_content=False)
+                if inspect is None:
+                    discard(resp)
+                else:
+                    created = json.loads(resp.data)
+                    resp.release_conn()
+                    inspect(created)
                 with lock:
                     result.created.append(meta["name"])
             except ApiException as exc:

@@ -7,7 +7,10 @@ job's Service. Patching it with the Service's resourceVersion is the lease: of t
 that decide the same restart, one patch succeeds and only that watch acts. The pods are
 recreated from the job's templates ConfigMap (``<job>-pods``, written by setup, xz-compressed JSON),
 with the same names and DNS, a new ``tfk8s.io/attempt`` label, and again held by the scheduling
-gate until every one exists.
+gate until every one exists. A job with a Kueue ``queue`` restarts as a whole new pod group (a new
+group name, so a new Workload), its old Workload deleted first, and its pods under new names: a pod
+recreated under its old name would wait for the old one, which Kueue's finalizer keeps until its group
+is done. The DNS names (hostname and subdomain) stay.
 """
 
 from __future__ import annotations
@@ -23,8 +26,9 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tfk8s_airflow.contract import CONTAINER_NAME, GANG_GATE, LABEL_ATTEMPT
+from tfk8s_airflow.contract import CONTAINER_NAME, GANG_GATE, LABEL_ATTEMPT, LABEL_INDEX, LABEL_ROLE
 from tfk8s_airflow.exceptions import KubernetesApiError, PermanentKubernetesApiError, SpecError
+from tfk8s_airflow.job import kueue
 from tfk8s_airflow.job.quantity import quantity_to_float
 from tfk8s_airflow.job.records import Attempt, JobRecord
 from tfk8s_airflow.job.recovery import REPLACE, RESTART_GROUP, Decision
@@ -127,10 +131,19 @@ def memory_of(pod: Mapping[str, Any]) -> float | None:
     return None
 
 
-def rebuilt(template: Mapping[str, Any], attempt: int, override: Mapping[str, Any]) -> dict[str, Any]:
-    """A template made into the pod of ``attempt``: gated, labelled, with its overrides."""
+def rebuilt(template: Mapping[str, Any], attempt: int, override: Mapping[str, Any],
+            group: tuple[str, int] | None = None) -> dict[str, Any]:
+    """A template made into the pod of ``attempt``: gated, labelled, with its overrides.
+
+    ``group``: (the Kueue pod group's name, its size) for a job with a queue: the pod joins the attempt's
+    new group under a new name of its own (:func:`~tfk8s_airflow.job.kueue.attempt_pod_name`).
+    """
     pod = copy.deepcopy(dict(template))
     pod["metadata"].setdefault("labels", {})[LABEL_ATTEMPT] = str(attempt)
+    if group is not None:
+        pod["metadata"]["name"] = kueue.attempt_pod_name(pod["metadata"]["name"], attempt)
+        pod["metadata"]["labels"][kueue.GROUP_LABEL] = group[0]
+        pod["metadata"].setdefault("annotations", {})[kueue.GROUP_TOTAL_ANNOTATION] = str(group[1])
     spec = pod["spec"]
     spec["schedulingGates"] = [{"name": GANG_GATE}]
     memory = override.get("memory")
@@ -250,7 +263,9 @@ class Recoverer:
     async def execute(self, decision: Decision, backoff: float, log: Any) -> Attempt | None:
         """Restart the group or replace replicas; the Attempt made, or None if another watch made it."""
         rec = self.record
-        keys = [r.key for r in rec.replicas] if decision.action == RESTART_GROUP else list(decision.replicas)
+        # Under a queue every recovery is a group restart: Kueue admits (and evicts) pod groups whole.
+        whole = decision.action == RESTART_GROUP or bool(rec.queue)
+        keys = [r.key for r in rec.replicas] if whole else list(decision.replicas)
         overrides = {k: dict(v) for k, v in self.overrides.items()}
         for key, mem in decision.memory.items():
             overrides.setdefault(key, {})["memory"] = mem
@@ -259,20 +274,56 @@ class Recoverer:
                 avoid = set(overrides.setdefault(key, {}).get("avoid_nodes") or []) | set(decision.avoid_nodes)
                 overrides[key]["avoid_nodes"] = sorted(avoid)
         attempt = Attempt(number=self.attempt + 1, failure_class=decision.failure_class or "", reason=decision.reason,
-                          at=time.time(), action=decision.action, replicas=tuple(keys))
+                          at=time.time(), action=RESTART_GROUP if whole else decision.action, replicas=tuple(keys))
         # The templates first: when they cannot be used (rewritten, unreadable), no attempt is recorded
         # that could never be made, and every watch of the job fails naming them, not a spent budget.
         templates = await self.templates()
         if self.verdict is not None or not await self._lease(attempt, overrides):
             return None  # another watch acted first, or the job has its verdict (teardown may be deleting it)
-        what = "restarting the group" if decision.action == RESTART_GROUP else f"replacing {', '.join(keys)}"
+        what = "restarting the group" if whole else f"replacing {', '.join(keys)}"
+        if rec.queue:
+            what += f" as Kueue pod group {kueue.group_name(rec.job, attempt.number)} in queue {rec.queue}"
         log.warning("TF job %s: attempt %d: %s (%s: %s)", rec.job, attempt.number, what, attempt.failure_class,
                     attempt.reason)
-        pods = [r.pod for r in rec.replicas if r.key in keys]
+        pods = await self._current_pods(keys)
+        if rec.queue:  # the old group's Workload first: Kueue then lets its pods go and frees the quota
+            await self._delete_workloads()
         await self._delete(pods)
         await asyncio.sleep(backoff)
-        await self._create([rebuilt(templates[k], attempt.number, overrides.get(k, {})) for k in keys])
+        group = (kueue.group_name(rec.job, attempt.number), len(keys)) if rec.queue else None
+        await self._create([rebuilt(templates[k], attempt.number, overrides.get(k, {}), group) for k in keys])
         return attempt
+
+    async def _current_pods(self, keys: Sequence[str]) -> list[str]:
+        """The pods of these replicas now: the record's names, and under a queue the names an earlier
+        attempt gave them (found by the job's role and index labels)."""
+        rec = self.record
+        names = [r.pod for r in rec.replicas if r.key in keys]
+        if not rec.queue:
+            return names
+        listed = await self._call("listing pods", self._v1().list_namespaced_pod(
+            rec.namespace, label_selector=rec.selector, _request_timeout=REQUEST_TIMEOUT_S))
+        wanted = set(keys)
+        for p in listed.items:
+            labels = p.metadata.labels or {}
+            if f"{labels.get(LABEL_ROLE)}-{labels.get(LABEL_INDEX)}" in wanted and p.metadata.name not in names:
+                names.append(p.metadata.name)
+        return names
+
+    async def _delete_workloads(self) -> None:
+        """Delete the job's Kueue Workloads of every earlier attempt (404: already gone)."""
+        from kubernetes_asyncio import client as async_client
+
+        rec = self.record
+        api = async_client.CustomObjectsApi(self.api)
+        for number in range(1, self.attempt + 1):
+            name = kueue.group_name(rec.job, number)
+            try:
+                await api.delete_namespaced_custom_object(kueue.GROUP, kueue.VERSION, rec.namespace, kueue.PLURAL,
+                                                          name, _request_timeout=REQUEST_TIMEOUT_S)
+            except async_client.ApiException as exc:
+                if exc.status != 404:
+                    raise wrap_api_error(f"deleting Workload {rec.namespace}/{name}", exc) from exc
 
     async def _delete(self, pods: Sequence[str]) -> None:
         from kubernetes_asyncio import client as async_client

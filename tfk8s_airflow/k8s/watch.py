@@ -15,6 +15,10 @@ the recovery planner (:mod:`tfk8s_airflow.job.recovery`) decide; a group restart
 replacement is carried out here (:mod:`tfk8s_airflow.k8s.recovery`) while the subscribers see
 the job as running, restarting.
 
+For a job with a Kueue ``queue``, while Kueue's gate holds its pods, each poll also reads the job's
+Workload (one GET) and about once a minute its place in the queue (:mod:`tfk8s_airflow.k8s.admission`):
+published with the snapshot, and a Workload Kueue will never admit fails the job at once.
+
 Transient API errors are published too (subscribers decide how many they tolerate);
 permanent ones (403, 404 namespace) end the watch with that error.
 
@@ -40,19 +44,14 @@ from typing import Any
 
 from tfk8s_airflow.contract import CONTAINER_NAME, PROGRESS_PREFIX
 from tfk8s_airflow.exceptions import DataError, KubernetesApiError, PermanentKubernetesApiError
-from tfk8s_airflow.job.judge import (
-    FAILED,
-    INFRASTRUCTURE,
-    RUNNING,
-    STALLED,
-    SUCCEEDED,
-    JobPolicy,
-    JobStatus,
-    evaluate,
-)
+from tfk8s_airflow.job.judge import INFRASTRUCTURE, STALLED, JobPolicy, JobStatus
+from tfk8s_airflow.job.kueue import Admission
+from tfk8s_airflow.job.observe import judge_pods
 from tfk8s_airflow.job.records import Attempt, JobRecord, ProgressPoint
-from tfk8s_airflow.job.recovery import FAIL, REPLACE, RESTART_GROUP, Progress, RecoveryPolicy, decide
-from tfk8s_airflow.job.tensorboard import TensorBoardState, tensorboard_state
+from tfk8s_airflow.job.recovery import FAIL, REPLACE, RESTART_GROUP, Progress, decide
+from tfk8s_airflow.job.states import JobState, is_final
+from tfk8s_airflow.job.tensorboard import TensorBoardState
+from tfk8s_airflow.k8s.admission import QueueWatch
 from tfk8s_airflow.k8s.client import REQUEST_TIMEOUT_S, wrap_api_error
 from tfk8s_airflow.k8s.recovery import GONE_TIMEOUT_S
 from tfk8s_airflow.volume.safe import SafeDir
@@ -93,6 +92,7 @@ class Snapshot:
     attempts: tuple[Attempt, ...] = ()
     restarting: str | None = None  # what the recovery is doing right now
     tensorboard: TensorBoardState | None = None  # the job's TensorBoard pod in the same LIST (never judged)
+    admission: Admission | None = None  # a job with a queue, while Kueue holds its pods: what its Workload says
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,8 @@ def stale_after(interval: float) -> float:
 def _judge(raw: bytes, policy: JobPolicy, now: float, watch_started: float,
            tensorboard_pod: str | None = None) -> tuple[JobStatus, int, TensorBoardState | None]:
     items = json.loads(raw).get("items") or []
-    return evaluate(items, policy, now, watch_started), len(items), tensorboard_state(items, tensorboard_pod)
+    status, tensorboard = judge_pods(items, policy, now, watch_started, tensorboard_pod)
+    return status, len(items), tensorboard
 
 
 def parse_progress(text: str) -> dict[str, Any] | None:
@@ -170,8 +171,8 @@ class JobWatch:
     def __init__(self, record: JobRecord, key: WatchKey, interval: float, hook_factory: Callable[[], Any]) -> None:
         self.record = record
         self.key = key
-        self.policy = JobPolicy.from_dict(record.policy)
-        self.recovery = RecoveryPolicy.from_dict(record.recovery)
+        self.policy = record.policy
+        self.recovery = record.recovery
         self.watch_started = record.created_at
         self.interval = interval
         self._tokens: set[object] = set()
@@ -198,6 +199,7 @@ class JobWatch:
         self._checkpoint_refused = False  # said once in the log, then no progress from the file
         self._recoverer: Any = None
         self._verdict: Snapshot | None = None  # the first snapshot with the job's final state: kept from then on
+        self.queue = QueueWatch(record) if record.queue else None  # Kueue's Workload, read while it holds the pods
 
     # ------------------------------------------------------------------ subscribers
     @property
@@ -387,11 +389,14 @@ class JobWatch:
             self._count_list()
             status, count, tensorboard = await asyncio.to_thread(
                 _judge, raw, self.policy, time.time(), self.watch_started, self.record.tensorboard_pod)
+            admission = None
+            if self.queue is not None:
+                status, admission = await self.queue.judge(status, self._api)
             judged = await self._recover(seq, status, v1)
             if judged is not None:
-                snap = self._snapshot(seq, judged, pods=count, tensorboard=tensorboard)
+                snap = self._snapshot(seq, judged, pods=count, tensorboard=tensorboard, admission=admission)
                 await self._publish(snap)
-                if judged.state != RUNNING:
+                if is_final(judged.state):
                     self._verdict = snap
                     await self._record_verdict(judged)
             return None
@@ -449,19 +454,22 @@ class JobWatch:
             # truth of a success; a job they do not show ended is ended here as failed (what is on the
             # Service could have been written by anyone who may write Services: it may end a job's
             # watch, never make it succeed).
-            if status.state == SUCCEEDED or (status.state == FAILED and status.failure_class != INFRASTRUCTURE):
+            if status.state == JobState.SUCCEEDED or (status.state == JobState.FAILED
+                                                      and status.failure_class != INFRASTRUCTURE):
                 return status  # the pods show the end themselves (lost or deleted pods excepted: teardown's)
             by = verdict["by"] or "another process"
-            if verdict["state"] == FAILED:  # a failure as it was judged: its reason, class and replica
+            if verdict["state"] == JobState.FAILED:  # a failure as it was judged: its reason, class and replica
                 known = {r.key for r in self.record.replicas}
                 key = verdict["failed_replica"] if verdict["failed_replica"] in known else status.failed_key
                 ref = next((r for r in self.record.replicas if r.key == key), None)
                 return dataclasses.replace(
-                    status, state=FAILED, reason=f"{verdict['reason']} (recorded on the job's Service by {by})",
+                    status, state=JobState.FAILED,
+                    reason=f"{verdict['reason']} (recorded on the job's Service by {by})",
                     failure_class=verdict["failure_class"] or status.failure_class or INFRASTRUCTURE,
                     failed_key=key, failed_pod=ref.pod if ref is not None else status.failed_pod,
                     failed_container=CONTAINER_NAME if ref is not None else status.failed_container)
-            return dataclasses.replace(status, state=FAILED, failure_class=status.failure_class or INFRASTRUCTURE,
+            return dataclasses.replace(status, state=JobState.FAILED,
+                                       failure_class=status.failure_class or INFRASTRUCTURE,
                                        reason=f"the job had ended ({verdict['state']}: {verdict['reason'] or '-'}; "
                                               f"recorded on its Service by {by})")
         await self._check_nodes(status)
@@ -470,7 +478,7 @@ class JobWatch:
         decision = decide(status, self.recovery, self._recoverer.attempts, time.time(), roles=roles,
                           lost_nodes=self._lost, progress=self._progress, memory=memory)
         if decision.action in (RESTART_GROUP, REPLACE):
-            running = dataclasses.replace(status, state=RUNNING, reason="")
+            running = dataclasses.replace(status, state=JobState.RUNNING, reason="")
             what = "restarting the group" if decision.action == RESTART_GROUP else \
                 f"replacing {', '.join(decision.replicas)}"
             await self._publish(self._snapshot(seq, running, restarting=f"{what} ({decision.failure_class}: "
@@ -490,13 +498,13 @@ class JobWatch:
                     self._progress = dataclasses.replace(self._progress, changed_at=time.time()) \
                         if self._progress else None
             return None
-        if decision.action == FAIL and (status.state != FAILED or decision.reason != status.reason):
+        if decision.action == FAIL and (status.state != JobState.FAILED or decision.reason != status.reason):
             lead = self.record.lead
             pod = status.failed_pod
             key = status.failed_key
             if decision.failure_class == STALLED and lead is not None:
                 pod, key = lead.pod, lead.key
-            return dataclasses.replace(status, state=FAILED, reason=decision.reason,
+            return dataclasses.replace(status, state=JobState.FAILED, reason=decision.reason,
                                        failure_class=decision.failure_class, failed_pod=pod, failed_key=key,
                                        failed_container=status.failed_container or (CONTAINER_NAME if pod else None))
         return status

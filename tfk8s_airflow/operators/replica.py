@@ -25,20 +25,29 @@ only in a worker. The first line of every replica task's log names its replica.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, assert_never
 
 from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from airflow.triggers.base import StartTriggerArgs
 
-from tfk8s_airflow.contract import CONTAINER_NAME
+from tfk8s_airflow.contract import CONTAINER_NAME, LABEL_INDEX, LABEL_JOB, LABEL_ROLE
 from tfk8s_airflow.features import worker_start_note
-from tfk8s_airflow.job.records import SKIPPED, SUCCEEDED, JobRecord, TriggerOutcome
+from tfk8s_airflow.job.records import JobRecord, TriggerOutcome
+from tfk8s_airflow.job.states import EndState
 from tfk8s_airflow.links import ReplicaLogLink, replica_log_url, store_link
 from tfk8s_airflow.operators.base import fail_permanently
 from tfk8s_airflow.triggers.job import TFReplicaTrigger
 
 __all__ = ["TFReplicaPodOperator"]
+
+
+def _later_attempt(pod: Any, record: JobRecord, ref: Any) -> bool:
+    """A job with a Kueue queue recreates its pods under new names in each recovery attempt: the pod the
+    task's labels find is then the replica's own when it is this job's, of this role and index."""
+    labels = pod.metadata.labels or {}
+    return bool(record.queue) and labels.get(LABEL_JOB) == record.job and labels.get(LABEL_ROLE) == ref.role \
+        and labels.get(LABEL_INDEX) == str(ref.index)
 
 
 class TFReplicaPodOperator(KubernetesPodOperator):
@@ -80,7 +89,7 @@ class TFReplicaPodOperator(KubernetesPodOperator):
         pod = self.find_pod(record.namespace, context)  # the provider's find-by-labels reattach
         if pod is None:
             self.log.warning("no pod of this task found by its labels; watching %s by name", ref.pod)
-        elif pod.metadata.name != ref.pod:
+        elif pod.metadata.name != ref.pod and not _later_attempt(pod, record, ref):
             raise AirflowFailException(f"the task's labels find pod {pod.metadata.name}, not {ref.pod}: another "
                                        "job's pods carry this task's labels (fix: delete them)")
         kwargs: dict[str, Any] = {"job": record.to_xcom(), "replica": ref.key}
@@ -94,11 +103,15 @@ class TFReplicaPodOperator(KubernetesPodOperator):
         if outcome.replica is not None:
             context["ti"].xcom_push(key="replica", value=outcome.replica.to_xcom())
             self._store_log_link(context, outcome.replica.key)
-        if outcome.state == SUCCEEDED:
-            return None
-        if outcome.state == SKIPPED:
-            raise AirflowSkipException(outcome.reason)
-        raise AirflowFailException(outcome.reason)
+        match outcome.state:
+            case EndState.SUCCEEDED:
+                return None
+            case EndState.SKIPPED:
+                raise AirflowSkipException(outcome.reason)
+            case EndState.FAILED | EndState.TIMED_OUT:
+                raise AirflowFailException(outcome.reason)
+            case _:
+                assert_never(outcome.state)
 
     def _store_log_link(self, context: Any, key: str) -> None:
         """The replica log link (deferred from a worker; from the triggerer, the trigger stores it)."""

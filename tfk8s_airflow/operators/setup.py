@@ -18,19 +18,25 @@ exists. A job without one skips it (its pods are built entirely from checked spe
 This is not gang scheduling: once released, each pod is scheduled on its own, and a
 cluster too small for all of them leaves some Pending (the job then fails after
 ``schedule_timeout``, naming the scheduler's message).
+
+With a Kueue ``queue`` (the spec's, or the deployment's ``default_queue``) the pods are one Kueue
+pod group (:mod:`tfk8s_airflow.job.kueue`), which Kueue admits whole against its ClusterQueue's
+quota: its gates stay after ours is released. Each created pod is checked for Kueue's label and
+gate; in a namespace Kueue does not manage, setup fails at once and deletes what it made.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from airflow.sdk import BaseOperator
 
 from tfk8s_airflow.deployment import deployment_policy
 from tfk8s_airflow.exceptions import Problem, QuotaExceededError, SpecError
-from tfk8s_airflow.job import naming, quota
+from tfk8s_airflow.job import kueue, naming, quota
+from tfk8s_airflow.job.defaults import POLL_INTERVAL_S
 from tfk8s_airflow.job.judge import JobPolicy
 from tfk8s_airflow.job.objects import (
     JobNames,
@@ -47,6 +53,7 @@ from tfk8s_airflow.job.resolve import as_spec_input, job_record, resolve_spec
 from tfk8s_airflow.job.shardmap import normalize_shards
 from tfk8s_airflow.job.tensorboard import plan_tensorboard, tensorboard_manifest
 from tfk8s_airflow.k8s.client import DEFAULT_CONCURRENCY, JobClient
+from tfk8s_airflow.k8s.kueue import release_quota
 from tfk8s_airflow.k8s.recovery import check_templates_fit, templates_configmap, templates_digest
 from tfk8s_airflow.operators.base import fail_permanently
 
@@ -61,6 +68,18 @@ def replica_task_labels(dag_id: str, task_id: str, run_id: str, map_index: int) 
     labels = {"dag_id": dag_id, "task_id": task_id, "run_id": run_id, "kubernetes_pod_operator": "True",
               "map_index": str(map_index), "try_number": "1"}
     return {k: pod_generator.make_safe_label_value(v) for k, v in labels.items()}
+
+
+def _managed_by_kueue(queue: str) -> Callable[[Mapping[str, Any]], None]:
+    """The check of each created pod under a queue: Kueue's webhook labelled and gated it. A namespace
+    Kueue does not manage ignores the queue label silently, and the pods would run unadmitted: setup
+    fails at once instead (permanently; everything created is deleted again)."""
+    def check(pod: Mapping[str, Any]) -> None:
+        why = kueue.unmanaged_reason(pod, queue)
+        if why:
+            raise SpecError(f"{why}; nothing was kept (fix: label the namespace as the cluster's Kueue "
+                            "managedJobsNamespaceSelector wants, or use a namespace Kueue manages)", field="queue")
+    return check
 
 
 class TFJobSetupOperator(BaseOperator):
@@ -93,7 +112,7 @@ class TFJobSetupOperator(BaseOperator):
     def __init__(self, *, spec: Any, shards: Any = None, overrides: Mapping[str, Any] | None = None,
                  kubernetes_conn_id: str = "kubernetes_default", job_group: str | None = None,
                  max_replicas: int | None = None, check_quota: bool = True, replica_task_id: str | None = None,
-                 poll_interval: float = 5.0, create_concurrency: int = DEFAULT_CONCURRENCY,
+                 poll_interval: float = POLL_INTERVAL_S, create_concurrency: int = DEFAULT_CONCURRENCY,
                  log_dir: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.spec = as_spec_input(spec)
@@ -141,6 +160,17 @@ class TFJobSetupOperator(BaseOperator):
         pods = [pod_manifest(spec, names, r, gated=True,
                              extra_labels=replica_task_labels(dag.dag_id, task_id, context["run_id"], i))
                 for i, r in enumerate(replicas)]
+        # Admission: who decides that the whole job may start. With a queue, Kueue does: the pods form one
+        # pod group, which its ClusterQueue admits whole when the quota allows, and no verdict of ours
+        # comes first (Kueue's is the cluster's). Without one, the gates are released as soon as every pod
+        # exists. The one place this is chosen.
+        queue = spec.queue or policy.default_queue or None
+        if queue:
+            group_id = kueue.group_name(names.job)
+            pods = [kueue.in_group(p, queue, group_id, len(pods), spec.priority_class) for p in pods]
+            priority = f" (priority class {spec.priority_class})" if spec.priority_class else ""
+            self.log.info("queue %s: the %d pods form the Kueue pod group %s%s; Kueue admits them together", queue,
+                          len(pods), group_id, priority)
         check_templates_fit(pods)  # recovery's copy of the pods must fit its ConfigMap: refuse before creating
         if any(rs.pod_template for rs in spec.active_roles):
             self._dry_run(client, replicas, pods)
@@ -164,7 +194,8 @@ class TFJobSetupOperator(BaseOperator):
             digest = templates_digest(templates)
             verb = "created" if client.create_or_replace_configmap(templates) else "replaced"
             self.log.info("ConfigMap %s %s (%s)", templates["metadata"]["name"], verb, digest)
-            batch = client.create_pods(pods, self.create_concurrency)
+            batch = client.create_pods(pods, self.create_concurrency,
+                                       inspect=_managed_by_kueue(queue) if queue else None)
             released = client.release_gates(names.namespace, [p["metadata"]["name"] for p in pods],
                                             self.create_concurrency)
             if tensorboard is not None:
@@ -176,16 +207,22 @@ class TFJobSetupOperator(BaseOperator):
                               names.service, names.namespace, tensorboard.port)
         except BaseException:
             # Leave nothing half-made behind: a retry (transient errors) starts clean.
+            if queue:  # Kueue's Workload first, or the deleted pods would wait behind its finalizer
+                release_quota(client.core.api_client, names.namespace, names.job,
+                              client.list_pods(names.namespace, names.selector), self.log)
             client.delete_job_objects(names.namespace, names.selector)
             raise
         self.log.info("created %d pod(s)%s in %.2fs, all held by the gate; released the gates of all %d in %.2fs",
                       len(batch.created), f", adopted {len(batch.adopted)} of an earlier try" if batch.adopted else "",
                       batch.seconds, len(pods), released)
+        if queue:
+            self.log.info("the pods wait for Kueue's admission in queue %s (gate %s); the sensor shows their place",
+                          queue, kueue.ADMISSION_GATE)
         judged_by = JobPolicy.from_spec(spec, active_deadline=deadline)
         record: JobRecord = job_record(spec, names, replicas, policy=judged_by, has_shards=shards is not None,
                                        kubernetes_conn_id=self.kubernetes_conn_id, poll_interval=self.poll_interval,
                                        tensorboard_url=policy.tensorboard_url, log_dir=self.log_dir or None,
-                                       templates_digest=digest)
+                                       templates_digest=digest, queue=queue)
         context["ti"].xcom_push(key="job", value=record.to_xcom())
         context["ti"].xcom_push(key=JOB_ID_KEY, value=record.job_id)  # the triggers pull the record once per job
         return [{"replica": ref.key} for ref in record.replicas]

@@ -15,7 +15,9 @@ task's log and into ``<dir>/<job>/<pod>.log``, through the volume's safe-file ru
 or a hard link planted there is never written through, and a log that cannot be read (a
 retry after the pods are gone) never replaces an archive already written. Then every pod,
 Service and ConfigMap with the job label is deleted, parameter servers included,
-and the task waits until they are gone: nothing of a job outlives its run.
+and the task waits until they are gone: nothing of a job outlives its run. A job with a Kueue
+``queue`` has its Workloads deleted first (:mod:`tfk8s_airflow.k8s.kueue`): that releases the
+ClusterQueue's quota, and Kueue's finalizer on the pods, at once.
 Idempotent: a second run finds nothing and succeeds.
 
 With the spec's ``clean_pod_policy`` Running or None (TFJob's ``cleanPodPolicy``), the finished pods
@@ -52,6 +54,7 @@ from tfk8s_airflow.exceptions import DataError, KubernetesApiError
 from tfk8s_airflow.job.records import JobRecord
 from tfk8s_airflow.job.verdict import summary_verdict
 from tfk8s_airflow.k8s.client import JobClient
+from tfk8s_airflow.k8s.kueue import KueueObjects, release_quota
 from tfk8s_airflow.operators.base import fail_permanently
 from tfk8s_airflow.triggers.job import sibling_task_id
 from tfk8s_airflow.volume import logs
@@ -159,6 +162,20 @@ class TFJobTeardownOperator(BaseOperator):
                 said = True
             time.sleep(REPLICA_POLL_S)
 
+    def _release_quota(self, client: JobClient, record: JobRecord) -> list[str]:
+        """A job with a queue: its Kueue Workloads are deleted before anything else, so Kueue releases the
+        ClusterQueue's quota and its finalizer on the pods at once (docs/jobs.md)."""
+        if not record.queue:
+            return []
+        pods = client.list_pods(record.namespace, record.selector)
+        return release_quota(client.core.api_client, record.namespace, record.job, pods, self.log)
+
+    def _release_held(self, client: JobClient, record: JobRecord) -> None:
+        """A job with a queue: a pod of the job still held by Kueue's finalizer after a bounded wait has that
+        finalizer (only it) removed, with a warning; its Workload is gone, so Kueue no longer needs it."""
+        if record.queue:
+            KueueObjects(client.core.api_client, self.log).release_held(record.namespace, record.selector)
+
     def _wait_gone(self, client: JobClient, record: JobRecord, keep: Sequence[str] = ()) -> None:
         """Wait until nothing of the job is left but the pods named in ``keep``; fail naming what is."""
         left = client.wait_gone(record.namespace, record.selector, timeout=self.wait_timeout, keep=keep)
@@ -228,10 +245,14 @@ class TFJobTeardownOperator(BaseOperator):
         kept = (client.keep_finished_pods(ns, selector, record.service,
                                           skip={record.tensorboard_pod} if record.tensorboard_pod else set())
                 if record.keeps_finished_pods else [])
+        workloads = self._release_quota(client, record)
         counts = client.delete_job_objects(ns, selector, self.grace_period_seconds, keep=kept)
         self.log.info("deleted %s of job %s", counts, job)
+        self._release_held(client, record)
         self._wait_gone(client, record, keep=kept)
         result: dict[str, Any] = {"job": job, "deleted": counts, "archived": archived}
+        if workloads:
+            result["workloads"] = workloads
         if not kept:
             return result
         ttl = record.finished_pod_ttl
@@ -253,8 +274,10 @@ class TFJobTeardownOperator(BaseOperator):
         # The pods still there are the kept ones (``result`` says which were kept, where the deferral's
         # kwargs reach this method; dag.test() passes only the event).
         kept = sorted(p.metadata.name for p in client.list_pods(ns, selector))
+        self._release_quota(client, record)
         counts = client.delete_job_objects(ns, selector, self.grace_period_seconds)
         self.log.info("finished_pod_ttl (%ds) is over: deleted %s of job %s (%s)", record.finished_pod_ttl, counts,
                       job, ", ".join(kept) or "no pod left")
+        self._release_held(client, record)
         self._wait_gone(client, record)
         return {"job": job, "kept": kept, **(result or {}), "deleted_after_ttl": counts}

@@ -16,13 +16,15 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import Any, assert_never
 
 from airflow.sdk import BaseSensorOperator
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 
 from tfk8s_airflow.connections import webhdfs, webhdfs_config
 from tfk8s_airflow.exceptions import StagingError
+from tfk8s_airflow.job.records import TriggerOutcome
+from tfk8s_airflow.job.states import EndState
 from tfk8s_airflow.operators.base import fail_permanently
 from tfk8s_airflow.triggers.hdfs import HdfsPartitionTrigger, partition_state
 
@@ -87,12 +89,17 @@ class HdfsPartitionSensor(BaseSensorOperator):
                                                 deadline=time.time() + float(self.timeout)),
                    method_name="execute_complete")
 
-    def execute_complete(self, context: Any, event: dict[str, Any]) -> None:
-        status, message = event.get("status"), event.get("message", "")
-        if status == "success":
-            self.log.info("%s", message)
-            return None
-        if status == "timeout":
-            raise AirflowSensorTimeout(f"HDFS partition {self.path} not complete after "
-                                       f"{self.timeout:g}s: {message}")
-        raise AirflowFailException(message or f"waiting for {self.path} failed: {event}")
+    def execute_complete(self, context: Any, event: Any = None) -> None:
+        with fail_permanently():
+            outcome = TriggerOutcome.from_payload(event)
+        match outcome.state:
+            case EndState.SUCCEEDED:
+                self.log.info("%s", outcome.reason)
+                return None
+            case EndState.TIMED_OUT:
+                raise AirflowSensorTimeout(f"HDFS partition {self.path} not complete after "
+                                           f"{self.timeout:g}s: {outcome.reason}")
+            case EndState.FAILED | EndState.SKIPPED:
+                raise AirflowFailException(outcome.reason or f"waiting for {self.path} failed")
+            case _:
+                assert_never(outcome.state)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, assert_never
 
 from airflow.sdk import BaseSensorOperator
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
@@ -30,10 +30,11 @@ from airflow.triggers.base import StartTriggerArgs
 
 from tfk8s_airflow.exceptions import JobFailedError
 from tfk8s_airflow.features import worker_start_note
-from tfk8s_airflow.job.judge import FAILED, RUNNING, SUCCEEDED, JobPolicy, evaluate
-from tfk8s_airflow.job.records import SUCCEEDED as OUT_SUCCEEDED
-from tfk8s_airflow.job.records import TIMED_OUT, JobRecord, TriggerOutcome
-from tfk8s_airflow.job.tensorboard import tensorboard_state, tensorboard_url
+from tfk8s_airflow.job.defaults import POLL_INTERVAL_S
+from tfk8s_airflow.job.observe import judge_pods
+from tfk8s_airflow.job.records import JobRecord, JobSummary, TriggerOutcome
+from tfk8s_airflow.job.states import EndState, JobState
+from tfk8s_airflow.job.tensorboard import tensorboard_url
 from tfk8s_airflow.k8s.client import JobClient, pod_dicts
 from tfk8s_airflow.links import TensorBoardLink, store_link
 from tfk8s_airflow.operators.base import fail_permanently
@@ -58,8 +59,8 @@ class TFJobSensor(BaseSensorOperator):
     ui_color = "#d6f5d6"
     operator_extra_links = (TensorBoardLink(),)
 
-    def __init__(self, *, job: Any, kubernetes_conn_id: str = "kubernetes_default", poll_interval: float = 5.0,
-                 deferrable: bool = True, setup_task_id: str | None = None,
+    def __init__(self, *, job: Any, kubernetes_conn_id: str = "kubernetes_default",
+                 poll_interval: float = POLL_INTERVAL_S, deferrable: bool = True, setup_task_id: str | None = None,
                  log_bytes: int = DEFAULT_LOG_BYTES, **kwargs: Any) -> None:
         kwargs.setdefault("poke_interval", poll_interval)
         # The sensor's own timeout applies only when given; otherwise the job's active_deadline
@@ -90,17 +91,16 @@ class TFJobSensor(BaseSensorOperator):
         with fail_permanently():
             return JobRecord.from_xcom(self.job)
 
-    def _check(self, record: JobRecord) -> dict[str, Any]:
+    def _check(self, record: JobRecord) -> JobSummary:
+        """One LIST of the job's pods, judged as the job's watch judges it (:func:`judge_pods`)."""
         client = JobClient.from_conn(self.kubernetes_conn_id)
         with fail_permanently():
             pods = client.list_pods(record.namespace, record.selector)
         items = pod_dicts(pods, client.core.api_client)
-        status = evaluate(items, JobPolicy.from_dict(record.policy), time.time(), record.created_at)
+        status, tensorboard = judge_pods(items, record.policy, time.time(), record.created_at,
+                                         record.tensorboard_pod)
         self.log.info("TF job %s: %s", record.job, status.progress())
-        summary = status.summary(record.job, record.namespace)
-        summary["tensorboard_url"] = tensorboard_url(record.tensorboard_url,
-                                                     tensorboard_state(items, record.tensorboard_pod))
-        return {"state": status.state, "reason": status.reason, "summary": summary}
+        return JobSummary.of(record, status, tensorboard_url=tensorboard_url(record.tensorboard_url, tensorboard))
 
     def execute(self, context: Any) -> Any:
         record = self._record()
@@ -113,30 +113,38 @@ class TFJobSensor(BaseSensorOperator):
 
     def poke(self, context: Any) -> bool:
         record = self._record()
-        event = self._check(record)
-        url = event["summary"]["tensorboard_url"]
+        summary = self._check(record)
+        url = summary.tensorboard_url
         if url and url != getattr(self, "_link_stored", None):
             self._link_stored = url if store_link(context["ti"], TensorBoardLink, url) else None
-        if event["state"] == RUNNING:
-            return False
-        context["ti"].xcom_push(key="summary", value=event["summary"])
-        if event["state"] == SUCCEEDED:
-            self.log.info("TF job %s succeeded: %s", record.job, event["reason"])
-            return True
-        assert event["state"] == FAILED
-        message = f"TF job {record.job} failed: {event['reason']}"
-        self.log.error("%s", message)
-        raise AirflowFailException(str(JobFailedError(message, event["summary"])))
+        match summary.state:
+            case JobState.RUNNING | JobState.QUEUED | JobState.HELD:
+                return False
+            case JobState.SUCCEEDED:
+                context["ti"].xcom_push(key="summary", value=summary.to_xcom())
+                self.log.info("TF job %s succeeded: %s", record.job, summary.reason)
+                return True
+            case JobState.FAILED:
+                context["ti"].xcom_push(key="summary", value=summary.to_xcom())
+                message = f"TF job {record.job} failed: {summary.reason}"
+                self.log.error("%s", message)
+                raise AirflowFailException(str(JobFailedError(message, summary.to_xcom())))
+            case _:
+                assert_never(summary.state)
 
     def execute_complete(self, context: Any, event: Any = None) -> Any:
         with fail_permanently():
             outcome = TriggerOutcome.from_payload(event)
-        summary = dict(outcome.summary or {})
+        summary = outcome.summary.to_xcom() if outcome.summary is not None else {}
         context["ti"].xcom_push(key="summary", value=summary)
         store_link(context["ti"], TensorBoardLink, summary.get("tensorboard_url"))  # what finalize() keeps
-        if outcome.state == OUT_SUCCEEDED:
-            return summary
-        if outcome.state == TIMED_OUT:
-            raise AirflowSensorTimeout(outcome.reason)
-        raise AirflowFailException(str(JobFailedError(f"TF job {summary.get('job', '')} failed: {outcome.reason}",
-                                                      summary)))
+        match outcome.state:
+            case EndState.SUCCEEDED:
+                return summary
+            case EndState.TIMED_OUT:
+                raise AirflowSensorTimeout(outcome.reason)
+            case EndState.FAILED | EndState.SKIPPED:
+                raise AirflowFailException(str(JobFailedError(
+                    f"TF job {summary.get('job', '')} failed: {outcome.reason}", summary)))
+            case _:
+                assert_never(outcome.state)

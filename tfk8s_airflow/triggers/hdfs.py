@@ -5,6 +5,9 @@ blocking call in the triggerer's event loop would stall every other trigger. Eac
 one or two small WebHDFS GETFILESTATUS calls run with :func:`asyncio.to_thread`, bounded by
 the connection's timeout. The connection is resolved by the sensor and passed in as plain
 values (URLs, user, timeout: no secrets), so the trigger needs no connection lookup.
+
+Its events are the package's shared outcome record (:class:`~tfk8s_airflow.job.records.TriggerOutcome`,
+``kind="partition"``): succeeded, failed (a permanent error) or timed_out, with the reason.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from tfk8s_airflow.exceptions import PermanentError, StagingError
+from tfk8s_airflow.job.records import TriggerOutcome
+from tfk8s_airflow.job.states import EndState
 
 __all__ = ["HdfsPartitionTrigger", "partition_state"]
 
@@ -32,6 +37,10 @@ def partition_state(hdfs: Any, path: str, marker: str | None) -> tuple[bool, str
             return False, f"{path} exists but its marker {marker} does not yet"
         return True, f"{marker_path} exists"
     return True, f"{path} exists"
+
+
+def _event(state: EndState, reason: str) -> TriggerEvent:
+    return TriggerEvent(TriggerOutcome("partition", state, reason).to_payload())
 
 
 class HdfsPartitionTrigger(BaseTrigger):
@@ -62,16 +71,16 @@ class HdfsPartitionTrigger(BaseTrigger):
             try:
                 done, why = await asyncio.to_thread(partition_state, hdfs, self.path, self.marker)
             except PermanentError as exc:
-                yield TriggerEvent({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
+                yield _event(EndState.FAILED, f"{type(exc).__name__}: {exc}")
                 return
             except StagingError as exc:  # NameNode down: keep waiting until the deadline
                 done, why = False, str(exc)
                 self.log.warning("%s", exc)
             if done:
-                yield TriggerEvent({"status": "success", "message": why})
+                yield _event(EndState.SUCCEEDED, why)
                 return
             if self.deadline is not None and time.time() >= self.deadline:
-                yield TriggerEvent({"status": "timeout", "message": why})
+                yield _event(EndState.TIMED_OUT, why)
                 return
             left = f" ({self.deadline - time.time():.0f}s left before the sensor's timeout)" if self.deadline else ""
             self.log.info("waiting: %s%s", why, left)

@@ -20,35 +20,17 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from contextlib import AbstractAsyncContextManager
+from typing import Any, assert_never
 
 from airflow.triggers.base import BaseTrigger, TaskFailedEvent, TaskSkippedEvent, TaskSuccessEvent, TriggerEvent
 
 from tfk8s_airflow.contract import CONTAINER_NAME
 from tfk8s_airflow.exceptions import DataError, KubernetesApiError, RecordError
-from tfk8s_airflow.job.judge import (
-    FAILED,
-    REPLICA_FAILED,
-    REPLICA_SUCCEEDED,
-    RUNNING,
-    SUCCEEDED,
-    JobPolicy,
-    JobStatus,
-    ReplicaOutcome,
-    ReplicaState,
-    replica_outcome,
-)
-from tfk8s_airflow.job.records import FAILED as OUT_FAILED
-from tfk8s_airflow.job.records import (
-    SKIPPED,
-    TIMED_OUT,
-    JobProgress,
-    JobRecord,
-    ReplicaRef,
-    ReplicaResult,
-    TriggerOutcome,
-)
-from tfk8s_airflow.job.records import SUCCEEDED as OUT_SUCCEEDED
+from tfk8s_airflow.job.judge import JobStatus, ReplicaOutcome, ReplicaState, replica_outcome
+from tfk8s_airflow.job.kueue import ADMITTED, kueue_gates
+from tfk8s_airflow.job.records import JobProgress, JobRecord, JobSummary, ReplicaRef, ReplicaResult, TriggerOutcome
+from tfk8s_airflow.job.states import EndState, JobState, end_of
 from tfk8s_airflow.job.tensorboard import tensorboard_url
 from tfk8s_airflow.job.verdict import summary_verdict
 from tfk8s_airflow.k8s.logstream import Incarnation, LogFollower
@@ -115,7 +97,7 @@ def eta_s(snap: Snapshot) -> float | None:
     return max(p.target_step - p.step, 0) / (steps / span)
 
 
-def job_progress(record: JobRecord, status: JobStatus, snap: Snapshot, state: str) -> JobProgress:
+def job_progress(record: JobRecord, status: JobStatus, snap: Snapshot, state: JobState) -> JobProgress:
     """The job as the TF jobs view and the summary show it."""
     p = snap.progress
     replicas = {k: {"pod": st.pod, "phase": st.phase, "restarts": st.restarts, "exit_code": st.exit_code,
@@ -124,7 +106,17 @@ def job_progress(record: JobRecord, status: JobStatus, snap: Snapshot, state: st
                        step=p.step if p else None, target_step=p.target_step if p else None,
                        loss=p.loss if p else None, examples_per_sec=p.examples_per_sec if p else None,
                        eta_s=eta_s(snap), history=snap.history, attempts=snap.attempts, replicas=replicas,
-                       tensorboard_url=tensorboard_url(record.tensorboard_url, snap.tensorboard))
+                       tensorboard_url=tensorboard_url(record.tensorboard_url, snap.tensorboard),
+                       waiting=waiting_line(status, snap))
+
+
+def waiting_line(status: JobStatus, snap: Snapshot) -> str:
+    """What a running job waits for before it can start, for the TF jobs view: its place in Kueue's queue,
+    or the gates of other controllers that hold its pods ("held by <gate>"); empty when nothing holds it."""
+    if snap.admission is not None and snap.admission.state != ADMITTED:
+        return snap.admission.describe()
+    gates = sorted({g for st in status.replicas.values() if st.phase == "Pending" for g in st.held_by})
+    return f"held by {', '.join(gates)}" if gates else ""
 LOG_OMITTED = "[... the middle of this log is omitted: it is longer than {limit} bytes{where} ...]"
 
 
@@ -176,17 +168,21 @@ class _JobTriggerBase(BaseTrigger):
                               f"{RECORD_PULL_TIMEOUT_S:.0f}s: the triggerer could not reach Airflow's "
                               "metadata") from None
 
-    def _watch(self, record: JobRecord) -> Any:
+    def _watch(self, record: JobRecord) -> AbstractAsyncContextManager[JobWatch]:
         return watch_job(record, config_file=self.config_file)
 
     def _end(self, outcome: TriggerOutcome, xcoms: dict[str, Any]) -> TriggerEvent:
         if not self.end_in_trigger:
             return TriggerEvent(outcome.to_payload())
-        if outcome.state == OUT_SUCCEEDED:
-            return TaskSuccessEvent(xcoms=xcoms)
-        if outcome.state == SKIPPED:
-            return TaskSkippedEvent(xcoms=xcoms)
-        return TaskFailedEvent(xcoms=xcoms)
+        match outcome.state:
+            case EndState.SUCCEEDED:
+                return TaskSuccessEvent(xcoms=xcoms)
+            case EndState.SKIPPED:
+                return TaskSkippedEvent(xcoms=xcoms)
+            case EndState.FAILED | EndState.TIMED_OUT:
+                return TaskFailedEvent(xcoms=xcoms)
+            case _:
+                assert_never(outcome.state)
 
     async def _log_of(self, watch: JobWatch, pod: str, container: str, restarts: int,
                       record: JobRecord) -> str:
@@ -242,9 +238,9 @@ class TFJobTrigger(_JobTriggerBase):
             record = await self._record()
         except RecordError as exc:
             self.log.error("%s", exc)
-            yield self._end(TriggerOutcome("job", OUT_FAILED, str(exc)), {})
+            yield self._end(TriggerOutcome("job", EndState.FAILED, str(exc)), {})
             return
-        policy = JobPolicy.from_dict(record.policy)
+        policy = record.policy
         checked: set[str] = set()
         attempts_said = 0
         async with self._watch(record) as watch:
@@ -254,9 +250,9 @@ class TFJobTrigger(_JobTriggerBase):
                     if snap.permanent:
                         reason = f"cannot watch job {record.job}: {snap.error}"
                         self.log.error("%s", reason)
-                        summary = {"job": record.job, "namespace": record.namespace, "state": FAILED,
-                                   "reason": reason}
-                        yield self._end(TriggerOutcome("job", OUT_FAILED, reason, summary), {"summary": summary})
+                        summary = JobSummary.of(record, JobStatus(JobState.FAILED, reason))
+                        yield self._end(TriggerOutcome("job", EndState.FAILED, reason, summary),
+                                        {"summary": summary.to_xcom()})
                         return
                     self.log.warning("listing the pods of %s failed: %s", record.job, snap.error)
                     continue
@@ -272,30 +268,40 @@ class TFJobTrigger(_JobTriggerBase):
                 if snap.restarting:
                     self.log.warning("TF job %s: %s", record.job, snap.restarting)
                     continue
-                line = (f"TF job {record.job}: {status.progress()}{_progress_text(snap)}; "
-                        f"waiting for {status.waiting_for(policy)}")
-                if status.state == RUNNING and (line != last_line or now - last_said >= WAITING_LOG_INTERVAL_S):
-                    # How long a Pending replica has waited changes every poll: said, not compared.
-                    pending = status.pending_note(policy, time.time(), record.created_at)
-                    self.log.info("%s%s", line, f"; {pending}" if pending else "")
-                    last_line, last_said = line, now
-                if status.state == RUNNING and now - pushed >= PROGRESS_PUSH_S:
-                    pushed = now
-                    await self._push_progress(job_progress(record, status, snap, "running"))
-                if status.state == RUNNING and self.timeout and time.time() - record.created_at > self.timeout:
-                    reason = (f"the sensor's timeout of {self.timeout:.0f}s passed while the job still ran; "
-                              f"it waited for {status.waiting_for(policy)}")
-                    self.log.error("TF job %s: %s", record.job, reason)
-                    summary = status.summary(record.job, record.namespace)
-                    url = tensorboard_url(record.tensorboard_url, snap.tensorboard)
-                    yield self._end(TriggerOutcome("job", TIMED_OUT, reason, summary),
-                                    {"summary": summary, **link_xcom(TensorBoardLink, url)})
-                    return
-                if status.state != RUNNING:
-                    event = await self._finish(record, status, watch, snap)
-                    await asyncio.sleep(LOG_SETTLE_S)
-                    yield event
-                    return
+                match status.state:
+                    case JobState.RUNNING | JobState.QUEUED | JobState.HELD:
+                        line = (f"TF job {record.job}: {status.progress()}{_progress_text(snap)}; "
+                                f"waiting for {status.waiting_for(policy)}")
+                        if snap.admission is not None:  # a job with a queue while Kueue holds it: where it waits
+                            line += f"; {snap.admission.describe()}"
+                        if line != last_line or now - last_said >= WAITING_LOG_INTERVAL_S:
+                            # How long a Pending replica has waited changes every poll: said, not compared.
+                            pending = status.pending_note(policy, time.time(), record.created_at)
+                            self.log.info("%s%s", line, f"; {pending}" if pending else "")
+                            last_line, last_said = line, now
+                        if now - pushed >= PROGRESS_PUSH_S:
+                            pushed = now
+                            await self._push_progress(job_progress(record, status, snap, status.state))
+                        if self.timeout and time.time() - record.created_at > self.timeout:
+                            yield self._timed_out(record, status, snap)
+                            return
+                    case JobState.SUCCEEDED | JobState.FAILED:
+                        event = await self._finish(record, status, watch, snap)
+                        await asyncio.sleep(LOG_SETTLE_S)
+                        yield event
+                        return
+                    case _:
+                        assert_never(status.state)
+
+    def _timed_out(self, record: JobRecord, status: JobStatus, snap: Snapshot) -> TriggerEvent:
+        """The sensor's own timeout passed while the job still ran."""
+        reason = (f"the sensor's timeout of {self.timeout:.0f}s passed while the job still ran; "
+                  f"it waited for {status.waiting_for(record.policy)}")
+        self.log.error("TF job %s: %s", record.job, reason)
+        url = tensorboard_url(record.tensorboard_url, snap.tensorboard)
+        summary = JobSummary.of(record, status, tensorboard_url=url)
+        return self._end(TriggerOutcome("job", EndState.TIMED_OUT, reason, summary),
+                         {"summary": summary.to_xcom(), **link_xcom(TensorBoardLink, url)})
 
     async def _push_progress(self, progress: JobProgress) -> None:
         """The sensor's XCom ``progress`` while the job runs (the TF jobs view reads it), and the
@@ -337,25 +343,23 @@ class TFJobTrigger(_JobTriggerBase):
                                      "there (fix: a node_selector for real nodes)", st.key, st.node)
 
     async def _finish(self, record: JobRecord, status: JobStatus, watch: JobWatch, snap: Snapshot) -> TriggerEvent:
-        summary = status.summary(record.job, record.namespace)
         final = job_progress(record, status, snap, status.state)
-        summary["progress"] = final.to_xcom()
-        summary["attempts"] = final.to_xcom()["attempts"]
-        summary["tensorboard_url"] = final.tensorboard_url
-        xcoms = {"summary": summary, **link_xcom(TensorBoardLink, final.tensorboard_url)}
-        if watch.overrides:
-            summary["overrides"] = watch.overrides  # e.g. the memory an OOM relaunch chose
+        # overrides: e.g. the memory an OOM relaunch chose
+        summary = JobSummary.of(record, status, tensorboard_url=final.tensorboard_url, progress=final,
+                                overrides=watch.overrides)
+        xcoms = {"summary": summary.to_xcom(), **link_xcom(TensorBoardLink, final.tensorboard_url)}
         # No last XCom 'progress': the summary carries it (the TF jobs view reads it there), and a
         # round trip to the triggerer's supervisor here waits behind every other task's ending.
         self.log.info("watch: %s", watch.stats())
-        for key, rep in sorted(summary["replicas"].items()):
+        for key, rep in summary.replicas.items():
             duration = rep.get("duration_s")
             self.log.info("  %-12s %-10s exit=%s restarts=%s node=%s duration=%s", key, rep.get("phase"),
                           rep.get("exit_code", "-"), rep.get("restarts"), rep.get("node", "-"),
                           f"{duration}s" if duration is not None else "-")
-        if status.state == SUCCEEDED:
+        end = end_of(status.state)
+        if end == EndState.SUCCEEDED:
             self.log.info("TF job %s succeeded: %s", record.job, status.reason)
-            return self._end(TriggerOutcome("job", OUT_SUCCEEDED, status.reason, summary), xcoms)
+            return self._end(TriggerOutcome("job", end, status.reason, summary), xcoms)
         message = f"TF job {record.job} failed: {status.reason}"
         if status.failed_pod:
             st = next((r for r in status.replicas.values() if r.pod == status.failed_pod), None)
@@ -363,8 +367,7 @@ class TFJobTrigger(_JobTriggerBase):
                                      st.restarts if st else 0, record)
             message += "\n" + log
         self.log.error("%s", message)
-        assert status.state == FAILED
-        return self._end(TriggerOutcome("job", OUT_FAILED, status.reason, summary), xcoms)
+        return self._end(TriggerOutcome("job", end, status.reason, summary), xcoms)
 
 
 class TFReplicaTrigger(_JobTriggerBase):
@@ -393,7 +396,7 @@ class TFReplicaTrigger(_JobTriggerBase):
                 ref = record.replica(int(map_index if map_index is not None else -1))
         except RecordError as exc:
             self.log.error("%s", exc)
-            yield self._end(TriggerOutcome("replica", OUT_FAILED, str(exc)), {})
+            yield self._end(TriggerOutcome("replica", EndState.FAILED, str(exc)), {})
             return
         kind = "tracked" if ref.tracked else "untracked: it ends with the job"
         self.log.info("replica %s of TF job %s: pod %s/%s (%s)", ref.key, record.job, record.namespace, ref.pod, kind)
@@ -418,7 +421,7 @@ class TFReplicaTrigger(_JobTriggerBase):
                 if snap.permanent:
                     reason = f"cannot watch job {record.job}: {snap.error}"
                     self.log.error("%s", reason)
-                    yield self._end(TriggerOutcome("replica", OUT_FAILED, reason), {})
+                    yield self._end(TriggerOutcome("replica", EndState.FAILED, reason), {})
                     return
                 continue
             status = snap.status
@@ -433,6 +436,8 @@ class TFReplicaTrigger(_JobTriggerBase):
                 continue
             st = status.replicas.get(ref.key)
             now = st.describe() if st is not None else f"{ref.key}: no pod"
+            if st is not None and snap.admission is not None and kueue_gates(st.held_by):
+                now = f"{st.key} {st.phase} ({snap.admission.describe()})"
             if now != last:
                 self.log.info("%s", now)
                 last = now
@@ -459,7 +464,7 @@ class TFReplicaTrigger(_JobTriggerBase):
                 container = (status.failed_container if status.failed_pod == st.pod and status.failed_container
                              else st.init_failure.container if st.init_failure is not None else CONTAINER_NAME)
                 self.log.info("%s", await self._log_of(watch, ref.pod, container, st.restarts, record))
-            say = self.log.info if outcome.state != OUT_FAILED else self.log.error
+            say = self.log.info if outcome.state != EndState.FAILED else self.log.error
             say("replica %s %s: %s", ref.key, outcome.state, outcome.reason)
             await asyncio.sleep(LOG_SETTLE_S)
             yield self._end(TriggerOutcome("replica", outcome.state, outcome.reason, replica=result),
@@ -488,9 +493,9 @@ class TFReplicaTrigger(_JobTriggerBase):
         mine = replicas.get(ref.key)
         phase = mine.get("phase") if isinstance(mine, Mapping) else None
         if ref.tracked and phase == "Succeeded":
-            return ReplicaOutcome(REPLICA_SUCCEEDED, f"{ref.key} exited 0{gone}", None)
+            return ReplicaOutcome(EndState.SUCCEEDED, f"{ref.key} exited 0{gone}", None)
         if phase == "Failed":
-            return ReplicaOutcome(REPLICA_FAILED, f"{ref.key} failed{gone}", None)
+            return ReplicaOutcome(EndState.FAILED, f"{ref.key} failed{gone}", None)
         found = replica_outcome(JobStatus(state, reason), ref.key, ref.tracked)
         return ReplicaOutcome(found.state, f"{found.reason}{gone}", None) if found is not None else None
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, assert_never
 from urllib.parse import quote, urlencode
 
 from tfk8s_airflow.job.records import JobProgress, JobRecord, ReplicaResult
+from tfk8s_airflow.job.states import JobState
 from tfk8s_airflow.job.tensorboard_url import http_url
 from tfk8s_airflow.ui import PREFIX
 from tfk8s_airflow.viewpaths import replica_log_path
@@ -121,10 +122,25 @@ def job_state(src: JobSources) -> tuple[str, str]:
     if src.summary is not None:
         return str(src.summary.get("state") or "unknown"), str(src.summary.get("reason") or "")
     if src.progress is not None:
-        return src.progress.state, ""
+        return src.progress.state, src.progress.waiting  # queued in Kueue, or held by another's gate
     if src.run_state in RUNNING_RUN_STATES:
-        return "running", ""
+        return JobState.RUNNING, ""
     return src.run_state, "the job's sensor left no summary"
+
+
+def not_ended(state: str) -> bool:
+    """Whether a row's state (a job's, or the run's when the job left none) is a job that has not ended."""
+    try:
+        job = JobState(state)
+    except ValueError:
+        return False  # the run's state: the run ended without the job's word
+    match job:
+        case JobState.RUNNING | JobState.QUEUED | JobState.HELD:
+            return True
+        case JobState.SUCCEEDED | JobState.FAILED:
+            return False
+        case _:
+            assert_never(job)
 
 
 def _progress(p: JobProgress | None) -> dict[str, Any] | None:
@@ -159,7 +175,7 @@ def _tensorboard(src: JobSources) -> tuple[str | None, str]:
         return url, ""
     if src.record.tensorboard_pod and not src.record.tensorboard_url:
         return None, "TensorBoard runs without a link ([tfk8s] tensorboard_url is not set)"
-    return None, "TensorBoard not ready yet" if job_state(src)[0] == "running" else "no TensorBoard"
+    return None, "TensorBoard not ready yet" if not_ended(job_state(src)[0]) else "no TensorBoard"
 
 
 def _archive_state(src: JobSources, roots: Mapping[str, str]) -> str:
@@ -231,4 +247,4 @@ def _replica_source(src: JobSources) -> str:
 def sort_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Running jobs first, each part most recently started first."""
     newest_first = sorted(rows, key=lambda r: r.get("started_at") or "", reverse=True)
-    return sorted(newest_first, key=lambda r: r["state"] != "running")
+    return sorted(newest_first, key=lambda r: not not_ended(r["state"]))

@@ -21,6 +21,7 @@ from tfk8s_airflow.contract import DEFAULT_PORT
 from tfk8s_airflow.exceptions import Problem, SpecError
 from tfk8s_airflow.job import fields as v
 from tfk8s_airflow.job import tfjob
+from tfk8s_airflow.job.defaults import FINISHED_POD_TTL_S, MAX_RESTARTS, SCHEDULE_TIMEOUT_S, STARTUP_TIMEOUT_S
 from tfk8s_airflow.job.document import apply_overrides, document_problems
 from tfk8s_airflow.job.parse import code, metadata, podtemplate, recovery, roles, tensorboard, volumes
 from tfk8s_airflow.job.parse.reader import Reader
@@ -28,7 +29,6 @@ from tfk8s_airflow.job.parse.shared import READERS
 from tfk8s_airflow.job.spec import (
     CHIEF_NAMES,
     CLEAN_POD_POLICIES,
-    DEFAULT_FINISHED_POD_TTL,
     PULL_POLICIES,
     SPEC_KEYS,
     SUCCESS_POLICIES,
@@ -90,9 +90,9 @@ def _parse(data: Mapping[str, Any], max_replicas: int, overrides: Iterable[str])
     port = r.integer(d, "port", "port", DEFAULT_PORT)
     if not 1 <= port <= 65535:
         r.add("port", f"must be between 1 and 65535, got {port}", f"write port: {DEFAULT_PORT}")
-    max_restarts = r.integer(d, "max_restarts", "max_restarts", 3)
+    max_restarts = r.integer(d, "max_restarts", "max_restarts", MAX_RESTARTS)
     if max_restarts < 0:
-        r.add("max_restarts", f"must be >= 0, got {max_restarts}", "write max_restarts: 3")
+        r.add("max_restarts", f"must be >= 0, got {max_restarts}", f"write max_restarts: {MAX_RESTARTS}")
     service_account = r.string(d, "service_account", "service_account")
     if service_account:
         r.extend(v.check_dns_subdomain(service_account, "service_account"))
@@ -103,9 +103,11 @@ def _parse(data: Mapping[str, Any], max_replicas: int, overrides: Iterable[str])
         name=name, namespace=namespace, image_pull_policy=pull, port=port,
         tf_wiring=r.choice(d, "tf_wiring", "tf_wiring", WIRINGS, "tf_config"),
         success_policy=success, max_restarts=max_restarts,
-        schedule_timeout=r.duration(d, "schedule_timeout", "schedule_timeout", 300) or 300,
-        startup_timeout=r.duration(d, "startup_timeout", "startup_timeout", 600) or 600,
+        schedule_timeout=(r.duration(d, "schedule_timeout", "schedule_timeout", SCHEDULE_TIMEOUT_S)
+                          or SCHEDULE_TIMEOUT_S),
+        startup_timeout=r.duration(d, "startup_timeout", "startup_timeout", STARTUP_TIMEOUT_S) or STARTUP_TIMEOUT_S,
         admission_timeout=r.duration(d, "admission_timeout", "admission_timeout", None),
+        queue=_queue_name(r, d, "queue"), priority_class=_queue_name(r, d, "priority_class"),
         active_deadline=r.duration(d, "active_deadline", "active_deadline", None),
         labels=metadata.job_labels(r, d), service_account=service_account, automount_service_account_token=token,
         volumes=volumes.volumes(r, d), hide_evaluator=hide_evaluator, code=code.code(r, d),
@@ -123,6 +125,9 @@ def _parse(data: Mapping[str, Any], max_replicas: int, overrides: Iterable[str])
     podtemplate.check_templates(r, d, job, role_specs)
     if job["chief_name"] != "chief" and not (role_specs.get("chief") and role_specs["chief"].replicas):
         r.add("chief_name", f"is {job['chief_name']} but the job has no chief", "add chief: 1 or remove chief_name")
+    if job["priority_class"] and not job["queue"]:
+        r.add("priority_class", "is Kueue's WorkloadPriorityClass and needs queue", "add queue: <LocalQueue>, or "
+              "remove priority_class (a Kubernetes PriorityClass goes in pod_template.spec.priorityClassName)")
     if r.problems:
         raise SpecError(r.problems)
     for key in ("env", "node_selector", "annotations", "labels"):
@@ -130,8 +135,17 @@ def _parse(data: Mapping[str, Any], max_replicas: int, overrides: Iterable[str])
     return TFJobSpec(roles=MappingProxyType(role_specs), **job)
 
 
+def _queue_name(r: Reader, d: Mapping[str, Any], key: str) -> str | None:
+    """``queue`` or ``priority_class``: a Kueue object's name, carried in a pod label (a DNS-1123 label)."""
+    name = r.string(d, key, key)
+    if not name:
+        return None
+    r.extend(v.check_dns_label(name, key))
+    return name
+
+
 def _finished_pod_ttl(r: Reader, d: Mapping[str, Any]) -> int:
     """``finished_pod_ttl``: a duration, or 0 (no finished pod is kept)."""
-    if v.parse_duration(d.get("finished_pod_ttl", DEFAULT_FINISHED_POD_TTL)) == 0:
+    if v.parse_duration(d.get("finished_pod_ttl", FINISHED_POD_TTL_S)) == 0:
         return 0
-    return r.duration(d, "finished_pod_ttl", "finished_pod_ttl", DEFAULT_FINISHED_POD_TTL) or DEFAULT_FINISHED_POD_TTL
+    return r.duration(d, "finished_pod_ttl", "finished_pod_ttl", FINISHED_POD_TTL_S) or FINISHED_POD_TTL_S

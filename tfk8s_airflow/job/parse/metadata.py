@@ -7,7 +7,11 @@ from typing import Any
 
 from tfk8s_airflow.contract import LABEL_PREFIX
 from tfk8s_airflow.job import fields as v
+from tfk8s_airflow.job.kueue import GROUP_LABEL, PRIORITY_LABEL, QUEUE_LABEL
 from tfk8s_airflow.job.parse.reader import Reader
+
+#: Kueue's pod-group labels: the job sets them from ``queue`` and ``priority_class``, for all its pods at once.
+KUEUE_POD_LABELS = (QUEUE_LABEL, GROUP_LABEL, PRIORITY_LABEL)
 
 #: Kubernetes' limit on the total size of an object's annotations (keys and values, in bytes).
 ANNOTATIONS_MAX_BYTES = 256 * 1024
@@ -34,6 +38,9 @@ def job_labels(r: Reader, d: Mapping[str, Any]) -> dict[str, str]:
         if lk.startswith(LABEL_PREFIX):
             r.add(f"labels.{lk}", f"the {LABEL_PREFIX} prefix is reserved for the job's own labels",
                   "use another prefix, e.g. team.example.com/" + lk.split("/", 1)[1])
+        elif lk in KUEUE_POD_LABELS:
+            r.add(f"labels.{lk}", "on every pod it would make each pod a Kueue Workload of its own (no gang)",
+                  "write queue: <LocalQueue> (and priority_class:) instead: the pods then form one pod group")
     return out
 
 

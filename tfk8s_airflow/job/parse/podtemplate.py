@@ -142,6 +142,9 @@ def _metadata(r: Reader, meta: Any, fld: str) -> None:
         elif lk in TASK_LABELS:
             r.add(f"{fld}.labels.{lk}", "is a label the replica tasks find their pods by",
                   "use another label name")
+        elif lk in metadata.KUEUE_POD_LABELS:
+            r.add(f"{fld}.labels.{lk}", "on the pods it would make each pod (or each role) a Kueue Workload of its "
+                  "own, not one pod group", "write queue: <LocalQueue> (and priority_class:) at the job's top level")
     metadata.annotation_map(r, meta, "annotations", fld + ".annotations")
 
 

@@ -11,12 +11,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from tfk8s_airflow.job import fields as v
+from tfk8s_airflow.job.defaults import GROUP_RESTARTS, INFRA_RESTARTS, MAX_BUDGET, NODE_LOST_GRACE_S, RESTART_BACKOFF_S
 from tfk8s_airflow.job.parse.reader import Reader
 from tfk8s_airflow.job.quantity import quantity_problem, quantity_value
 from tfk8s_airflow.job.spec import RoleSpec
 
-#: The most a budget may be: each restart is an attempt the summary lists.
-MAX_BUDGET = 100
 #: OOM relaunch factors: above 1 (a relaunch must grow), at most 10 (one step past that is a typo).
 FACTOR_RANGE = (1.0, 10.0)
 
@@ -24,12 +23,12 @@ FACTOR_RANGE = (1.0, 10.0)
 def recovery(r: Reader, d: Mapping[str, Any]) -> dict[str, Any]:
     """The recovery fields of TFJobSpec, each checked on its own."""
     out: dict[str, Any] = {
-        "group_restarts": r.integer(d, "group_restarts", "group_restarts", 0, low=0, high=MAX_BUDGET),
-        "infra_restarts": r.integer(d, "infra_restarts", "infra_restarts", 3, low=0, high=MAX_BUDGET),
+        "group_restarts": r.integer(d, "group_restarts", "group_restarts", GROUP_RESTARTS, low=0, high=MAX_BUDGET),
+        "infra_restarts": r.integer(d, "infra_restarts", "infra_restarts", INFRA_RESTARTS, low=0, high=MAX_BUDGET),
         "restart_backoff": _backoff(r, d),
         "progress_timeout": r.duration(d, "progress_timeout", "progress_timeout", None),
         "straggler_timeout": r.duration(d, "straggler_timeout", "straggler_timeout", None),
-        "node_lost_grace": r.duration(d, "node_lost_grace", "node_lost_grace", 60) or 60,
+        "node_lost_grace": r.duration(d, "node_lost_grace", "node_lost_grace", NODE_LOST_GRACE_S) or NODE_LOST_GRACE_S,
         "oom_memory_factor": _factor(r, d),
         "max_memory": None,
     }
@@ -64,11 +63,11 @@ def check_recovery(r: Reader, fields: Mapping[str, Any], roles: Mapping[str, Rol
 
 
 def _backoff(r: Reader, d: Mapping[str, Any]) -> int:
-    val = d.get("restart_backoff", 10)
+    val = d.get("restart_backoff", RESTART_BACKOFF_S)
     secs = v.parse_duration(val)
     if secs == 0:
         return 0
-    return r.duration(d, "restart_backoff", "restart_backoff", 10) or 10
+    return r.duration(d, "restart_backoff", "restart_backoff", RESTART_BACKOFF_S) or RESTART_BACKOFF_S
 
 
 def _factor(r: Reader, d: Mapping[str, Any]) -> float | None:

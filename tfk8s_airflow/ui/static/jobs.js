@@ -94,7 +94,7 @@ function renderProgress(box, job) {
   box.replaceChildren();
   const p = job.progress;
   if (!p || p.step === null || p.step === undefined) {
-    const why = job.state === "running" ? "no progress reported yet: the replicas' phases come from "
+    const why = ["running", "queued", "held"].includes(job.state) ? "no progress reported yet: the replicas' phases come from "
       + (job.replica_source === "pods" ? "a LIST of the job's pods" : `the ${job.replica_source}`)
       : "no progress was reported";
     box.append(el("span", why, "muted"));
