@@ -40,6 +40,7 @@ Conditions that pass (not Ready, cordoned, the node controller's condition taint
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -91,6 +92,16 @@ def preflight_applies(spec: Any, mode: str) -> bool:
 # ------------------------------------------------------------------------------------ amounts
 def _milli(value: Any) -> int | None:
     """A quantity in thousandths of its base unit (millicores, millibytes), rounded up; None if unreadable."""
+    return _milli_of(value) if isinstance(value, (str, int)) else _milli_uncached(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _milli_of(value: str | int) -> int | None:
+    # A cluster's pods repeat a few quantities ("500m", "1Gi"): each is parsed once.
+    return _milli_uncached(value)
+
+
+def _milli_uncached(value: Any) -> int | None:
     amount = parse_quantity(value)
     if isinstance(amount, str) or amount < 0:
         return None
