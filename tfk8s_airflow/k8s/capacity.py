@@ -115,7 +115,7 @@ def admit(client: JobClient, job: str, pods: Sequence[Mapping[str, Any]], *, mod
         record = PreflightRecord(verdict.verdict, verdict.reason, mode, nodes=verdict.nodes, pods=len(demands),
                                  waited_s=waited, seconds=now - started)
         if verdict.verdict != WAITS or mode != ENFORCE or waited >= wait_s:
-            log.info("pre-flight (%s): %s: %s (%d node(s) checked, %d bound pod(s), %.2fs%s)", mode,
+            log.info("pre-flight (%s): %s: %s (%d node(s) listed, %d bound pod(s), %.2fs%s)", mode,
                      verdict.verdict, verdict.reason, len(nodes), len(bound), record.seconds,
                      f", after waiting {waited:.0f}s" if waited >= 1 else "")
             publish(record)
@@ -130,7 +130,7 @@ def admit(client: JobClient, job: str, pods: Sequence[Mapping[str, Any]], *, mod
                 log.warning("pre-flight says %s; creating the job anyway (preflight = warn)", verdict.verdict)
             return record
         if verdict.reason != last_reason or now - last_logged >= PROGRESS_EVERY_S:
-            log.info("pre-flight: waits (%.0fs of at most %.0fs): %s (%d node(s) checked, %.2fs)", waited, wait_s,
+            log.info("pre-flight: waits (%.0fs of at most %.0fs): %s (%d node(s) listed, %.2fs)", waited, wait_s,
                      verdict.reason, len(nodes), record.seconds)
             last_reason, last_logged = verdict.reason, now
         time.sleep(max(0.0, min(poll_s, wait_s - waited)))
