@@ -95,8 +95,41 @@ def test_an_untolerated_taint_never_fits_naming_it(k8s_cluster, k8s_namespace, a
     assert f"{TAINT_KEY}={tag}:NoSchedule (on 2 node(s))" in record["reason"], record
 
 
+def seen_waiting(monkeypatch) -> threading.Event:
+    """Set when setup's pre-flight first reaches ``waits`` (the real verdict, observed, not replaced)."""
+    from tfk8s_airflow.job.preflight import WAITS
+    from tfk8s_airflow.k8s import capacity
+
+    event = threading.Event()
+    real = capacity.judge
+
+    def observed(*args, **kwargs):
+        verdict = real(*args, **kwargs)
+        if verdict.verdict == WAITS:
+            event.set()
+        return verdict
+
+    monkeypatch.setattr(capacity, "judge", observed)
+    return event
+
+
+def occupy_gpus(core, namespace, nodes, gpus=3):
+    """Another job's pods holding ``gpus`` of each node's GPUs; bound before this returns."""
+    for i, node in enumerate(nodes):
+        core.create_namespaced_pod(namespace, {
+            "metadata": {"name": f"other-{i}", "labels": {"app": "other"}},
+            "spec": {"nodeSelector": {"kubernetes.io/hostname": node},
+                     "tolerations": [{"key": TAINT_KEY, "operator": "Exists"}],
+                     "containers": [{"name": "c", "image": "busybox",
+                                     "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}})
+    deadline = time.monotonic() + 60
+    while not all(p.spec.node_name for p in core.list_namespaced_pod(namespace, label_selector="app=other").items):
+        assert time.monotonic() < deadline, "the other job's pods were not bound"
+        time.sleep(0.3)
+
+
 def test_fits_the_quota_but_not_the_free_gpus_waits_then_runs_when_the_other_pods_go(
-        k8s_cluster, k8s_namespace, airflow_db, gpu_nodes):
+        k8s_cluster, k8s_namespace, airflow_db, gpu_nodes, monkeypatch):
     from tfk8s_airflow.job.objects import JobNames, plan_replicas, pod_manifest
     from tfk8s_airflow.job.preflight import WAITS, bound_usage, judge, node_from_api, pod_demand
     from tfk8s_airflow.job.spec import TFJobSpec
@@ -107,18 +140,7 @@ def test_fits_the_quota_but_not_the_free_gpus_waits_then_runs_when_the_other_pod
     tag, names = gpu_nodes
     core.create_namespaced_resource_quota(k8s_namespace, {
         "metadata": {"name": "team-quota"}, "spec": {"hard": {"requests.nvidia.com/gpu": "16", "pods": "20"}}})
-    # Another job's pods hold 3 of the 4 GPUs of each node.
-    for i, node in enumerate(names):
-        core.create_namespaced_pod(k8s_namespace, {
-            "metadata": {"name": f"other-{i}", "labels": {"app": "other"}},
-            "spec": {"nodeSelector": {"kubernetes.io/hostname": node},
-                     "tolerations": [{"key": TAINT_KEY, "operator": "Exists"}],
-                     "containers": [{"name": "c", "image": "busybox",
-                                     "resources": {"limits": {"nvidia.com/gpu": "3"}}}]}})
-    deadline = time.monotonic() + 60
-    while not all(p.spec.node_name for p in core.list_namespaced_pod(k8s_namespace, label_selector="app=other").items):
-        assert time.monotonic() < deadline, "the other job's pods were not bound"
-        time.sleep(0.3)
+    occupy_gpus(core, k8s_namespace, names)  # 3 of the 4 GPUs of each node
     doc = job_spec(k8s_namespace, tag, gpus=4, schedule_timeout="2m")
 
     # The verdict setup will reach, for the pods it will create.
@@ -130,20 +152,23 @@ def test_fits_the_quota_but_not_the_free_gpus_waits_then_runs_when_the_other_pod
     assert verdict.verdict == WAITS and "needs 8 nvidia.com/gpu, 2 free" in verdict.reason, verdict
 
     released: list[float] = []
+    waiting = seen_waiting(monkeypatch)
 
-    def release_later():
-        time.sleep(6)  # setup is waiting by now: dag.test() starts it first
-        released.append(time.monotonic())
-        core.delete_collection_namespaced_pod(k8s_namespace, label_selector="app=other", grace_period_seconds=0)
+    def release_when_waiting():
+        if waiting.wait(180):  # setup's own verdict said waits (and it polls again every second)
+            time.sleep(2)
+            released.append(time.monotonic())
+            core.delete_collection_namespaced_pod(k8s_namespace, label_selector="app=other", grace_period_seconds=0)
 
     with PodWatch(core, k8s_namespace, label_selector="tfk8s.io/role") as watch:
-        thread = threading.Thread(target=release_later, daemon=True)
+        thread = threading.Thread(target=release_when_waiting, daemon=True)
         thread.start()
         dr = run_dag("tfk8s_t_from_conf", k8s_namespace, spec=doc)
         thread.join()
+    assert released, "setup never said waits"
     assert dr.state == "success", states(dr)
     record = xcom(dr, "train.setup", "preflight")
-    assert record["verdict"] == "runs now" and record["waited_s"] >= 3, record
+    assert record["verdict"] == "runs now" and record["waited_s"] >= 2, record
     assert len(watch.lives) == 2
     # Nothing of the job existed while it waited: its pods were created after the GPUs came free.
     assert all(life.added > released[0] for life in watch.lives.values())
@@ -163,4 +188,37 @@ def test_without_permission_to_list_nodes_the_preflight_is_skipped_and_the_job_r
     assert dr.state == "success", states(dr)
     record = xcom(dr, "train.setup", "preflight")
     assert record["verdict"] == "skipped" and "403" in record["reason"], record
+    assert leftovers(k8s_cluster.core_v1, k8s_namespace) == []
+
+
+def test_waiting_longer_than_schedule_timeout_fails_setup_with_nothing_created(
+        k8s_cluster, k8s_namespace, airflow_db, gpu_nodes):
+    core = k8s_cluster.core_v1
+    tag, names = gpu_nodes
+    occupy_gpus(core, k8s_namespace, names)
+    with PodWatch(core, k8s_namespace, label_selector="tfk8s.io/role") as watch:
+        dr = run_dag("tfk8s_t_from_conf", k8s_namespace, spec=job_spec(k8s_namespace, tag, gpus=4,
+                                                                       schedule_timeout="3s"))
+    assert dr.state == "failed" and states(dr)[("train.setup", -1)] == "failed", states(dr)
+    assert watch.lives == {}
+    record = xcom(dr, "train.setup", "preflight")
+    assert record["verdict"] == "waits" and record["waited_s"] >= 3, record
+    assert "needs 8 nvidia.com/gpu, 2 free" in record["reason"]
+    assert [p.metadata.name for p in core.list_namespaced_pod(k8s_namespace).items] == ["other-0", "other-1"]
+
+
+def test_warn_creates_the_job_a_never_verdict_refuses(k8s_cluster, k8s_namespace, airflow_db, gpu_nodes,
+                                                      monkeypatch):
+    """``[tfk8s] preflight = warn`` (a cluster with an autoscaler): the verdict is logged and kept, the job is
+    created, and the judge fails it after schedule_timeout as before."""
+    monkeypatch.setenv("AIRFLOW__TFK8S__PREFLIGHT", "warn")
+    tag, _ = gpu_nodes
+    with PodWatch(k8s_cluster.core_v1, k8s_namespace, label_selector="tfk8s.io/role") as watch:
+        dr = run_dag("tfk8s_t_from_conf", k8s_namespace,
+                     spec=job_spec(k8s_namespace, tag, gpus=8, schedule_timeout="3s"))
+    assert dr.state == "failed" and states(dr)[("train.setup", -1)] == "success", states(dr)
+    record = xcom(dr, "train.setup", "preflight")
+    assert record["verdict"] == "never" and record["mode"] == "warn", record
+    assert len(watch.lives) == 2
+    assert "Unschedulable" in xcom(dr, "train.wait", "summary")["reason"]
     assert leftovers(k8s_cluster.core_v1, k8s_namespace) == []
