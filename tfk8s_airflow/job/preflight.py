@@ -80,7 +80,8 @@ def parse_mode(raw: Any) -> str | Problem:
     text = str(raw).strip().lower()
     if text in MODES:
         return text
-    return Problem("", f"must be off, warn or enforce, got {raw!r}", "correct the setting (docs/jobs.md#pre-flight)")
+    return Problem("", f"must be off, warn or enforce, got {raw!r}",
+                   "correct the setting (docs/jobs.md#pre-flight-runs-now-waits-never)")
 
 
 def preflight_applies(spec: Any, mode: str) -> bool:

@@ -84,8 +84,8 @@ class TFJobSetupOperator(BaseOperator):
     :param poll_interval: seconds between the job watch's LISTs (recorded for the triggers).
     :param create_concurrency: parallel create/patch requests of the batch.
     :param preflight: the pre-flight verdict's mode for this job, ``enforce``, ``warn`` or ``off``
-        (docs/jobs.md#pre-flight); default: the deployment's ``[tfk8s] preflight``. The verdict is
-        pushed as :class:`~tfk8s_airflow.job.preflight.PreflightRecord` under the XCom key ``preflight``.
+        (docs/jobs.md#pre-flight-runs-now-waits-never); default: the deployment's ``[tfk8s] preflight``.
+        The verdict is pushed as :class:`~tfk8s_airflow.job.preflight.PreflightRecord` under the XCom key ``preflight``.
     :param log_dir: the job's log directory, where the replica tasks stream each replica's whole log
         and teardown archives (default: the spec's ``logs`` volume's host path). A directory the
         triggerer and the workers see; the pods need not mount it.
@@ -150,7 +150,7 @@ class TFJobSetupOperator(BaseOperator):
         check_templates_fit(pods)  # recovery's copy of the pods must fit its ConfigMap: refuse before creating
         if any(rs.pod_template for rs in spec.active_roles):
             self._dry_run(client, replicas, pods)
-        # Before anything exists: never fails here, waits waits here (docs/jobs.md#pre-flight).
+        # Before anything exists: never fails here, waits waits here (docs/jobs.md, "Pre-flight").
         capacity.preflight(client, spec, names.job, pods, poll_s=self.poll_interval, log=self.log,
                            mode=policy.preflight if self.preflight is None else check_mode(self.preflight),
                            publish=lambda r: context["ti"].xcom_push(key=PREFLIGHT_KEY, value=r.to_xcom()))
