@@ -74,6 +74,11 @@ class QuotaExceededError(PermanentError):
     """The whole job does not fit in the namespace's ResourceQuota."""
 
 
+class CapacityError(PermanentError):
+    """The pre-flight found the job can never be placed on the cluster's nodes, or no room freed up for it
+    within its ``schedule_timeout`` (tfk8s_airflow.job.preflight)."""
+
+
 class JobFailedError(PermanentError):
     """The training job failed by its own rules (exit code, unschedulable, deadline...)."""
 

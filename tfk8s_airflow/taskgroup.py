@@ -43,7 +43,8 @@ def tf_job(group_id: str = "train", *, spec: Any, shards: Any = None,
            replica_kwargs: Mapping[str, Any] | None = None, setup_retries: int = 2,
            sensor_timeout: float | None = None, replicas_start_from_trigger: bool = True,
            log_bytes: int = DEFAULT_LOG_BYTES, create_concurrency: int = DEFAULT_CONCURRENCY,
-           launch_kwargs: Mapping[str, Any] | None = None, replica_grace: float = REPLICA_GRACE_S) -> TaskGroup:
+           launch_kwargs: Mapping[str, Any] | None = None, replica_grace: float = REPLICA_GRACE_S,
+           preflight: str | None = None) -> TaskGroup:
     """Build the job's task group in the current DAG; ``group >> evaluate`` gates on success.
 
     :param spec: TFJobSpec, dict (Jinja allowed), YAML/JSON path, or ``"{{ params.spec }}"``.
@@ -60,13 +61,14 @@ def tf_job(group_id: str = "train", *, spec: Any, shards: Any = None,
     :param launch_kwargs: the former name of ``replica_kwargs``.
     :param replica_grace: seconds teardown gives the replica tasks, once the sensor has the job's
         verdict, to end before it deletes the job anyway.
+    :param preflight: the pre-flight's mode for this job (enforce, warn, off); default: the deployment's.
     """
     with TaskGroup(group_id=group_id) as group:
         setup = TFJobSetupOperator(
             task_id="setup", spec=spec, shards=shards, overrides=overrides,
             kubernetes_conn_id=kubernetes_conn_id, max_replicas=max_replicas, check_quota=check_quota,
             poll_interval=poll_interval, create_concurrency=create_concurrency, retries=setup_retries,
-            log_dir=archive_dir)
+            log_dir=archive_dir, preflight=preflight)
         job = XComArg(setup, key="job")
         extra = {**dict(launch_kwargs or {}), **dict(replica_kwargs or {})}
         if not replicas_start_from_trigger:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from tfk8s_airflow.exceptions import Problem, SpecError
 from tfk8s_airflow.job.fields import MAX_DURATION_S, check_dns_label, parse_duration, show
 from tfk8s_airflow.job.podtemplate import merge
+from tfk8s_airflow.job.preflight import ENFORCE, parse_mode
 from tfk8s_airflow.job.tensorboard_url import url_template_problem
 from tfk8s_airflow.pathrules import has_parent_segment
 
@@ -151,6 +152,10 @@ class DeploymentPolicy:
         "where a browser opens a job's TensorBoard: a URL template with {job} {namespace} {service} {pod} "
         "{port} {host} {pod_ip}, e.g. http://{pod_ip}:{port}/", "unset: TensorBoard runs, without a link",
         _url_template))
+    preflight: str = field(default=ENFORCE, metadata=setting(
+        "the pre-flight verdict before setup creates a job: enforce (never fails it, waits waits for room up to "
+        "schedule_timeout), warn (logs the verdict, creates the job anyway: for clusters with an autoscaler) or off",
+        "enforce", parse_mode))
 
     default_queue: str = field(default="", metadata=setting(
         "the Kueue LocalQueue of every job whose spec names no queue (its namespace must have one and be managed by "

@@ -48,10 +48,12 @@ from tfk8s_airflow.job.objects import (
     pod_manifest,
     service_manifest,
 )
+from tfk8s_airflow.job.preflight import PREFLIGHT_KEY, check_mode
 from tfk8s_airflow.job.records import JOB_ID_KEY, JobRecord
 from tfk8s_airflow.job.resolve import as_spec_input, job_record, resolve_spec
 from tfk8s_airflow.job.shardmap import normalize_shards
 from tfk8s_airflow.job.tensorboard import plan_tensorboard, tensorboard_manifest
+from tfk8s_airflow.k8s import capacity
 from tfk8s_airflow.k8s.client import DEFAULT_CONCURRENCY, JobClient
 from tfk8s_airflow.k8s.kueue import release_quota
 from tfk8s_airflow.k8s.recovery import check_templates_fit, templates_configmap, templates_digest
@@ -100,6 +102,9 @@ class TFJobSetupOperator(BaseOperator):
     :param replica_task_id: the replica tasks' id (their pods get its task labels).
     :param poll_interval: seconds between the job watch's LISTs (recorded for the triggers).
     :param create_concurrency: parallel create/patch requests of the batch.
+    :param preflight: the pre-flight verdict's mode for this job, ``enforce``, ``warn`` or ``off``
+        (docs/jobs.md#pre-flight-runs-now-waits-never); default: the deployment's ``[tfk8s] preflight``.
+        The verdict is pushed as :class:`~tfk8s_airflow.job.preflight.PreflightRecord` under the XCom key ``preflight``.
     :param log_dir: the job's log directory, where the replica tasks stream each replica's whole log
         and teardown archives (default: the spec's ``logs`` volume's host path). A directory the
         triggerer and the workers see; the pods need not mount it.
@@ -113,7 +118,7 @@ class TFJobSetupOperator(BaseOperator):
                  kubernetes_conn_id: str = "kubernetes_default", job_group: str | None = None,
                  max_replicas: int | None = None, check_quota: bool = True, replica_task_id: str | None = None,
                  poll_interval: float = POLL_INTERVAL_S, create_concurrency: int = DEFAULT_CONCURRENCY,
-                 log_dir: str | None = None, **kwargs: Any) -> None:
+                 log_dir: str | None = None, preflight: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.spec = as_spec_input(spec)
         self.shards = shards
@@ -126,6 +131,7 @@ class TFJobSetupOperator(BaseOperator):
         self.poll_interval = poll_interval
         self.create_concurrency = create_concurrency
         self.log_dir = log_dir
+        self.preflight = preflight
 
     def execute(self, context: Any) -> list[dict[str, str]]:
         with fail_permanently():  # spec errors and Kubernetes 4xx never retry
@@ -174,6 +180,10 @@ class TFJobSetupOperator(BaseOperator):
         check_templates_fit(pods)  # recovery's copy of the pods must fit its ConfigMap: refuse before creating
         if any(rs.pod_template for rs in spec.active_roles):
             self._dry_run(client, replicas, pods)
+        # Before anything exists: never fails here, waits waits here (docs/jobs.md, "Pre-flight").
+        capacity.preflight(client, spec, names.job, pods, queue=queue, poll_s=self.poll_interval, log=self.log,
+                           mode=policy.preflight if self.preflight is None else check_mode(self.preflight),
+                           publish=lambda r: context["ti"].xcom_push(key=PREFLIGHT_KEY, value=r.to_xcom()))
         tensorboard = plan_tensorboard(spec, names, policy)
         try:
             # The Service first: every other object of the job is its dependent, so deleting it
