@@ -235,7 +235,7 @@ class JobWatch:
         self._progress: Progress | None = None
         self._history: list[ProgressPoint] = []
         self._checkpoint_refused = False  # said once in the log, then no progress from the file
-        self._warned_pods: set[str] = set()  # pods whose ignored values were said (once per pod)
+        self._warned_pods: set[tuple[str, str]] = set()  # (pod, source) of ignored values said: once each
         self._recoverer: Any = None
         self._verdict: Snapshot | None = None  # the first snapshot with the job's final state: kept from then on
 
@@ -447,16 +447,15 @@ class JobWatch:
         except Exception as exc:  # noqa: BLE001 - anything else met in a poll: published, never the loop's end
             return self._unexpected(action, exc)
 
-    def _say_ignored(self, ignored: tuple[tuple[str, str], ...]) -> None:
-        """Log what of a pod was ignored (a value no kubelet writes), once per pod and watch."""
+    def _say_ignored(self, ignored: tuple[tuple[str, str], ...], source: str = "its labels and status") -> None:
+        """Log what of a pod was ignored (a value no kubelet or trainer writes), once per pod and source."""
         by_pod: dict[str, list[str]] = {}
         for pod, what in ignored:
-            if pod not in self._warned_pods:
+            if (pod, source) not in self._warned_pods:
                 by_pod.setdefault(pod, []).append(what)
         for pod, whats in by_pod.items():
-            self._warned_pods.add(pod)
-            _log.warning("job %s: pod %s: ignored what is not a value Kubernetes writes: %s", self.record.job, pod,
-                         "; ".join(whats[:5]))
+            self._warned_pods.add((pod, source))
+            _log.warning("job %s: pod %s: ignored in %s: %s", self.record.job, pod, source, "; ".join(whats[:5]))
 
     async def _publish_error(self, seq: int, error: KubernetesApiError, errors: int) -> bool:
         """Publish a failed poll; True when the watch ends with it (permanent, or too many in a row)."""
@@ -570,7 +569,7 @@ class JobWatch:
             read, problem = read_progress(log.head)
             found = read or {}
             if problem is not None:
-                self._say_ignored(((lead.pod, problem),))
+                self._say_ignored(((lead.pod, problem),), "its progress lines")
         except KubernetesApiError:
             pass
         if self.record.model_dir:
