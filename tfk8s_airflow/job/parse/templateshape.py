@@ -14,7 +14,7 @@ from typing import Any
 from tfk8s_airflow.contract import CONTAINER_NAME
 from tfk8s_airflow.job.parse.reader import Reader
 
-__all__ = ["check_shapes"]
+__all__ = ["check_json", "check_shapes"]
 
 MAP, LIST, STR, INT, BOOL = "a mapping", "a list", "a string", "a whole number", "true or false"
 _SC_MAPS = ("seccompProfile", "appArmorProfile", "seLinuxOptions", "windowsOptions")
@@ -32,6 +32,32 @@ _CONTAINER = {"image": STR, "command": LIST, "args": LIST, "securityContext": MA
               "workingDir": STR, "imagePullPolicy": STR}
 _VOLUME_SOURCES = ("hostPath", "secret", "configMap", "persistentVolumeClaim", "projected", "downwardAPI",
                    "ephemeral", "csi", "nfs")
+
+
+def check_json(value: Any, fld: str) -> tuple[str, str, str] | None:
+    """(field, message, fix) of the first node of a template that is not JSON data, or None.
+
+    A template is a Kubernetes object: text, whole and finite numbers, booleans, null, lists and
+    mappings with text keys. A YAML date, timestamp or binary, a NaN or an infinity, a number as a
+    key would pass through the parser into the pods and fail the render (or the API server) instead.
+    """
+    stack: list[tuple[Any, str]] = [(value, fld)]
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, Mapping):
+            for k, child in node.items():
+                if not isinstance(k, str):
+                    return (f"{where}[{k!r}]"[:200], f"has a key of type {type(k).__name__}: keys are text",
+                            "quote the key")
+                stack.append((child, f"{where}.{k}"))
+        elif isinstance(node, (list, tuple)):
+            stack.extend((child, f"{where}[{i}]") for i, child in enumerate(node))
+        elif isinstance(node, float) and node != node or node in (float("inf"), float("-inf")):
+            return where, f"is {node!r}, not a number Kubernetes takes", "write a finite number"
+        elif node is not None and not isinstance(node, (str, int, float, bool)):
+            return (where, f"is a {type(node).__name__}, not JSON data (YAML reads an unquoted date or timestamp "
+                           "as one)", "quote it")
+    return None
 
 
 def _is(value: Any, kind: str) -> bool:
