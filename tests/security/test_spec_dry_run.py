@@ -4,7 +4,8 @@ Hypothesis builds specs that are valid or nearly so (odd unicode in values, quan
 Kubernetes' bounds, every kind of toleration, volume and env source, both resource forms,
 random deployment policies); the parser keeps the ones it accepts. Every object the
 template renders for them is then created with a server-side dry run (nothing is stored),
-in one parallel batch. A spec the parser accepts but the API server refuses would make
+in one parallel batch, with ``fieldValidation=Strict`` (an unknown or duplicate field is an error, not
+dropped). A spec the parser accepts but the API server refuses would make
 setup create half a job and then fail on every pod with 422: each such case is listed.
 """
 from __future__ import annotations
@@ -167,7 +168,7 @@ def test_every_accepted_spec_renders_objects_the_api_server_accepts(k8s_cluster,
     def dry_run(item):
         doc, obj = item
         try:
-            create[obj["kind"]](k8s_namespace, obj, dry_run="All")
+            create[obj["kind"]](k8s_namespace, obj, dry_run="All", field_validation="Strict")
         except Exception as exc:  # noqa: BLE001 - every refusal is reported with its spec
             return {"spec": doc, "kind": obj["kind"], "error": str(getattr(exc, "body", exc))[:600]}
         return None
@@ -178,3 +179,4 @@ def test_every_accepted_spec_renders_objects_the_api_server_accepts(k8s_cluster,
     print(f"\n[dry run] {len(accepted)} specs accepted ({refused} refused by the parser), {len(items)} objects")
     assert not failures, json.dumps(failures[:5], indent=1, ensure_ascii=True, default=str)
     assert core.list_namespaced_pod(k8s_namespace).items == []  # a dry run stores nothing
+

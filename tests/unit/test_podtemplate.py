@@ -307,7 +307,7 @@ def test_image_pull_secrets_have_their_own_setting_allowed_by_default():
 
 def test_what_the_policy_allows_it_admits():
     policy = DeploymentPolicy(allowed_secrets=("admin-token",), allow_service_account_token=True,
-                              restricted_security_context=False)
+                              restricted_security_context=False, allowed_volume_types=("csi",))
     for pod_spec, _path in BYPASSES:
         if "/etc" in str(pod_spec):
             continue

@@ -82,3 +82,29 @@ def test_a_streamed_log_begins_by_replacing_what_a_pod_planted_and_only_a_plain_
     os.link(tmp_path / "j" / "p.log", tmp_path / "elsewhere")  # a second name: not its own file any more
     assert streamed_size(tmp_path, "j", "p") is None
     assert streamed_size(tmp_path / "missing", "j", "p") is None
+
+
+def test_a_log_root_that_is_a_symbolic_link_is_refused_not_followed(tmp_path):
+    """The log root lies on a volume the pods write: a pod that replaced it with a link to another
+    directory (here one holding a log of the same name) gets neither its reads nor its writes followed."""
+    import pytest
+
+    from tfk8s_airflow.exceptions import PathSafetyError
+    from tfk8s_airflow.volume.logs import append_log, log_path, read_archived_log, streamed_size
+
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "job").mkdir(parents=True)
+    planted = elsewhere / log_path("job", "job-worker-0")
+    planted.write_text("a log the view must not show\n")
+    root = tmp_path / "logs"
+    root.symlink_to(elsewhere)
+    for call in (lambda: read_archived_log(root, "job", "job-worker-0"),
+                 lambda: read_archived_log(f"{root}/", "job", "job-worker-0"),
+                 lambda: append_log(root, "job", "job-worker-0", b"written through the link\n")):
+        with pytest.raises(PathSafetyError, match="symbolic link"):
+            call()
+    assert streamed_size(root, "job", "job-worker-0") is None  # teardown writes its tail instead: refused too
+    assert planted.read_text() == "a log the view must not show\n"
+    real = tmp_path / "real"
+    append_log(real, "job", "job-worker-0", b"line\n")
+    assert read_archived_log(real, "job", "job-worker-0").text == "line\n"

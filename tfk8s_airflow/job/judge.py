@@ -13,6 +13,8 @@ bad code URI fails the job at once with the fetcher's own message.
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -48,6 +50,9 @@ FAILURE_CLASSES = (CODE, INFRASTRUCTURE, OOM, STALLED, STRAGGLER, CONFIG)
 EXTERNAL_SIGNALS = frozenset({1, 2, 3, 9, 15})
 MESSAGE_MAX = 2000  # characters of a container's termination message kept in a reason
 PENDING_MESSAGE_MAX = 300  # characters of the scheduler's message in the sensor's waiting line
+TEXT_MAX = 100  # characters of a timestamp read; longer is no timestamp
+SHOWN_MAX = 60  # characters of a bad value a warning quotes
+_WHOLE = re.compile(r"-?[0-9]{1,18}")
 
 
 @dataclass(frozen=True)
@@ -178,6 +183,8 @@ class JobStatus:
     failure_class: str | None = None  # one of FAILURE_CLASSES when a replica failed the job
     failed_key: str | None = None  # the replica that failed it (<role>-<i>)
     stopped: tuple[str, ...] = ()  # tracked replicas still running when the job succeeded (stragglers)
+    #: (pod, what of it was ignored): values no kubelet writes (a label ``tfk8s.io/index: x``), for a warning
+    ignored: tuple[tuple[str, str], ...] = ()
 
     def progress(self) -> str:
         parts = [f"{k}={val}" for k, val in sorted(self.counts.items()) if val]
@@ -218,14 +225,21 @@ class JobStatus:
 
 
 def _ts(value: Any) -> float | None:
-    if value is None:
+    """A timestamp as seconds since the epoch; None when there is none or it is not one (never raises)."""
+    if value is None or isinstance(value, bool):
         return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, datetime):
-        return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
-    text = str(value).replace("Z", "+00:00")
-    return datetime.fromisoformat(text).timestamp()
+    try:
+        if isinstance(value, (int, float)):
+            out = float(value)
+        elif isinstance(value, datetime):
+            out = (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
+        elif isinstance(value, str) and len(value) <= TEXT_MAX:
+            out = datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        else:
+            return None
+    except (ValueError, OverflowError, OSError):
+        return None
+    return out if math.isfinite(out) else None
 
 
 def _get(obj: Any, *path: str) -> Any:
@@ -256,86 +270,151 @@ def _short(text: Any) -> str | None:
 
 
 def _int(value: Any, default: int) -> int:
-    try:
+    """A whole number of a pod's fields or labels; ``default`` for anything else (never raises)."""
+    found = _whole(value)
+    return default if found is None else found
+
+
+def _whole(value: Any) -> int | None:
+    """An int of at most 18 digits (an int, or a string of ASCII digits with an optional minus);
+    None for anything else: a bool, a float, ``"١"``, ``"1e3"``, ``" 1"``, a huge number."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if abs(value) < 10**18 else None
+    if isinstance(value, str) and _WHOLE.fullmatch(value):
         return int(value)
-    except (TypeError, ValueError):
-        return default
+    return None
+
+
+def _text(value: Any) -> str | None:
+    """A string field of a pod (a reason, a name, a phase); None for anything that is not a string."""
+    return value if isinstance(value, str) else None
+
+
+def _items(value: Any) -> list[Any]:
+    """A list field of a pod (conditions, statuses, gates); empty for anything that is not a list."""
+    return list(value) if isinstance(value, (list, tuple)) else []
 
 
 def _init_failure(status: Any) -> ContainerFailure | None:
     """The first init container that terminated non-zero, now or before its last restart."""
-    for cs in _get(status, "initContainerStatuses") or []:
-        restarts = int(_get(cs, "restartCount") or 0)
+    for cs in _items(_get(status, "initContainerStatuses")):
+        restarts = max(_int(_get(cs, "restartCount"), 0), 0)
         for current, path in ((True, ("state", "terminated")), (False, ("lastState", "terminated"))):
             term = _get(cs, *path)
-            code = _get(term, "exitCode") if term is not None else None
+            code = _whole(_get(term, "exitCode")) if term is not None else None
             if code:
-                return ContainerFailure(str(_get(cs, "name")), int(code), _short(_get(term, "message")),
+                return ContainerFailure(str(_text(_get(cs, "name")) or "?"), code, _short(_get(term, "message")),
                                         restarts, current)
     return None
 
 
 def replica_state(pod: Any) -> ReplicaState | None:
-    labels = _get(pod, "metadata", "labels") or {}
-    role, index = labels.get(LABEL_ROLE), labels.get(LABEL_INDEX)
-    if role is None or index is None:
-        return None
+    """The replica a pod of the job is (None: not a replica, e.g. the TensorBoard, or a pod whose
+    role or index label is not one). Never raises, whatever the pod holds; see :func:`read_replica`."""
+    return read_replica(pod)[0]
+
+
+def read_replica(pod: Any) -> tuple[ReplicaState | None, tuple[str, ...]]:
+    """The replica a pod is, and what of the pod was ignored because it is not what Kubernetes writes.
+
+    Labels and annotations may be written by anyone who may patch the job's pods, and the judge runs
+    in the job's shared watch: a value of the wrong kind (an index ``"x"`` or ``"1e3"``, an attempt
+    ``"NaN"``, a timestamp that is no time, a list where a string goes) is ignored, never raised,
+    and named in the second item so the watch can say so once per pod.
+    """
+    problems: list[str] = []
+    labels = _get(pod, "metadata", "labels")
+    labels = labels if isinstance(labels, Mapping) else {}
+    role, raw_index = labels.get(LABEL_ROLE), labels.get(LABEL_INDEX)
+    if role is None or raw_index is None:
+        return None, ()
+    index = _whole(raw_index)
+    if not isinstance(role, str) or index is None or index < 0:
+        return None, (f"labels {LABEL_ROLE}={_shown(role)} {LABEL_INDEX}={_shown(raw_index)} name no replica",)
     status = _get(pod, "status") or {}
     unschedulable = None
     gated = False
     disruption = None
-    for cond in _get(status, "conditions") or []:
+    for cond in _items(_get(status, "conditions")):
         if _get(cond, "type") == "DisruptionTarget" and _get(cond, "status") == "True":
-            disruption = (f"{_get(cond, 'reason') or 'DisruptionTarget'}"
-                          + (f": {_get(cond, 'message')}" if _get(cond, "message") else ""))
+            disruption = (f"{_text(_get(cond, 'reason')) or 'DisruptionTarget'}"
+                          + (f": {_get(cond, 'message')}" if _text(_get(cond, "message")) else ""))
         if _get(cond, "type") == "PodScheduled" and _get(cond, "status") == "False":
             if _get(cond, "reason") == GATED_REASON:
                 gated = True
             else:
-                unschedulable = _get(cond, "message") or _get(cond, "reason") or "Unschedulable"
-    gates = [str(_get(g, "name")) for g in _get(pod, "spec", "schedulingGates") or [] if _get(g, "name")]
+                unschedulable = _text(_get(cond, "message")) or _text(_get(cond, "reason")) or "Unschedulable"
+    gates = [g for g in (_text(_get(g, "name")) for g in _items(_get(pod, "spec", "schedulingGates"))) if g]
     if gates:
         gated = True
     held_by = tuple(g for g in gates if g != GANG_GATE)
-    cs = next((c for c in (_get(status, "containerStatuses") or []) if _get(c, "name") == CONTAINER_NAME), None)
-    exit_code = last_exit = waiting = waiting_msg = started = finished = message = container_id = None
+    cs = next((c for c in _items(_get(status, "containerStatuses")) if _get(c, "name") == CONTAINER_NAME), None)
+    exit_code = last_exit = started = finished = message = None
+    waiting = waiting_msg = container_id = None
     restarts = 0
     oom = False
     if cs is not None:
         oom = OOM_REASON in (_get(cs, "state", "terminated", "reason"), _get(cs, "lastState", "terminated", "reason"))
-        restarts = int(_get(cs, "restartCount") or 0)
+        restarts = max(_int(_get(cs, "restartCount"), 0), 0)
         term = _get(cs, "state", "terminated")
         if term is not None:
-            exit_code = _get(term, "exitCode")
+            exit_code = _exit(_get(term, "exitCode"), problems)
             message = _short(_get(term, "message"))
             started, finished = _ts(_get(term, "startedAt")), _ts(_get(term, "finishedAt"))
         running = _get(cs, "state", "running")
         if running is not None:
             started = _ts(_get(running, "startedAt"))
         if running is not None or term is not None:
-            container_id = _get(cs, "containerID") or None
+            container_id = _text(_get(cs, "containerID")) or None
         wait = _get(cs, "state", "waiting")
         if wait is not None:
-            waiting, waiting_msg = _get(wait, "reason"), _get(wait, "message")
+            waiting, waiting_msg = _text(_get(wait, "reason")), _text(_get(wait, "message"))
         last = _get(cs, "lastState", "terminated")
         if last is not None:
-            last_exit = _get(last, "exitCode")
-    container = next((c for c in (_get(pod, "spec", "containers") or []) if _get(c, "name") == CONTAINER_NAME), None)
+            last_exit = _exit(_get(last, "exitCode"), problems)
+    container = next((c for c in _items(_get(pod, "spec", "containers")) if _get(c, "name") == CONTAINER_NAME), None)
     init_failure = _init_failure(status)
     if init_failure is not None:
         restarts = max(restarts, init_failure.restarts)
+    raw_attempt = labels.get(LABEL_ATTEMPT)
+    attempt = _int(raw_attempt, 1) if raw_attempt is not None else 1
+    if raw_attempt is not None and (_whole(raw_attempt) is None or attempt < 1):
+        problems.append(f"label {LABEL_ATTEMPT}={_shown(raw_attempt)} is no attempt number (taken as 1)")
+        attempt = 1
+    created = _get(pod, "metadata", "creationTimestamp")
+    if created is not None and _ts(created) is None:
+        problems.append(f"creationTimestamp {_shown(created)} is no time")
     return ReplicaState(
-        role=role, index=int(index), pod=_get(pod, "metadata", "name") or "",
-        phase=_get(status, "phase") or "Pending", restarts=restarts, exit_code=exit_code,
+        role=role, index=index, pod=_text(_get(pod, "metadata", "name")) or "",
+        phase=_text(_get(status, "phase")) or "Pending", restarts=restarts, exit_code=exit_code,
         last_exit_code=last_exit, waiting_reason=waiting, waiting_message=waiting_msg,
-        unschedulable=unschedulable, gated=gated, held_by=held_by, reason=_get(status, "reason"), message=message,
-        node=_get(pod, "spec", "nodeName"), has_command=bool(_get(container, "command")), init_failure=init_failure,
-        container_id=container_id,
-        disruption=_short(disruption), oom=oom, attempt=_int(labels.get(LABEL_ATTEMPT), 1),
+        unschedulable=unschedulable, gated=gated, held_by=held_by, reason=_text(_get(status, "reason")),
+        message=message, node=_text(_get(pod, "spec", "nodeName")), has_command=bool(_get(container, "command")),
+        init_failure=init_failure, container_id=container_id,
+        disruption=_short(disruption), oom=oom, attempt=attempt,
         deleting=_get(pod, "metadata", "deletionTimestamp") is not None,
-        created=_ts(_get(pod, "metadata", "creationTimestamp")),
+        created=_ts(created),
         started=started or _ts(_get(status, "startTime")), finished=finished,
-    )
+    ), tuple(problems)
+
+
+def _exit(value: Any, problems: list[str]) -> int | None:
+    """A container's exit code (an int32); None, and a problem named, for anything else."""
+    if value is None:
+        return None
+    code = _whole(value)
+    if code is None or not -(2**31) <= code < 2**31:
+        problems.append(f"exitCode {_shown(value)} is no exit code")
+        return None
+    return code
+
+
+def _shown(value: Any) -> str:
+    """A value of a pod as a warning quotes it: short, printable."""
+    text = repr(value) if not isinstance(value, str) else repr(value[:SHOWN_MAX])
+    return text if len(text) <= SHOWN_MAX + 8 else text[:SHOWN_MAX] + "...'"
 
 
 def evaluate(pods: Iterable[Any], policy: JobPolicy, now: float, watch_started: float) -> JobStatus:
@@ -346,16 +425,25 @@ def evaluate(pods: Iterable[Any], policy: JobPolicy, now: float, watch_started: 
     someone other than teardown): an infrastructure failure.
     """
     states: dict[str, ReplicaState] = {}
+    ignored: list[tuple[str, str]] = []
     for pod in pods:
-        st = replica_state(pod)
+        st, problems = read_replica(pod)
+        if problems:
+            name = _text(_get(pod, "metadata", "name")) or "?"
+            ignored.extend((name, p) for p in problems)
         # A replica's newest attempt is the replica (under Kueue, recovery recreates it under a new name while
         # the old pod may still be going).
         if st is not None and (st.key not in states or st.attempt >= states[st.key].attempt):
             states[st.key] = st
+    status = _judge_states(states, policy, now, watch_started)
+    return dataclasses.replace(status, ignored=tuple(ignored)) if ignored else status
+
+
+def _judge_states(states: dict[str, ReplicaState], policy: JobPolicy, now: float, watch_started: float) -> JobStatus:
     counts: dict[str, int] = {}
-    for st in states.values():
-        counts[st.phase] = counts.get(st.phase, 0) + 1
-        counts["restarts"] = counts.get("restarts", 0) + st.restarts
+    for one in states.values():
+        counts[one.phase] = counts.get(one.phase, 0) + 1
+        counts["restarts"] = counts.get("restarts", 0) + one.restarts
 
     def fail(reason: str, st: ReplicaState | None = None, container: str = CONTAINER_NAME,
              failure_class: str | None = None, key: str | None = None) -> JobStatus:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from tfk8s_airflow.exceptions import Problem, SpecError
+from tfk8s_airflow.job.confinement import apparmor_annotation_problems, selinux_problems, volume_kind_problems
 from tfk8s_airflow.job.fields import MAX_DURATION_S, check_dns_label, parse_duration, show
 from tfk8s_airflow.job.podtemplate import merge
 from tfk8s_airflow.job.preflight import ENFORCE, parse_mode
@@ -148,6 +149,9 @@ class DeploymentPolicy:
         "RuntimeDefault seccomp profile", "true", _bool))
     run_as_non_root: bool = field(default=False, metadata=setting(
         "every pod with runAsNonRoot: true (the kubelet refuses images that run as root)", "false", _bool))
+    allowed_volume_types: tuple[str, ...] = field(default=(), metadata=setting(
+        "volume kinds past the cluster's claims a pod template may use: csi (inline), nfs (comma-separated, "
+        "or *)", "none", _names))
     tensorboard_url: str = field(default="", metadata=setting(
         "where a browser opens a job's TensorBoard: a URL template with {job} {namespace} {service} {pod} "
         "{port} {host} {pod_ip}, e.g. http://{pod_ip}:{port}/", "unset: TensorBoard runs, without a link",
@@ -228,6 +232,19 @@ class DeploymentPolicy:
                                    "an administrator adds it to [tfk8s] allowed_secrets (or * for every Secret "
                                    "of the namespace)"))
         out += self._templates(spec, realpath)
+        out += self._spec_confinement(spec)
+        return out
+
+    def _spec_confinement(self, spec: TFJobSpec) -> list[Problem]:
+        """AppArmor annotations the spec's ``annotations`` put on the pods (job-wide and per role)."""
+        if not self.restricted_security_context:
+            return []
+        admin = "an administrator sets [tfk8s] restricted_security_context = false"
+        out = apparmor_annotation_problems(spec.annotations, "annotations", admin)
+        for role, rs in spec.roles.items():
+            if rs.replicas > 0 and rs.annotations is not spec.annotations:
+                out += [p for p in apparmor_annotation_problems(rs.annotations, f"{role}.annotations", admin)
+                        if not any(q.message == p.message for q in out)]
         return out
 
     def _host_path(self, fld: str, host_path: str, realpath: Callable[[str], str]) -> list[Problem]:
@@ -274,6 +291,7 @@ class DeploymentPolicy:
         admin = "an administrator sets [tfk8s] restricted_security_context = false"
         for vol in spec.get("volumes") or ():
             vp = f"{p}.volumes[{vol.get('name')}]"
+            out += volume_kind_problems(vol, vp, self.allowed_volume_types)
             if isinstance(vol.get("hostPath"), Mapping) and isinstance(vol["hostPath"].get("path"), str):
                 out += self._host_path(f"{vp}.hostPath.path", vol["hostPath"]["path"], realpath)
             for i, source in enumerate((vol.get("projected") or {}).get("sources") or ()):
@@ -293,6 +311,8 @@ class DeploymentPolicy:
                        for fld, secret in found if not _allowed(secret, allowed))
         pod_sc = merge(pod_default, spec.get("securityContext") or {}, {})
         if self.restricted_security_context:
+            out += apparmor_annotation_problems((tpl.get("metadata") or {}).get("annotations"),
+                                                f"{prefix}.metadata.annotations", admin)
             for k in ("hostNetwork", "hostPID", "hostIPC"):
                 if spec.get(k) is True:
                     out.append(Problem(f"{p}.{k}", "the deployment's pods do not share the node's namespaces",
@@ -406,7 +426,7 @@ def template_pull_secrets(tpl: Mapping[str, Any], prefix: str) -> Iterator[tuple
 
 def _restricted(sc: Mapping[str, Any], fld: str, admin: str, container: bool = False) -> list[Problem]:
     """What a restricted security context refuses in one (merged) pod or container securityContext."""
-    out = []
+    out = selinux_problems(sc, fld, admin)
     fix = f"remove it, or {admin}"
     for k in ("seccompProfile", "appArmorProfile"):
         if (sc.get(k) or {}).get("type") == "Unconfined":

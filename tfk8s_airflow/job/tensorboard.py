@@ -172,17 +172,35 @@ def tensorboard_state(pods: Iterable[Mapping[str, Any]], pod_name: str | None) -
     if not pod_name:
         return None
     for pod in pods:
-        meta = pod.get("metadata") or {}
-        if meta.get("name") != pod_name or LABEL_JOB not in (meta.get("labels") or {}):
+        meta = _dict(_dict(pod).get("metadata"))
+        if meta.get("name") != pod_name or LABEL_JOB not in _dict(meta.get("labels")):
             continue
-        status = pod.get("status") or {}
-        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
-        cs: Mapping[str, Any] = next((c for c in status.get("containerStatuses") or []
+        status = _dict(pod.get("status"))
+        ready = any(_dict(c).get("type") == "Ready" and _dict(c).get("status") == "True"
+                    for c in _list(status.get("conditions")))
+        cs: Mapping[str, Any] = next((c for c in map(_dict, _list(status.get("containerStatuses")))
                                       if c.get("name") == TENSORBOARD_CONTAINER), {})
-        return TensorBoardState(phase=status.get("phase") or "Pending", ready=ready and not meta.get(
-            "deletionTimestamp"), pod_ip=status.get("podIP") or None, restarts=int(cs.get("restartCount") or 0),
-            waiting_reason=((cs.get("state") or {}).get("waiting") or {}).get("reason"))
+        restarts = cs.get("restartCount")
+        waiting = _dict(_dict(cs.get("state")).get("waiting")).get("reason")
+        return TensorBoardState(
+            phase=_str(status.get("phase")) or "Pending", ready=ready and not meta.get("deletionTimestamp"),
+            pod_ip=_str(status.get("podIP")) or None,
+            restarts=restarts if isinstance(restarts, int) and not isinstance(restarts, bool) else 0,
+            waiting_reason=_str(waiting))
     return None
+
+
+def _dict(value: Any) -> Mapping[str, Any]:
+    """A field of a pod's JSON that should be an object (anything else reads as empty: never raises)."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def tensorboard_url(template: str | None, state: TensorBoardState | None) -> str | None:

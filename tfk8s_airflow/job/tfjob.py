@@ -345,10 +345,15 @@ def _template(c: _Converter, template: Mapping[str, Any], fld: str, role: str) -
                         ("imagePullPolicy", "image_pull_policy")):
         if main.get(key) is not None:
             out[native] = main.pop(key)
-    if main.get("resources"):
-        out["resources"] = dict(main.pop("resources"))
+    if main.get("resources"):  # not a mapping: the native spec's resources names it
+        res = main.pop("resources")
+        out["resources"] = dict(res) if isinstance(res, Mapping) else res
     else:
         main.pop("resources", None)
+    for key in ("env", "envFrom", "ports"):
+        if main.get(key) is not None and not isinstance(main[key], list):
+            c.add(f"{cpath}.{key}", f"must be a list, got {type(main[key]).__name__}", f"write {key}: [...]")
+            main.pop(key)
     if "env" in main:
         env, rest = _env(main.pop("env") or [])
         for name in env:
@@ -367,10 +372,12 @@ def _template(c: _Converter, template: Mapping[str, Any], fld: str, role: str) -
             ports.append(p)
     if ports:
         main["ports"] = ports
-    if pod.get("nodeSelector"):
-        out["node_selector"] = dict(pod.pop("nodeSelector"))
+    if pod.get("nodeSelector"):  # not a mapping (or a list): the native spec's key names it
+        selector = pod.pop("nodeSelector")
+        out["node_selector"] = dict(selector) if isinstance(selector, Mapping) else selector
     if pod.get("tolerations"):
-        out["tolerations"] = [_toleration(t) for t in pod.pop("tolerations")]
+        tolerations = pod.pop("tolerations")
+        out["tolerations"] = [_toleration(t) for t in tolerations] if isinstance(tolerations, list) else tolerations
     for key in ("serviceAccountName", "serviceAccount"):
         if pod.get(key):
             out["service_account"] = pod.pop(key)
@@ -574,9 +581,9 @@ def _hoist(c: _Converter, out: dict[str, Any], roles: Mapping[str, dict[str, Any
             values = [2222 if x is None else x for x in values]
         if not any(x is not None for x in values):
             continue
-        stated = {json.dumps(x) for x in values if x is not None}
+        stated = {json.dumps(x, sort_keys=True, default=repr) for x in values if x is not None}
         if key == "image_pull_policy" and len(stated) == 1 and None in values:
-            policy = json.loads(stated.pop())
+            policy = next(x for x in values if x is not None)
             c.notes.append(f"imagePullPolicy {policy} applies to every replica type here (one image_pull_policy "
                            "per job)")
             values = [policy] * len(values)

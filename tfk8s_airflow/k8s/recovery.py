@@ -29,6 +29,7 @@ from typing import Any
 from tfk8s_airflow.contract import CONTAINER_NAME, GANG_GATE, LABEL_ATTEMPT, LABEL_INDEX, LABEL_ROLE
 from tfk8s_airflow.exceptions import KubernetesApiError, PermanentKubernetesApiError, SpecError
 from tfk8s_airflow.job import kueue
+from tfk8s_airflow.job.attempts import read_attempts
 from tfk8s_airflow.job.quantity import quantity_to_float
 from tfk8s_airflow.job.records import Attempt, JobRecord
 from tfk8s_airflow.job.recovery import REPLACE, RESTART_GROUP, Decision
@@ -198,10 +199,8 @@ class Recoverer:
                                                                                   _request_timeout=REQUEST_TIMEOUT_S))
         self._version = svc.metadata.resource_version
         self.verdict = read_verdict(svc.metadata.annotations)
-        raw = (svc.metadata.annotations or {}).get(ATTEMPTS_ANNOTATION)
-        doc = json.loads(raw) if raw else {}
-        self.attempts = [Attempt(**{**a, "replicas": tuple(a.get("replicas") or ())}) for a in doc.get("attempts", [])]
-        self.overrides = {k: dict(v) for k, v in (doc.get("overrides") or {}).items()}
+        # Anyone who may write Services may write it: checked whole, a ValueError naming what is wrong.
+        self.attempts, self.overrides = read_attempts((svc.metadata.annotations or {}).get(ATTEMPTS_ANNOTATION))
 
     @property
     def attempt(self) -> int:

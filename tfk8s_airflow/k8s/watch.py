@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import math
 import re
 import time
 from collections.abc import AsyncIterator, Callable
@@ -74,7 +75,12 @@ STALE_MIN_S = 20.0
 HISTORY = 240
 PROGRESS_TAIL_BYTES = 32 * 1024
 CHECKPOINT_FILE_MAX = 64 * 1024
-_CHECKPOINT_STEP = re.compile(r'^model_checkpoint_path:\s*"[^"]*?-(\d+)"\s*$', re.M)
+#: Steps beyond this (2**53, the largest a float holds exactly) are no step: the ETA divides by them.
+STEP_MAX = 2**53
+#: Characters of a progress line's JSON read; a longer one is skipped.
+PROGRESS_LINE_MAX = 4096
+_DIGITS = re.compile(r"[0-9]{1,16}")
+_CHECKPOINT_STEP = re.compile(r'^model_checkpoint_path:[ \t]*"[^"\n]*?-([0-9]{1,16})"[ \t]*$', re.M)
 
 
 @dataclass(frozen=True)
@@ -125,24 +131,57 @@ def _judge(raw: bytes, policy: JobPolicy, now: float, watch_started: float,
 
 def parse_progress(text: str) -> dict[str, Any] | None:
     """The newest ``tfk8s.progress {...}`` line of a log, as a dict with an int ``step``; or None."""
+    return read_progress(text)[0]
+
+
+def read_progress(text: str) -> tuple[dict[str, Any] | None, str | None]:
+    """The newest usable ``tfk8s.progress`` line of a log (see :func:`parse_progress`), and what was
+    wrong with the newest line that was not usable, if one was skipped (for a warning).
+
+    The log is the training program's, so nothing in it may raise here: a line that is not JSON,
+    not an object, or whose ``step`` is not a whole number from 0 to 2**53 (``Infinity``, ``NaN``,
+    ``1e400``, ``true``, ``"x"``) is skipped; ``loss`` and ``examples_per_sec`` are kept only when
+    finite numbers, ``target_step`` only when a whole number in the same range.
+    """
+    problem: str | None = None
     for line in reversed(text.splitlines()):
         at = line.find(PROGRESS_PREFIX)
         if at < 0:
             continue
+        body = line[at + len(PROGRESS_PREFIX):]
         try:
-            doc = json.loads(line[at + len(PROGRESS_PREFIX):])
-            step = int(doc["step"])
-        except (ValueError, TypeError, KeyError):
+            doc = json.loads(body) if len(body) <= PROGRESS_LINE_MAX else None
+        except (ValueError, RecursionError):
+            doc = None
+        step = _step(doc.get("step")) if isinstance(doc, dict) else None
+        if step is None:
+            problem = problem or f"progress line {body[:80]!r} has no step from 0 to 2**53 (ignored)"
             continue
+        assert isinstance(doc, dict)
         out: dict[str, Any] = {"step": step}
         for key in ("loss", "examples_per_sec"):
             value = doc.get(key)
-            if isinstance(value, (int, float)) and value == value and abs(value) != float("inf"):
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
                 out[key] = float(value)
-        if isinstance(doc.get("target_step"), int):
-            out["target_step"] = doc["target_step"]
-        return out
-    return None
+        target = _step(doc.get("target_step"))
+        if target is not None:
+            out["target_step"] = target
+        return out, problem
+    return None, problem
+
+
+def _step(value: Any) -> int | None:
+    """A step as a progress line gives it: a whole number from 0 to :data:`STEP_MAX` (an int, or a
+    float or string of one); None for anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float):
+        if not math.isfinite(value) or value != int(value):
+            return None
+        value = int(value)
+    elif isinstance(value, str):
+        value = int(value) if _DIGITS.fullmatch(value) else None
+    return value if isinstance(value, int) and 0 <= value <= STEP_MAX else None
 
 
 def checkpoint_step(model_dir: str) -> int | None:
@@ -162,7 +201,7 @@ def checkpoint_step(model_dir: str) -> int | None:
     except OSError:
         return None  # not there yet (or not readable here): no progress known
     m = _CHECKPOINT_STEP.search(text)
-    return int(m.group(1)) if m else None
+    return _step(m.group(1)) if m else None
 
 
 class JobWatch:
@@ -197,6 +236,7 @@ class JobWatch:
         self._progress: Progress | None = None
         self._history: list[ProgressPoint] = []
         self._checkpoint_refused = False  # said once in the log, then no progress from the file
+        self._warned_pods: set[tuple[str, str]] = set()  # (pod, source) of ignored values said: once each
         self._recoverer: Any = None
         self._verdict: Snapshot | None = None  # the first snapshot with the job's final state: kept from then on
         self.queue = QueueWatch(record) if record.queue else None  # Kueue's Workload, read while it holds the pods
@@ -389,6 +429,7 @@ class JobWatch:
             self._count_list()
             status, count, tensorboard = await asyncio.to_thread(
                 _judge, raw, self.policy, time.time(), self.watch_started, self.record.tensorboard_pod)
+            self._say_ignored(status.ignored)
             admission = None
             if self.queue is not None:
                 status, admission = await self.queue.judge(status, self._api)
@@ -410,6 +451,16 @@ class JobWatch:
             return KubernetesApiError(action, None, f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # noqa: BLE001 - anything else met in a poll: published, never the loop's end
             return self._unexpected(action, exc)
+
+    def _say_ignored(self, ignored: tuple[tuple[str, str], ...], source: str = "its labels and status") -> None:
+        """Log what of a pod was ignored (a value no kubelet or trainer writes), once per pod and source."""
+        by_pod: dict[str, list[str]] = {}
+        for pod, what in ignored:
+            if (pod, source) not in self._warned_pods:
+                by_pod.setdefault(pod, []).append(what)
+        for pod, whats in by_pod.items():
+            self._warned_pods.add((pod, source))
+            _log.warning("job %s: pod %s: ignored in %s: %s", self.record.job, pod, source, "; ".join(whats[:5]))
 
     async def _publish_error(self, seq: int, error: KubernetesApiError, errors: int) -> bool:
         """Publish a failed poll; True when the watch ends with it (permanent, or too many in a row)."""
@@ -488,6 +539,11 @@ class JobWatch:
                 GONE_TIMEOUT_S + 4 * REQUEST_TIMEOUT_S
             try:
                 attempt = await self._recoverer.execute(decision, self.recovery.restart_backoff, _log)
+            except ValueError as exc:  # another watch's record, read back after a conflict, is not one
+                _log.warning("job %s: no recovery: the attempts on its Service cannot be read (%s)",
+                             self.record.job, exc)
+                self._recoverer = None
+                return status
             finally:
                 self._busy_until = 0.0
             if attempt is not None:
@@ -518,7 +574,10 @@ class JobWatch:
         found: dict[str, Any] = {}
         try:
             log = await self.read_log(lead.pod, CONTAINER_NAME, max_bytes=PROGRESS_TAIL_BYTES, tail_only=True)
-            found = parse_progress(log.head) or {}
+            read, problem = read_progress(log.head)
+            found = read or {}
+            if problem is not None:
+                self._say_ignored(((lead.pod, problem),), "its progress lines")
         except KubernetesApiError:
             pass
         if self.record.model_dir:

@@ -34,7 +34,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from tfk8s_airflow.deployment import deployment_policy
-from tfk8s_airflow.exceptions import Problem, QuotaExceededError, SpecError
+from tfk8s_airflow.exceptions import PermanentError, Problem, QuotaExceededError, SpecError
 from tfk8s_airflow.job import kueue, naming, quota
 from tfk8s_airflow.job.defaults import POLL_INTERVAL_S
 from tfk8s_airflow.job.judge import JobPolicy
@@ -141,8 +141,16 @@ class TFJobSetupOperator(BaseOperator):
         dag = context["dag"]
         base_dir = os.path.dirname(dag.fileloc) if getattr(dag, "fileloc", None) else None
         policy = deployment_policy()
-        spec = resolve_spec(self.spec, base_dir=base_dir, max_replicas=self.max_replicas, overrides=self.overrides,
-                            policy=policy)
+        try:
+            spec = resolve_spec(self.spec, base_dir=base_dir, max_replicas=self.max_replicas,
+                                overrides=self.overrides, policy=policy)
+        except PermanentError:
+            raise
+        except (TypeError, AttributeError, ValueError, KeyError, RecursionError) as exc:
+            # A spec the validation could not even read (a defect the fuzz corpus did not find yet): the same
+            # input fails the same way on every try, so it fails now, without retry, with the traceback chained.
+            raise SpecError([Problem("spec", f"could not be read ({type(exc).__name__}: {str(exc)[:200]})",
+                                     "check the field types against docs/spec.md; nothing was created")]) from exc
         shards = normalize_shards(self.shards)
         deadline = policy.active_deadline(spec)
         group = self.job_group if self.job_group is not None else (

@@ -9,6 +9,7 @@ pages cost one LIST per job and poll.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Collection, Iterable
@@ -20,9 +21,11 @@ from sqlalchemy.orm import Session
 from tfk8s_airflow.exceptions import RecordError
 from tfk8s_airflow.job.judge import replica_state
 from tfk8s_airflow.job.records import JobProgress, JobRecord, ReplicaResult
+from tfk8s_airflow.ui.bounded import VIEW_REQUEST_TIMEOUT_S, SingleFlight, ViewRequestError, list_pods_bounded
 from tfk8s_airflow.ui.rows import REPLICA, TEARDOWN, WAIT, JobSources, ReplicaTask, group_prefix, wants_pod_list
 
 POD_LIST_TTL_S = 5.0
+_log = logging.getLogger(__name__)
 DEFAULT_LIMIT = 50
 
 
@@ -125,14 +128,18 @@ def _take_xcom(job: dict[str, Any], task: str, x: Any) -> None:
         pass  # a record this release cannot read: the row shows what the others give
 
 
-_cache: dict[tuple[str | None, str, str], tuple[float, dict[str, dict[str, Any]]]] = {}
+_cache: dict[tuple[str | None, str, str], tuple[float, dict[str, dict[str, Any]] | None]] = {}
 _cache_lock = threading.Lock()
+_lists: SingleFlight[dict[str, dict[str, Any]]] = SingleFlight()
 
 
 def live_replicas(record: JobRecord) -> dict[str, dict[str, Any]] | None:
     """Replica key -> phase, restarts, exit code, node of its pod: one LIST of the job's selector.
 
-    None when the cluster cannot be reached (the row then shows what the records give).
+    None when the cluster cannot be reached or does not answer within
+    :data:`~tfk8s_airflow.ui.bounded.VIEW_REQUEST_TIMEOUT_S` (the row then shows what the records
+    give). Bounded, never retried, one LIST in flight per job shared by every page that asks
+    meanwhile, and its answer (or its failure) kept :data:`POD_LIST_TTL_S` seconds.
     """
     key = (record.kubernetes_conn_id, record.namespace, record.selector)
     now = time.monotonic()
@@ -140,14 +147,19 @@ def live_replicas(record: JobRecord) -> dict[str, dict[str, Any]] | None:
         hit = _cache.get(key)
         if hit is not None and now - hit[0] < POD_LIST_TTL_S:
             return hit[1]
-    try:
-        from tfk8s_airflow.k8s.client import JobClient, pod_dicts
 
-        client = JobClient.from_conn(record.kubernetes_conn_id or "kubernetes_default", pool_size=1)
-        pods = pod_dicts(client.list_pods(record.namespace, record.selector))
-    except Exception:  # noqa: BLE001 - an unreachable cluster or connection must not fail the page
-        return None
-    found = _by_key(replica_state(p) for p in pods)
+    def list_once() -> dict[str, dict[str, Any]]:
+        pods = list_pods_bounded(record.kubernetes_conn_id or "kubernetes_default", record.namespace,
+                                 record.selector, timeout=VIEW_REQUEST_TIMEOUT_S)
+        return _by_key(replica_state(p) for p in pods)
+
+    found: dict[str, dict[str, Any]] | None
+    try:
+        found = _lists.do(key, list_once, VIEW_REQUEST_TIMEOUT_S + 1.0)
+    except ViewRequestError as exc:
+        _log.warning("TF jobs view: the pods of %s in %s were not listed: %s", record.job, record.namespace, exc)
+        found = None
+    now = time.monotonic()
     with _cache_lock:
         _cache[key] = (now, found)
         for stale in [k for k, (at, _) in _cache.items() if now - at >= POD_LIST_TTL_S]:

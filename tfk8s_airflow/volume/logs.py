@@ -58,7 +58,7 @@ def archive_tail(log_dir: str | os.PathLike[str], job: str, pod: str, text: str,
     """
     rel = log_path(job, pod)
     data = text.encode("utf-8", "replace")
-    with safe.SafeDir.open(log_dir, create=True) as d:  # the configured directory: made on first use
+    with safe.SafeDir.open(log_dir, create=True, follow=False) as d:  # the configured directory: made on first use
         if available:
             d.write_atomic(rel, data, make_parents=True)
             return "written"
@@ -71,14 +71,14 @@ def append_log(log_dir: str | os.PathLike[str], job: str, pod: str, data: bytes)
     The file must be a regular file of one link; see :meth:`tfk8s_airflow.volume.safe.SafeDir.append`.
     """
     rel = log_path(job, pod)
-    with safe.SafeDir.open(log_dir, create=True) as d:
+    with safe.SafeDir.open(log_dir, create=True, follow=False) as d:
         return d.append(rel, data, make_parents=True)
 
 
 def open_log_dir(log_dir: str | os.PathLike[str]) -> None:
     """Make the job's log directory when missing (as teardown does) and check it is a directory;
     raises ``OSError`` or :class:`PathSafetyError` when it cannot be."""
-    with safe.SafeDir.open(log_dir, create=True):
+    with safe.SafeDir.open(log_dir, create=True, follow=False):
         pass
 
 
@@ -89,7 +89,7 @@ def start_log(log_dir: str | os.PathLike[str], job: str, pod: str, data: bytes =
     replaced, never written through; the stream then appends with :func:`append_log`.
     """
     rel = log_path(job, pod)
-    with safe.SafeDir.open(log_dir, create=True) as d:
+    with safe.SafeDir.open(log_dir, create=True, follow=False) as d:
         d.write_atomic(rel, data, make_parents=True)
 
 
@@ -102,7 +102,7 @@ def streamed_size(log_dir: str | os.PathLike[str], job: str, pod: str) -> int | 
     """
     rel = log_path(job, pod)
     try:
-        with safe.SafeDir.open(log_dir) as d:
+        with safe.SafeDir.open(log_dir, follow=False) as d:
             st = d.lstat(rel)
     except (PathSafetyError, FileNotFoundError, NotADirectoryError):
         return None
@@ -139,7 +139,7 @@ def read_archived_log(log_dir: str | os.PathLike[str], job: str, pod: str,
     but a directory at ``<job>``, and anything but a regular file of one link at ``<pod>.log``.
     """
     rel = log_path(job, pod)
-    with safe.SafeDir.open(log_dir) as d, d.open_read(rel) as fh:
+    with safe.SafeDir.open(log_dir, follow=False) as d, d.open_read(rel) as fh:
         size = os.fstat(fh.fileno()).st_size
         if size <= limit:
             return ArchivedLog(_read(fh, limit).decode("utf-8", "replace"), size, False)

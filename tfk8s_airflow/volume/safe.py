@@ -136,15 +136,28 @@ class SafeDir:
 
     # ------------------------------------------------------------------ opening
     @classmethod
-    def open(cls, path: str | os.PathLike[str], *, create: bool = False, mode: int = 0o755) -> SafeDir:
-        """A trusted directory, opened as the worker's configuration names it (``create``: mkdir -p)."""
+    def open(cls, path: str | os.PathLike[str], *, create: bool = False, mode: int = 0o755,
+             follow: bool = True) -> SafeDir:
+        """A trusted directory, opened as the worker's configuration names it (``create``: mkdir -p).
+
+        ``follow=False``: its last component must be the directory itself, not a symbolic link to one
+        (for a root that lies on a volume the pods write, such as the job's log directory).
+        """
         text = os.fspath(path)
         if create:
             os.makedirs(text, mode=mode, exist_ok=True)
-        try:
-            fd = os.open(text, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except NotADirectoryError:
-            raise PathSafetyError(f"{text} is not a directory") from None
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+        try:  # (without a trailing slash, which would follow a link whatever the flags)
+            fd = os.open(text if follow else (text.rstrip("/") or "/"), flags)
+        except OSError as exc:
+            # O_DIRECTORY | O_NOFOLLOW on a link: ENOTDIR (Linux) or ELOOP
+            link = not follow and exc.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(text.rstrip("/"))
+            if exc.errno == errno.ENOTDIR and not link:
+                raise PathSafetyError(f"{text} is not a directory") from None
+            if link:
+                raise PathSafetyError(f"{text} is a symbolic link: refused, not followed (fix: remove the link "
+                                      "and let the directory be made again)") from None
+            raise
         return cls(fd, text.rstrip("/") or "/")
 
     @classmethod

@@ -48,6 +48,10 @@ def annotation_map(r: Reader, d: Mapping[str, Any], key: str, fld: str) -> dict[
     raw = r.mapping(d, key, fld)
     out: dict[str, str] = {}
     for ak, av in raw.items():
+        if not isinstance(ak, str):
+            r.add(f"{fld}[{ak!r}]"[:200], f"has a key of type {type(ak).__name__}: annotation keys are text",
+                  "quote the key")
+            continue
         # The API server checks annotation keys in lower case (the prefix may be written in capitals).
         r.extend(v.check_label_key(ak.lower(), f"{fld}.{ak}"))
         text = "" if av is None else v.as_text(av, bools=True)
@@ -60,7 +64,7 @@ def annotation_map(r: Reader, d: Mapping[str, Any], key: str, fld: str) -> dict[
 
 def check_annotation_size(r: Reader, annotations: Mapping[str, str], fld: str) -> None:
     """The pods' annotations (the job's and a role's together) within Kubernetes' 256 KiB."""
-    size = sum(len(k.encode()) + len(x.encode()) for k, x in annotations.items())
+    size = sum(len(str(k).encode()) + len(str(x).encode()) for k, x in annotations.items())
     if size > ANNOTATIONS_MAX_BYTES:
         r.add(fld, f"the annotations are {size} bytes, more than Kubernetes' limit of {ANNOTATIONS_MAX_BYTES}",
               "move large data to a ConfigMap or a volume")

@@ -45,6 +45,7 @@ from tfk8s_airflow.job import fields as v
 from tfk8s_airflow.job import podtemplate as pt
 from tfk8s_airflow.job.parse import metadata
 from tfk8s_airflow.job.parse.reader import Reader
+from tfk8s_airflow.job.parse.templateshape import check_json, check_shapes
 from tfk8s_airflow.pathrules import has_parent_segment
 
 __all__ = ["EMPTY", "TEMPLATE_VOLUME_SOURCES", "pod_template", "check_templates"]
@@ -96,6 +97,11 @@ def pod_template(r: Reader, d: Mapping[str, Any], key: str, fld: str) -> Mapping
     if not isinstance(raw, Mapping):
         r.add(fld, f"must be a mapping, got {type(raw).__name__}", _SHAPE_FIX)
         return EMPTY
+    before = len(r.problems)
+    not_json = check_json(raw, fld)
+    if not_json is not None:
+        r.add(*not_json)
+        return EMPTY
     _directives(r, raw, fld)
     r.unknown(raw, _TEMPLATE_KEYS, fld + ".")
     _metadata(r, raw.get("metadata"), fld + ".metadata")
@@ -105,6 +111,9 @@ def pod_template(r: Reader, d: Mapping[str, Any], key: str, fld: str) -> Mapping
             r.add(fld + ".spec", f"must be a mapping (a pod spec), got {type(spec).__name__}", _SHAPE_FIX)
         else:
             _pod_spec(r, spec, fld + ".spec")
+            check_shapes(r, spec, fld + ".spec")
+    if len(r.problems) > before:
+        return EMPTY  # refused already: nothing of it reaches the checks that read a well-formed template
     return pt.freeze({k: raw[k] for k in _TEMPLATE_KEYS if k in raw and isinstance(raw[k], Mapping)})
 
 
@@ -237,6 +246,10 @@ def _keyed(r: Reader, d: Mapping[str, Any], kind: str, key: str, fld: str):
             continue
         if k is None:
             r.add(path, f"has no {key}", f"add {key}: (items of {kind} are merged by {key})")
+            continue
+        if not isinstance(k, (str, int)) or isinstance(k, bool):
+            r.add(f"{path}.{key}", f"must be a string or a number, got {type(k).__name__}",
+                  f"write {key}: a name (items of {kind} are merged by {key})")
             continue
         if k in seen:
             r.add(path, f"appears twice (items of {kind} are merged by {key})", "write it once")

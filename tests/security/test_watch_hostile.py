@@ -1,0 +1,109 @@
+"""The job's shared watch against hostile input on a real API server, with a real training process.
+
+A namespace writer puts a malformed ``tfk8s.io/attempts`` on the job's Service and hostile labels
+and annotations on its worker pod (an attempt ``NaN``, an annotation of the recovery state's name
+holding garbage), and the training program (a real process run by the node agent) prints
+``tfk8s.progress {"step": Infinity}`` as its progress line. Before the fix each of them raised out of
+the watch's poll (OverflowError, AttributeError), no snapshot came, and after ten polls the watch
+ended. Now every poll publishes a snapshot, the job is judged (succeeded, when the worker exits 0),
+and each bad value is named in one warning per pod.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+import pytest
+
+from tests.fixtures.k8s import wait_for
+from tests.fixtures.nodeagent import LOCAL_NODE_SELECTOR, LOCAL_TOLERATIONS
+from tfk8s_airflow.job.judge import JobPolicy
+from tfk8s_airflow.job.objects import JobNames, job_manifests, plan_replicas
+from tfk8s_airflow.job.resolve import job_record
+from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.states import JobState
+from tfk8s_airflow.k8s import watch as kwatch
+from tfk8s_airflow.k8s.recovery import ATTEMPTS_ANNOTATION
+
+pytestmark = [pytest.mark.k8s, pytest.mark.timeout(300)]
+
+PROGRAM = """
+import sys, time
+print('tfk8s.progress {"step": 3, "loss": 0.5}', flush=True)
+time.sleep(2)
+print('tfk8s.progress {"step": Infinity, "loss": NaN}', flush=True)
+time.sleep(6)
+sys.exit(0)
+"""
+
+
+def hook_factory(kubeconfig: str):
+    class Hook:
+        def get_conn(self):
+            from contextlib import asynccontextmanager
+
+            from kubernetes_asyncio import config
+
+            @asynccontextmanager
+            async def conn():
+                api = await config.new_client_from_config(config_file=kubeconfig)
+                try:
+                    yield api
+                finally:
+                    await api.close()
+            return conn()
+    return Hook
+
+
+def test_a_hostile_annotation_and_an_infinity_step_leave_the_watch_alive_and_the_job_judged(
+        nodeagent, k8s_namespace, caplog):
+    import os
+
+    core, ns = nodeagent.cluster.core_v1, k8s_namespace
+    spec = TFJobSpec.from_dict({"name": "hostile", "namespace": ns, "image": "python:3.11",
+                                "node_selector": LOCAL_NODE_SELECTOR, "tolerations": LOCAL_TOLERATIONS,
+                                "worker": {"replicas": 1, "command": ["python", "-c", PROGRAM]}})
+    names = JobNames.for_run(spec, "hostile")
+    for obj in job_manifests(spec, names):
+        if obj["kind"] == "Pod":
+            obj["metadata"]["labels"]["tfk8s.io/attempt"] = "NaN"
+            obj["metadata"].setdefault("annotations", {})[ATTEMPTS_ANNOTATION] = '{"attempts": 7'
+            obj["spec"].pop("schedulingGates", None)
+            core.create_namespaced_pod(ns, obj)
+        elif obj["kind"] == "Service":
+            obj["metadata"].setdefault("annotations", {})[ATTEMPTS_ANNOTATION] = json.dumps(
+                ["attempts", {"overrides": {"worker-0": {"memory": 1e15}}}])
+            core.create_namespaced_service(ns, obj)
+        elif obj["kind"] == "ConfigMap":
+            core.create_namespaced_config_map(ns, obj)
+    record = job_record(spec, names, plan_replicas(spec, names), policy=JobPolicy.from_spec(spec), has_shards=False,
+                        kubernetes_conn_id=None, poll_interval=0.5)
+    pod = record.replicas[0].pod
+    wait_for(lambda: core.read_namespaced_pod(pod, ns).status.phase == "Running", 120, "the worker Running")
+
+    async def scenario():
+        snaps = []
+        async with kwatch.watch_job(record, interval=0.5, hook_factory=hook_factory(os.environ["KUBECONFIG"])) as w:
+            async with asyncio.timeout(120):
+                async for snap in w.snapshots():
+                    snaps.append(snap)
+                    if snap.status is not None and snap.status.state == JobState.SUCCEEDED:
+                        break
+        return snaps
+
+    with caplog.at_level(logging.WARNING, logger="tfk8s_airflow.k8s.watch"):
+        snaps = asyncio.run(scenario())
+    errors = [s.error for s in snaps if s.error is not None]
+    assert not errors, errors  # before: OverflowError / AttributeError published as errors, then the end
+    assert snaps[-1].status.state == JobState.SUCCEEDED, snaps[-1]
+    assert all(s.progress is None or s.progress.step in (None, 3) for s in snaps)  # Infinity never a step
+    said = [r.getMessage() for r in caplog.records]
+    ignored = [m for m in said if f"pod {pod}: ignored in its labels" in m]
+    assert len(ignored) == 1, said  # the attempt label: once per pod, however many polls
+    assert "tfk8s.io/attempt" in ignored[0] and "NaN" in ignored[0]
+    assert any("attempts on its Service cannot be read" in m for m in said), said
+    steps = [m for m in said if f"pod {pod}: ignored in its progress lines" in m]
+    assert len(steps) == 1 and "Infinity" in steps[0], said  # named once, whatever the polls that read it
+    assert len(snaps) >= 4
+    assert core.read_namespaced_pod(pod, ns).status.phase == "Succeeded"
