@@ -18,7 +18,10 @@ What one pod does with its part (``TFK8S_COPY_PART``, JSON; see :func:`main`):
   with HDFS's ``GETFILECHECKSUM`` (one request per file, made by the pod); the block MD5s of a
   file split across pods go into the part's record, and the Airflow side composes them into the
   file checksum and compares that with HDFS's. A mismatch is retried (``attempts``) and then
-  fails the part with ``checksum mismatch copying <file>``. The CRCs use the package's optional C
+  fails the part with ``checksum mismatch copying <file>``. A read that a DataNode breaks off is
+  checked against the NameNode's block list: a block it marks corrupt (the DataNode's own CRC
+  check failed on every replica) fails the part at once with ``checksum error reading <file>``.
+  The CRCs use the package's optional C
   accelerator (``tfk8s_airflow.staging._chunkcrc``, built with the package) when the image has
   it, and pure Python otherwise (about 7 MB/s: correct, slow; the record says which).
 * **Resumes**: after an item is written, fsynced and verified, one line goes to the part's
@@ -40,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import http.client
 import json
 import os
 import struct
@@ -151,7 +155,8 @@ def checksums_match(local: dict[str, Any], remote: dict[str, Any] | None) -> boo
 
 
 class PartError(Exception):
-    """The part failed; ``kind`` is ``checksum`` (the bytes do not match HDFS's checksum), ``refused``
+    """The part failed; ``kind`` is ``checksum`` (the bytes do not match HDFS's checksum), ``corrupt``
+    (HDFS marks a block of the file corrupt: a DataNode's CRC check failed on every replica), ``refused``
     (HDFS refused the request: a missing file, a permission; no retry helps) or ``io``."""
 
     def __init__(self, message: str, kind: str = "io") -> None:
@@ -200,6 +205,18 @@ class WebHdfs:
 
     def open(self, path: str, offset: int, length: int) -> Any:
         return self._request(path, "OPEN", offset=offset, length=length, buffersize=1 << 20)
+
+    def corrupt_blocks(self, path: str, offset: int, length: int) -> list[str]:
+        """The blocks of the range that the NameNode marks corrupt (every replica failed a DataNode's
+        CRC check); [] when it cannot tell."""
+        try:
+            with self._request(path, "GET_BLOCK_LOCATIONS", offset=offset, length=length) as resp:
+                blocks = json.loads(resp.read())["LocatedBlocks"]["locatedBlocks"]
+        except (PartError, ValueError, KeyError, TypeError, OSError):
+            return []
+        return [f"blk_{b['block']['blockId']} (bytes {b.get('startOffset')}-"
+                f"{int(b.get('startOffset', 0)) + int(b['block'].get('numBytes', 0))})"
+                for b in blocks if isinstance(b, dict) and b.get("isCorrupt")]
 
     def checksum(self, path: str) -> dict[str, Any]:
         with self._request(path, "GETFILECHECKSUM") as resp:
@@ -333,7 +350,11 @@ def _copy_item(hdfs: WebHdfs, item: dict[str, Any], staging: str, chunk: int,
         if offset + length == int(item["size"]):
             os.ftruncate(fd, int(item["size"]))
         os.fsync(fd)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, http.client.HTTPException) as exc:
+        corrupt = hdfs.corrupt_blocks(item["src"], offset, length)
+        if corrupt:  # the DataNode stopped the stream at a CRC error: no replica holds good bytes
+            raise PartError(f"checksum error reading {item['src']}: HDFS marks {', '.join(corrupt)} corrupt "
+                            "(the DataNode's CRC check failed on every replica)", "corrupt") from None
         if isinstance(exc, PartError):
             raise
         raise PartError(f"copying {item['src']} (bytes {offset}-{offset + length}): "
@@ -386,7 +407,7 @@ def copy_part(spec: dict[str, Any]) -> dict[str, Any]:
                         rec["checksum"] = local
                     copied_bytes += int(item["length"])
                 except PartError as exc:
-                    if attempt == attempts or exc.kind == "refused":
+                    if attempt == attempts or exc.kind in ("refused", "corrupt"):
                         raise
                     print(f"copying {item['src']} failed (attempt {attempt}/{attempts}): {exc}; retrying",
                           file=sys.stderr, flush=True)

@@ -481,7 +481,7 @@ def judge(state: Mapping[str, Any], volume: Any, parts: Sequence[int]) -> PartOu
             out.engines.add(rec["engine"])
         if not isinstance(rec, dict) or rec.get("ok") is not True:
             error = str(rec.get("error") if isinstance(rec, dict) else rec)[:2000]
-            if isinstance(rec, dict) and rec.get("kind") == "checksum":
+            if isinstance(rec, dict) and rec.get("kind") in ("checksum", "corrupt"):
                 out.checksum_errors.append(f"part {part}: {error}")
             else:
                 out.failed[part] = error
