@@ -350,8 +350,13 @@ def _copy_item(hdfs: WebHdfs, item: dict[str, Any], staging: str, chunk: int,
         if offset + length == int(item["size"]):
             os.ftruncate(fd, int(item["size"]))
         os.fsync(fd)
-    except (OSError, ValueError, http.client.HTTPException) as exc:
+    except (OSError, ValueError, http.client.HTTPException, PartError) as exc:
+        if isinstance(exc, PartError) and exc.kind != "io":
+            raise
         corrupt = hdfs.corrupt_blocks(item["src"], offset, length)
+        if not corrupt:  # the DataNode reports a bad replica to the NameNode as it finds it
+            time.sleep(1.0)
+            corrupt = hdfs.corrupt_blocks(item["src"], offset, length)
         if corrupt:  # the DataNode stopped the stream at a CRC error: no replica holds good bytes
             raise PartError(f"checksum error reading {item['src']}: HDFS marks {', '.join(corrupt)} corrupt "
                             "(the DataNode's CRC check failed on every replica)", "corrupt") from None
@@ -375,6 +380,9 @@ def copy_part(spec: dict[str, Any]) -> dict[str, Any]:
     # The plan's id in the name: a journal of another plan (the listing changed) is never resumed.
     journal_path = os.path.join(records, f"part-{part}.{spec.get('plan_id', '')}.journal")
     done = _read_journal(journal_path)
+    if done:
+        print(f"part {part}: resuming, {len(done)} of {len(items)} item(s) verified by an earlier attempt",
+              flush=True)
     progress = _Progress(part, sum(int(it["length"]) for it in items), len(items))
     results: list[dict[str, Any]] = []
     copied_bytes = 0

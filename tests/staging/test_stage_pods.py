@@ -157,16 +157,15 @@ def test_killed_copy_pod_retries_only_its_part(pods_env, hdfs_server, hdfs_dir, 
                                                k8s_cluster, airflow_db):
     client = hdfs_server.client()
     part = f"{hdfs_dir}/big/dt={DS}"
-    written = write_partition(client, part, [24 * MiB, 24 * MiB, 24 * MiB], block_mib=4)
+    written = write_partition(client, part, [6 * MiB] * 12, block_mib=4)
     cache = gluster_dir / "pods"
     killed: list[str] = []
 
     def kill_first_part(names):
         for name in names:
             if name.endswith("-p0-a0") and nodeagent.pid(pods_env, name, "copy"):
-                journal = glob.glob(str(cache.parent / f".{cache.name}.tfk8s-parts" / "part-0.*.journal"))
-                staged = cache.parent / f".{cache.name}.tfk8s-partial"
-                if journal and Path(journal[0]).stat().st_size > 0 or any(staged.rglob("part-*")):
+                journal = glob.glob(str(cache.parent / f".{cache.name}.tfk8s-parts-*" / "part-0.*.journal"))
+                if journal and Path(journal[0]).read_text().count("\n") >= 1:  # mid-part: one item verified
                     nodeagent.kill(pods_env, name, "copy")
                     killed.append(name)
                     return True
@@ -182,16 +181,19 @@ def test_killed_copy_pod_retries_only_its_part(pods_env, hdfs_server, hdfs_dir, 
     retried = sorted(p for p in watcher.pods if not p.endswith("-a0"))
     assert retried and all(p.endswith("-p0-a1") for p in retried), sorted(watcher.pods)
     assert not watcher.visible_early
+    retry_log = "".join(Path(f).read_text() for f in glob.glob(
+        f"{nodeagent.logs_dir}/{pods_env}_{retried[0]}_*/copy/*.log"))
+    assert "part 0: resuming, " in retry_log, retry_log[-2000:]
     for name, data in written.items():
         assert (cache / name).read_bytes() == data, name
     doc = read_local(cache / MANIFEST_NAME)
-    assert doc["total_files"] == 3
+    assert doc["total_files"] == 12
     hidden, left = hidden_and_pods(cache, k8s_cluster.core_v1, pods_env)
     assert hidden == [] and left == []
 
 
 def test_corrupted_block_fails_the_part_and_publishes_nothing(pods_env, hdfs_server, hdfs_dir, gluster_dir,
-                                                             nodeagent, k8s_cluster, airflow_db):
+                                                             nodeagent, k8s_cluster, airflow_db, capfd):
     client = hdfs_server.client()
     part = f"{hdfs_dir}/bad/dt={DS}"
     write_partition(client, part, [300_000, 200_000, 100_000])
@@ -210,6 +212,98 @@ def test_corrupted_block_fails_the_part_and_publishes_nothing(pods_env, hdfs_ser
     cache = gluster_dir / "pods"
     dr = run("tfk8s_t_stage_pods_kubernetes", input=part, cache=str(cache), workers=1)
     assert states(dr) == {"stage": "failed"}
+    out = capfd.readouterr()
+    assert f"checksum error reading {victim}" in out.out + out.err
+    assert "copy part 0 (pod Failed) failed" not in out.out + out.err  # failed at once, not retried
     assert not cache.exists() or not any(cache.iterdir())
     hidden, left = hidden_and_pods(cache, k8s_cluster.core_v1, pods_env)
     assert hidden == [] and left == []
+
+
+def test_cancelled_copy_deletes_the_pods_and_publishes_nothing(pods_env, hdfs_server, hdfs_dir, gluster_dir,
+                                                               nodeagent, k8s_cluster, airflow_db):
+    """The operator starts its pods and defers; the task is then cancelled while they copy. Airflow
+    (3.3+) calls the deferred task's trigger's ``on_kill`` for a user's kill (mark failed, the DAG run
+    failed, clear); the test calls it at that point, with the real pods running."""
+    import asyncio
+    import sys
+    from types import SimpleNamespace
+
+    from airflow.exceptions import TaskDeferred
+
+    sys.path.insert(0, str(REPO / "tests" / "dags"))
+    import tfk8s_staging_scenarios as scenarios
+
+    client = hdfs_server.client()
+    part = f"{hdfs_dir}/cancel/dt={DS}"
+    write_partition(client, part, [6 * MiB] * 12, block_mib=4)
+    cache = gluster_dir / "pods"
+    task = scenarios.stage_pods_kubernetes.get_task("stage")
+    task.input_path, task.cache_dir, task.num_workers = part, str(cache), 2
+    ti = SimpleNamespace(dag_id="tfk8s_t_stage_pods_kubernetes", run_id="cancelled", task_id="stage", map_index=-1)
+    with pytest.raises(TaskDeferred) as deferred:
+        task.execute({"ti": ti})
+    trigger = deferred.value.trigger
+    core = k8s_cluster.core_v1
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # until a copy pod has verified part of its work
+        journals = glob.glob(str(cache.parent / f".{cache.name}.tfk8s-parts-*" / "part-*.journal"))
+        if any(Path(j).read_text().count("\n") for j in journals):
+            break
+        time.sleep(0.2)
+    else:
+        pytest.fail("no copy pod verified anything within 60s")
+    assert core.list_namespaced_pod(pods_env).items
+    asyncio.run(trigger.on_kill())
+    deadline = time.monotonic() + 60
+    while core.list_namespaced_pod(pods_env).items and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not core.list_namespaced_pod(pods_env).items, "copy pods left after the cancel"
+    def alive():
+        return {k: p for k, p in nodeagent.pids(pods_env).items() if Path(f"/proc/{p}").exists()}
+
+    deadline = time.monotonic() + 30
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert alive() == {}, "copy processes left after the cancel"
+    assert not cache.exists(), "a cancelled copy published something"
+    visible = [p.name for p in cache.parent.iterdir() if not p.name.startswith(".")]
+    assert visible == [], visible
+
+
+def test_retraining_dag_stages_through_pods_above_the_threshold(pods_env, hdfs_server, gluster_dir, nodeagent,
+                                                                k8s_cluster, airflow_db, monkeypatch):
+    """dags/tfk8s_retrain.py unchanged: its stage task (copy_executor "auto", the default) copies
+    through pods because the deployment's threshold (1 byte here) says so."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    date = "2026-07-28"
+    res = subprocess.run([sys.executable, str(REPO / "scripts" / "publish_dataset.py"), date],
+                         env={**os.environ, "TFK8S_WEBHDFS_URL": hdfs_server.url,
+                              "TFK8S_HDFS_USER": hdfs_server.user}, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    monkeypatch.setenv("TFK8S_ROOT", str(gluster_dir))
+    monkeypatch.setenv("TFK8S_STAGING_THRESHOLD", "1")
+    spec = importlib.util.spec_from_file_location("tfk8s_retrain_under_test", REPO / "dags" / "tfk8s_retrain.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    dag = module.daily.partial_subset(task_ids=["stage"], include_upstream=False, include_downstream=False) \
+        if hasattr(module, "daily") else next(
+            d for d in vars(module).values() if getattr(d, "dag_id", None) == "tfk8s_retrain_daily"
+        ).partial_subset(task_ids=["stage"], include_upstream=False, include_downstream=False)
+    cache = gluster_dir / "cache" / f"dt={date}"
+    watcher = Watcher(k8s_cluster.core_v1, pods_env, cache)
+    watcher.start()
+    dr = dag.test(logical_date=pendulum.parse(date))
+    watcher.stop.set()
+    watcher.join()
+    assert states(dr) == {"stage": "success"}
+    assert watcher.pods, "the stage task did not copy through pods"
+    doc = read_local(cache / MANIFEST_NAME)
+    assert doc["total_files"] >= 1 and all(f["checksum"]["algorithm"].endswith("CRC32C") for f in doc["files"]
+                                           if f["size"])
+    for entry in doc["files"]:
+        local = Path(entry["path"])
+        assert local.stat().st_size == entry["size"]

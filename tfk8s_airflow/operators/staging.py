@@ -153,14 +153,15 @@ class HdfsStageOperator(BaseOperator):
             self.log.info("staging %.1f MiB locally (below [tfk8s] staging_threshold, %.1f MiB)", total / 2**20,
                           settings.threshold / 2**20)
             return False
+        from tfk8s_airflow.k8s.copypods import copy_key
+
+        ti = context["ti"]
+        key = copy_key(ti.dag_id, ti.run_id, ti.task_id, getattr(ti, "map_index", -1))
         state = fanout.begin(hdfs, volume, self.input_path, self.num_workers, cache_dir=cache_dir,
                              manifest_path=_opt(self.manifest_path), pattern=_opt(self.pattern),
                              include_hidden=self.include_hidden, parallelism=self.parallelism,
-                             pods=self.copy_pods or settings.pods, logger=self.log, files=files, root=root)
-        ti = context["ti"]
-        from tfk8s_airflow.k8s.copypods import copy_key
-
-        state["key"] = copy_key(ti.dag_id, ti.run_id, ti.task_id, getattr(ti, "map_index", -1))
+                             pods=self.copy_pods or settings.pods, key=key, logger=self.log, files=files,
+                             root=root)
         state["started"] = time.time()
         state["done"] = []
         self._tfk8s_key = state["key"]
@@ -222,7 +223,7 @@ class HdfsStageOperator(BaseOperator):
             outcome = fanout.judge(state, volume, sorted(phases))
             if outcome.checksum_errors:
                 copypods.delete_all(api, settings.namespace, state["key"])
-                fanout.discard(Path(state["dest"]), volume.mount)
+                fanout.discard(Path(state["dest"]), state["key"], volume.mount)
                 raise StagingError("; ".join(outcome.checksum_errors) + " (nothing was published)")
             state["done"] = sorted(set(state.get("done", [])) | set(outcome.done))
             if outcome.failed:
@@ -230,13 +231,13 @@ class HdfsStageOperator(BaseOperator):
                     copypods.delete_one(api, settings.namespace,
                                         copypods.pod_name(state["key"], part, state["attempts"][part]))
                     state["attempts"][part] += 1
-                    self.log.warning("copy part %d (pod %s) failed: %s; attempt %d of %d resumes what it verified",
-                                     part, phases.get(part), why, state["attempts"][part] + 1,
-                                     settings.part_retries + 1)
                     if state["attempts"][part] > settings.part_retries:
                         copypods.delete_all(api, settings.namespace, state["key"])
                         raise StagingError(f"copy part {part} failed {state['attempts'][part]} times, last: {why} "
                                            "(nothing was published; a retry of the task resumes what was verified)")
+                    self.log.warning("copy part %d (pod %s) failed: %s; attempt %d of %d resumes what it verified",
+                                     part, phases.get(part), why, state["attempts"][part] + 1,
+                                     settings.part_retries + 1)
                 self._launch(state, sorted(outcome.failed), settings, volume, hdfs)
             final = fanout.judge(state, volume, list(range(len(state["plan"]))))
             if final.failed or final.checksum_errors:

@@ -39,14 +39,13 @@ from tfk8s_airflow.pathrules import is_safe_relative
 from tfk8s_airflow.stagecopy import checksums_match, file_checksum
 from tfk8s_airflow.staging.checksums import DEFAULT_BYTES_PER_CRC
 from tfk8s_airflow.staging.listing import FileEntry
-from tfk8s_airflow.staging.stage import lock_path, staging_dir
+from tfk8s_airflow.staging.stage import lock_path
 from tfk8s_airflow.volume.safe import SafeDir
 
 __all__ = ["CopySettings", "Item", "PreparedCopy", "choose_executor", "begin", "finish", "judge", "verify",
-           "copy_pod", "plan_parts", "prepare", "publish", "records_dir", "EXECUTORS", "RECORDS_SUFFIX"]
+           "copy_pod", "plan_parts", "prepare", "publish", "records_dir", "pods_staging_dir", "EXECUTORS"]
 
 EXECUTORS = ("local", "kubernetes", "auto")
-RECORDS_SUFFIX = ".tfk8s-parts"
 #: A part's record lists every item with its block MD5s: ~40 bytes a block, ~100 an item.
 RECORD_LIMIT = 64 << 20
 DEFAULT_BLOCK = 128 << 20
@@ -54,9 +53,16 @@ _UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "ki": 2**10, "
           "ti": 2**40}
 
 
-def records_dir(dest: Path) -> Path:
-    """Where the copy pods write their journals and records: a hidden sibling of ``dest``."""
-    return dest.with_name(f".{dest.name}{RECORDS_SUFFIX}")
+def pods_staging_dir(dest: Path, key: str) -> Path:
+    """Where the copy pods of one staging task (``key``) write the files: a hidden sibling of ``dest``
+    of that task's own (another task staging into the same cache, e.g. a held-out file copied
+    locally meanwhile, never touches it), stable across the task's retries (they resume it)."""
+    return dest.with_name(f".{dest.name}.tfk8s-pods-{key}")
+
+
+def records_dir(dest: Path, key: str) -> Path:
+    """Where the copy pods of ``key`` write their journals and records: a hidden sibling of ``dest``."""
+    return dest.with_name(f".{dest.name}.tfk8s-parts-{key}")
 
 
 def _bytes(raw: Any, name: str) -> int:
@@ -194,17 +200,16 @@ class PreparedCopy:
     """What :func:`prepare` found and made: where the pods write, and what is kept."""
 
     dest: Path
+    key: str
     fresh: bool
     present: frozenset[int]
 
 
-def prepare(files: Sequence[FileEntry], dest: Path, trusted_root: str | os.PathLike[str]) -> PreparedCopy:
-    """Make the staging and records directories for a pod copy into ``dest``, under ``dest``'s lock.
-
-    A first copy (``dest`` missing or empty) resumes what an interrupted one left in the staging
-    directory (the pods' journals say what was verified); into a cache that holds files, the files
-    already at their final names are marked ``present`` (their pod keeps them when their checksum
-    matches HDFS's) and a staging directory left behind is emptied."""
+def prepare(files: Sequence[FileEntry], dest: Path, key: str, trusted_root: str | os.PathLike[str]) -> PreparedCopy:
+    """Make the staging and records directories of task ``key`` for a pod copy into ``dest``, under
+    ``dest``'s lock. What an interrupted attempt of the same task left there is resumed (the pods'
+    journals say what was verified); the files already at their final names in ``dest`` are marked
+    ``present`` (their pod keeps them when their checksum matches HDFS's)."""
     for entry in files:
         if not is_safe_relative(entry.relpath):
             raise PathSafetyError(f"refusing to copy {entry.path} to {entry.relpath}: it would leave {dest}")
@@ -213,24 +218,22 @@ def prepare(files: Sequence[FileEntry], dest: Path, trusted_root: str | os.PathL
         fresh = parent.is_empty(dest.name) and not os.path.ismount(dest)
         present: set[int] = set()
         if not fresh:
-            parent.rmtree(staging_dir(dest).name)
-            parent.rmtree(records_dir(dest).name)
             with parent.subdir(dest.name) as root:
                 for i, entry in enumerate(files):
                     st = root.lstat(posixpath.normpath(entry.relpath))
                     if st is not None and stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and st.st_size == entry.size:
                         present.add(i)
-        parent.subdir(staging_dir(dest).name, create=True).close()
-        parent.subdir(records_dir(dest).name, create=True).close()
-    return PreparedCopy(dest, fresh, frozenset(present))
+        parent.subdir(pods_staging_dir(dest, key).name, create=True).close()
+        parent.subdir(records_dir(dest, key).name, create=True).close()
+    return PreparedCopy(dest, key, fresh, frozenset(present))
 
 
-def part_spec(part: int, items: Sequence[Item], files: Sequence[FileEntry], dest: Path, pod_dest: Path,
+def part_spec(part: int, items: Sequence[Item], files: Sequence[FileEntry], key: str, pod_dest: Path,
               hdfs_config: Any, *, chunk_size: int, attempts: int = 3) -> dict[str, Any]:
     """The ``TFK8S_COPY_PART`` document of one part (paths as the pods see the volume)."""
     return {"part": part, "namenodes": list(hdfs_config.urls), "user": hdfs_config.user,
             "proxy_user": hdfs_config.proxy_user, "timeout": hdfs_config.timeout,
-            "staging": str(staging_dir(pod_dest)), "records": str(records_dir(pod_dest)),
+            "staging": str(pods_staging_dir(pod_dest, key)), "records": str(records_dir(pod_dest, key)),
             "dest": str(pod_dest), "chunk": chunk_size, "attempts": attempts,
             "items": [it.spec(files[it.index]) for it in items]}
 
@@ -281,10 +284,11 @@ class PartOutcome:
     engines: set[str] = field(default_factory=set)
 
 
-def read_records(dest: Path, trusted_root: str | os.PathLike[str], parts: Sequence[int]) -> dict[int, Any]:
+def read_records(dest: Path, key: str, trusted_root: str | os.PathLike[str], parts: Sequence[int]
+                 ) -> dict[int, Any]:
     """Each finished part's record, as the pod left it (read safely; a missing one is absent)."""
     out: dict[int, Any] = {}
-    with SafeDir.open_under(trusted_root, records_dir(dest)) as d:
+    with SafeDir.open_under(trusted_root, records_dir(dest, key)) as d:
         for part in parts:
             try:
                 out[part] = d.read_json(f"part-{part}.json", RECORD_LIMIT)
@@ -351,15 +355,16 @@ def verify(plan: Sequence[Sequence[Item]], records: Mapping[int, Any], files: Se
 
 def publish(prepared: PreparedCopy, files: Sequence[FileEntry], kept: frozenset[int],
             trusted_root: str | os.PathLike[str]) -> None:
-    """Put a verified pod copy in place, under the destination's lock: a first copy by one rename
-    of the staging directory over the empty ``dest``; into a cache that held files, each copied
-    file by a rename from the staging directory over its final name (what stands there is replaced,
-    never written through). Only regular files of one link are moved: anything else a pod left in
-    the staging directory is refused. The records directory is removed last."""
+    """Put a verified pod copy in place, under the destination's lock: when ``dest`` is (still)
+    missing or empty, by one rename of the staging directory over it; into a cache that holds files
+    (a re-run, or another task that staged into the same directory meanwhile), each copied file by
+    a rename from the staging directory over its final name (what stands there is replaced, never
+    written through). Only regular files of one link, of the listed size, are moved: anything else
+    in the staging directory is refused. The records directory is removed last."""
     dest = prepared.dest
     with SafeDir.open_under(trusted_root, dest.parent) as parent, \
             parent.lock(lock_path(dest).name, timeout=300.0, posix=True):
-        staging = staging_dir(dest).name
+        staging = pods_staging_dir(dest, prepared.key).name
         with parent.subdir(staging) as stage_root:
             for i, entry in enumerate(files):
                 if i in kept:
@@ -369,16 +374,16 @@ def publish(prepared: PreparedCopy, files: Sequence[FileEntry], kept: frozenset[
                 if st is None or not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_size != entry.size:
                     raise StagingError(f"{stage_root.where(rel)} is not the verified copy of {entry.path} "
                                        "(missing, not a regular file of one link, or of another size)")
-        if prepared.fresh:
+        if parent.lstat(dest.name) is None or parent.is_empty(dest.name):
             parent.rmdir(dest.name)
             parent.replace(staging, dest.name)
         else:
-            with parent.subdir(staging) as src, parent.subdir(dest.name) as dst:
+            with parent.subdir(staging) as src, parent.subdir(dest.name, create=True) as dst:
                 for i, entry in enumerate(files):
                     if i not in kept:
                         _move(src, dst, posixpath.normpath(entry.relpath))
             parent.rmtree(staging)
-        parent.rmtree(records_dir(dest).name)
+        parent.rmtree(records_dir(dest, prepared.key).name)
 
 
 def _move(src: SafeDir, dst: SafeDir, rel: str) -> None:
@@ -391,20 +396,20 @@ def _move(src: SafeDir, dst: SafeDir, rel: str) -> None:
         os.rename(name, name, src_dir_fd=a.fd, dst_dir_fd=b.fd)
 
 
-def discard(dest: Path, trusted_root: str | os.PathLike[str]) -> None:
+def discard(dest: Path, key: str, trusted_root: str | os.PathLike[str]) -> None:
     """Remove what a failed or cancelled pod copy left (staging and records directories); the
     published ``dest`` is not touched. Never follows a link."""
     with SafeDir.open_under(trusted_root, dest.parent) as parent:
-        parent.rmtree(staging_dir(dest).name)
-        parent.rmtree(records_dir(dest).name)
+        parent.rmtree(pods_staging_dir(dest, key).name)
+        parent.rmtree(records_dir(dest, key).name)
 
 
 
 # ------------------------------------------------------------------------------ the two halves
 def begin(hdfs: Any, volume: Any, input_path: str, num_workers: Any, *, cache_dir: str,
           manifest_path: str | None, pattern: str | None, include_hidden: bool, parallelism: int,
-          pods: int, logger: Any, files: Sequence[FileEntry] | None = None, root: str | None = None
-          ) -> dict[str, Any]:
+          pods: int, key: str, logger: Any, files: Sequence[FileEntry] | None = None,
+          root: str | None = None) -> dict[str, Any]:
     """The Airflow side before the pods: check, list (unless ``files`` are given), remove the old
     manifest, prepare the volume, plan the parts. Returns the state :func:`finish` needs (plain
     JSON: it travels through the trigger)."""
@@ -430,7 +435,7 @@ def begin(hdfs: Any, volume: Any, input_path: str, num_workers: Any, *, cache_di
         raise DataError(f"input hdfs:{input_path} is empty: no data files{match} (names starting with "
                         "'_' or '.', such as _SUCCESS, are not data)")
     mf.remove_local(manifest_at, trusted=volume.mount)
-    prepared = prepare(files, dest, volume.mount)
+    prepared = prepare(files, dest, key, volume.mount)
     plan = plan_parts(files, pods, prepared.present)
     logger.info("copy through %d pod(s): %d file(s), %.1f MiB, %d already in the cache%s", len(plan), len(files),
                 sum(f.size for f in files) / 2**20, len(prepared.present),
@@ -439,7 +444,7 @@ def begin(hdfs: Any, volume: Any, input_path: str, num_workers: Any, *, cache_di
             "manifest": str(manifest_at), "fresh": prepared.fresh, "present": sorted(prepared.present),
             "files": [[f.path, f.relpath, f.size, f.block_size] for f in files],
             "plan": [[[it.index, it.offset, it.length, it.present] for it in items] for items in plan],
-            "attempts": [0] * len(plan), "plan_id": plan_id(files, plan)}
+            "attempts": [0] * len(plan), "plan_id": plan_id(files, plan), "key": key}
 
 
 def plan_id(files: Sequence[FileEntry], plan: Sequence[Sequence[Item]]) -> str:
@@ -463,14 +468,14 @@ def state_specs(state: Mapping[str, Any], volume: Any, hdfs_config: Any, chunk_s
     """Every part's ``TFK8S_COPY_PART`` document."""
     files, dest = state_files(state), Path(state["dest"])
     pod_dest = Path(volume.pod_path(dest))
-    return [dict(part_spec(k, items, files, dest, pod_dest, hdfs_config, chunk_size=chunk_size),
+    return [dict(part_spec(k, items, files, state["key"], pod_dest, hdfs_config, chunk_size=chunk_size),
                  plan_id=state["plan_id"]) for k, items in enumerate(state_plan(state))]
 
 
 def judge(state: Mapping[str, Any], volume: Any, parts: Sequence[int]) -> PartOutcome:
     """Read and check the records of ``parts`` (those whose pods ended)."""
     plan, files = state_plan(state), state_files(state)
-    records = read_records(Path(state["dest"]), volume.mount, parts)
+    records = read_records(Path(state["dest"]), state["key"], volume.mount, parts)
     out = PartOutcome()
     for part in parts:
         rec = records.get(part)
@@ -505,7 +510,8 @@ def finish(hdfs: Any, volume: Any, state: Mapping[str, Any], records: Mapping[in
     entries = verify(plan, records, files, hdfs.checksum)
     kept = frozenset(it.index for part, items in enumerate(plan)
                      for it, rec in zip(items, records[part]["items"], strict=True) if rec.get("kept"))
-    publish(PreparedCopy(dest, bool(state["fresh"]), frozenset(state["present"])), entries, kept, volume.mount)
+    publish(PreparedCopy(dest, state["key"], bool(state["fresh"]), frozenset(state["present"])), entries, kept,
+            volume.mount)
     pod_root = volume.pod_path(dest)
     paths = [posixpath.join(pod_root, f.relpath) for f in entries]
     plan_w = assign_shards(zip(paths, (f.size for f in entries), strict=True), int(state["workers"]))
