@@ -101,8 +101,10 @@ class CopySettings:
     def from_settings(cls, get: Callable[[str], Any]) -> CopySettings:
         """From ``get("staging_image")`` ... (Airflow's ``[tfk8s]``, then ``TFK8S_STAGING_*``)."""
         values: dict[str, Any] = {}
-        for key in ("image", "namespace", "memory", "cpu", "kubernetes_conn_id"):
-            raw = get(f"staging_{key}")
+        for key, name in (("image", "staging_image"), ("namespace", "staging_namespace"),
+                          ("memory", "staging_pod_memory"), ("cpu", "staging_pod_cpu"),
+                          ("kubernetes_conn_id", "staging_kubernetes_conn_id")):
+            raw = get(name)
             if raw not in (None, ""):
                 values[key] = str(raw).strip()
         for key, name in (("pods", "staging_pods"), ("part_retries", "staging_part_retries"),
