@@ -226,7 +226,7 @@ class WebHdfs:
 # ----------------------------------------------------------------------------- the volume
 def _open_dir(root: str, rel: str, create: bool) -> int:
     """A directory fd for ``root/rel``, each component below ``root`` opened without following a link."""
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)  # the directory the task made
     try:
         for name in [p for p in rel.split("/") if p]:
             if name in (".", ".."):
@@ -309,16 +309,20 @@ class _Progress:
 
 def _read_journal(path: str) -> dict[int, dict[str, Any]]:
     done: dict[int, dict[str, Any]] = {}
+    d = _open_dir(os.path.dirname(path), "", create=False)
     try:
-        with open(path, encoding="utf-8") as fh:
-            for line in fh:
-                try:
-                    rec = json.loads(line)
-                    done[int(rec["i"])] = rec
-                except (ValueError, KeyError, TypeError):
-                    break  # a line cut short by a kill: what follows is not trusted
+        fd = os.open(os.path.basename(path), os.O_RDONLY | os.O_NOFOLLOW, dir_fd=d)
     except FileNotFoundError:
-        pass
+        return done
+    finally:
+        os.close(d)
+    with os.fdopen(fd, encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                rec = json.loads(line)
+                done[int(rec["i"])] = rec
+            except (ValueError, KeyError, TypeError):
+                break  # a line cut short by a kill: what follows is not trusted
     return done
 
 
@@ -386,7 +390,13 @@ def copy_part(spec: dict[str, Any]) -> dict[str, Any]:
     progress = _Progress(part, sum(int(it["length"]) for it in items), len(items))
     results: list[dict[str, Any]] = []
     copied_bytes = 0
-    with open(journal_path, "a", encoding="utf-8") as journal:
+    records_fd = _open_dir(records, "", create=False)
+    try:
+        journal_fd = os.open(os.path.basename(journal_path), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW,
+                             0o644, dir_fd=records_fd)
+    finally:
+        os.close(records_fd)
+    with os.fdopen(journal_fd, "a", encoding="utf-8") as journal:
         for i, item in enumerate(items):
             if i in done:  # verified by an earlier attempt of this part
                 results.append(done[i])
@@ -432,13 +442,20 @@ def copy_part(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _write_record(records: str, part: int, record: dict[str, Any]) -> None:
-    tmp = os.path.join(records, f".part-{part}.json.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(record, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, os.path.join(records, f"part-{part}.json"))
+    """The part's record, through a temporary name and a rename (never through a planted link)."""
+    d = _open_dir(records, "", create=False)
+    try:
+        tmp = f".part-{part}.json.tmp"
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=d)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=d)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(record, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, f"part-{part}.json", src_dir_fd=d, dst_dir_fd=d)
+    finally:
+        os.close(d)
 
 
 def main(argv: list[str] | None = None) -> int:

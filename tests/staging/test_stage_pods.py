@@ -154,7 +154,7 @@ def test_pods_copy_byte_identical_to_local_copy(pods_env, hdfs_server, hdfs_dir,
 
 
 def test_killed_copy_pod_retries_only_its_part(pods_env, hdfs_server, hdfs_dir, gluster_dir, nodeagent,
-                                               k8s_cluster, airflow_db):
+                                               k8s_cluster, airflow_db, capfd):
     client = hdfs_server.client()
     part = f"{hdfs_dir}/big/dt={DS}"
     written = write_partition(client, part, [6 * MiB] * 12, block_mib=4)
@@ -184,6 +184,9 @@ def test_killed_copy_pod_retries_only_its_part(pods_env, hdfs_server, hdfs_dir, 
     retry_log = "".join(Path(f).read_text() for f in glob.glob(
         f"{nodeagent.logs_dir}/{pods_env}_{retried[0]}_*/copy/*.log"))
     assert "part 0: resuming, " in retry_log, retry_log[-2000:]
+    out = capfd.readouterr()
+    progress = [line for line in (out.out + out.err).splitlines() if "staging progress:" in line]
+    assert progress and "MiB/s, ETA" in progress[-1], progress  # the task log, while the pods copy
     for name, data in written.items():
         assert (cache / name).read_bytes() == data, name
     doc = read_local(cache / MANIFEST_NAME)

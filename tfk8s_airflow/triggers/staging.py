@@ -82,7 +82,7 @@ class CopyPodsTrigger(BaseTrigger):
         from kubernetes_asyncio import client as async_client
 
         total_bytes, total_items = sum(self.part_bytes.values()), sum(self.part_items.values())
-        last_log = 0.0
+        last_log = time.monotonic() - self.progress_interval + min(3.0, self.progress_interval)  # first after 3 s
         errors = 0
         async with self._hook().get_conn() as api:
             v1 = async_client.CoreV1Api(api)
