@@ -7,8 +7,9 @@ deployment names for these pods needs Python and this package, nothing else.
 
 What one pod does with its part (``TFK8S_COPY_PART``, JSON; see :func:`main`):
 
-* **Reads** each item from WebHDFS (``op=OPEN`` with ``offset``/``length``: a large file is split
-  into items at HDFS block boundaries, so parts of one file run in several pods) and writes it at
+* **Reads** its items on ``streams`` threads (4: small files are latency-bound) from WebHDFS
+  (``op=OPEN`` with ``offset``/``length``: a large file is split into items at HDFS block
+  boundaries, so parts of one file run in several pods) and writes it at
   its offset into the hidden staging directory the Airflow side created, opening every directory
   below the volume without following a link and every file without following one (``O_NOFOLLOW``,
   a regular file of one link), so nothing a training pod planted on the shared volume redirects a
@@ -48,10 +49,12 @@ import json
 import os
 import struct
 import sys
+import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any
 
 __all__ = ["main", "copy_part", "BlockSummer", "ENGINE", "PROGRESS_PREFIX"]
@@ -295,12 +298,15 @@ class _Progress:
         self.part, self.total_bytes, self.total_items, self.interval = part, total_bytes, total_items, interval
         self.bytes = self.items = 0
         self._last = 0.0
+        self._lock = threading.Lock()
 
     def add(self, nbytes: int, items: int = 0, force: bool = False) -> None:
-        self.bytes += nbytes
-        self.items += items
-        now = time.monotonic()
-        if force or now - self._last >= self.interval:
+        with self._lock:
+            self.bytes += nbytes
+            self.items += items
+            now = time.monotonic()
+            if not (force or now - self._last >= self.interval):
+                return
             self._last = now
             print(PROGRESS_PREFIX + json.dumps({"part": self.part, "bytes": self.bytes, "items": self.items,
                                                 "total_bytes": self.total_bytes,
@@ -388,57 +394,76 @@ def copy_part(spec: dict[str, Any]) -> dict[str, Any]:
         print(f"part {part}: resuming, {len(done)} of {len(items)} item(s) verified by an earlier attempt",
               flush=True)
     progress = _Progress(part, sum(int(it["length"]) for it in items), len(items))
-    results: list[dict[str, Any]] = []
-    copied_bytes = 0
+    results: list[dict[str, Any] | None] = [None] * len(items)
+    copied = [0]
     records_fd = _open_dir(records, "", create=False)
     try:
         journal_fd = os.open(os.path.basename(journal_path), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW,
                              0o644, dir_fd=records_fd)
     finally:
         os.close(records_fd)
+    lock = threading.Lock()
     with os.fdopen(journal_fd, "a", encoding="utf-8") as journal:
-        for i, item in enumerate(items):
+        def one(i: int) -> None:
+            item = items[i]
             if i in done:  # verified by an earlier attempt of this part
-                results.append(done[i])
+                results[i] = done[i]
                 progress.add(int(item["length"]), 1)
-                continue
-            whole = int(item["offset"]) == 0 and int(item["length"]) == int(item["size"])
-            rec: dict[str, Any] | None = None
-            if whole and item.get("present") and dest:
-                kept = _existing_checksum(dest, item["rel"], int(item["size"]), int(item["block_size"]),
-                                          int(item["bytes_per_crc"]))
-                if kept is not None and checksums_match(kept, hdfs.checksum(item["src"])):
-                    rec = {"i": i, "kept": True, "checksum": kept}
-            for attempt in range(1, attempts + 1):
-                if rec is not None:
-                    break
-                try:
-                    md5s = _copy_item(hdfs, item, staging, chunk, progress)
-                    rec = {"i": i, "md5s": md5s}
-                    if whole:
-                        local = file_checksum(md5s, int(item["size"]), int(item["block_size"]),
-                                              int(item["bytes_per_crc"]))
-                        remote = hdfs.checksum(item["src"])
-                        if not checksums_match(local, remote):
-                            raise PartError(f"checksum mismatch copying {item['src']}: HDFS {remote}, "
-                                            f"received {local}", "checksum")
-                        rec["checksum"] = local
-                    copied_bytes += int(item["length"])
-                except PartError as exc:
-                    if attempt == attempts or exc.kind in ("refused", "corrupt"):
-                        raise
-                    print(f"copying {item['src']} failed (attempt {attempt}/{attempts}): {exc}; retrying",
-                          file=sys.stderr, flush=True)
-                    time.sleep(min(2 ** attempt, 10))
-            assert rec is not None
-            journal.write(json.dumps(rec) + "\n")
-            journal.flush()
-            os.fsync(journal.fileno())
-            results.append(rec)
+                return
+            rec = _verified_item(hdfs, i, item, staging, dest, chunk, attempts, progress)
+            with lock:
+                if not rec.get("kept"):
+                    copied[0] += int(item["length"])
+                journal.write(json.dumps(rec) + "\n")
+                journal.flush()
+                os.fsync(journal.fileno())
+            results[i] = rec
             progress.add(0, 1)
+
+        streams = max(1, int(spec.get("streams", 4)))
+        with ThreadPoolExecutor(max_workers=streams, thread_name_prefix="copy") as pool:
+            futures = [pool.submit(one, i) for i in range(len(items))]
+            done_f, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            failed = next((f for f in done_f if f.exception() is not None), None)
+            if failed is not None:
+                for f in futures:
+                    f.cancel()
+                wait(futures)
+                raise failed.exception()  # type: ignore[misc]
     progress.add(0, force=True)
-    return {"part": part, "ok": True, "items": results, "copied_bytes": copied_bytes,
+    return {"part": part, "ok": True, "items": results, "copied_bytes": copied[0],
             "seconds": round(time.monotonic() - started, 3), "engine": ENGINE}
+
+
+def _verified_item(hdfs: WebHdfs, i: int, item: dict[str, Any], staging: str, dest: str | None, chunk: int,
+                   attempts: int, progress: _Progress) -> dict[str, Any]:
+    """One item kept (a re-run's file that matches HDFS) or copied and checked, retried ``attempts`` times."""
+    whole = int(item["offset"]) == 0 and int(item["length"]) == int(item["size"])
+    if whole and item.get("present") and dest:
+        kept = _existing_checksum(dest, item["rel"], int(item["size"]), int(item["block_size"]),
+                                  int(item["bytes_per_crc"]))
+        if kept is not None and checksums_match(kept, hdfs.checksum(item["src"])):
+            progress.add(int(item["length"]))
+            return {"i": i, "kept": True, "checksum": kept}
+    for attempt in range(1, attempts + 1):
+        try:
+            md5s = _copy_item(hdfs, item, staging, chunk, progress)
+            rec: dict[str, Any] = {"i": i, "md5s": md5s}
+            if whole:
+                local = file_checksum(md5s, int(item["size"]), int(item["block_size"]), int(item["bytes_per_crc"]))
+                remote = hdfs.checksum(item["src"])
+                if not checksums_match(local, remote):
+                    raise PartError(f"checksum mismatch copying {item['src']}: HDFS {remote}, received {local}",
+                                    "checksum")
+                rec["checksum"] = local
+            return rec
+        except PartError as exc:
+            if attempt == attempts or exc.kind in ("refused", "corrupt"):
+                raise
+            print(f"copying {item['src']} failed (attempt {attempt}/{attempts}): {exc}; retrying",
+                  file=sys.stderr, flush=True)
+            time.sleep(min(2 ** attempt, 10))
+    raise PartError(f"copying {item['src']}: attempts must be at least 1, not {attempts}")
 
 
 def _write_record(records: str, part: int, record: dict[str, Any]) -> None:
@@ -460,7 +485,8 @@ def _write_record(records: str, part: int, record: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """``TFK8S_COPY_PART`` (JSON): ``part``, ``namenodes``, ``user``, ``proxy_user``, ``timeout``,
-    ``staging``, ``dest``, ``records``, ``chunk``, ``attempts`` and ``items`` (each ``src``, ``rel``,
+    ``staging``, ``dest``, ``records``, ``chunk``, ``attempts``, ``streams`` (items copied at once,
+    default 4) and ``items`` (each ``src``, ``rel``,
     ``offset``, ``length``, ``size``, ``block_size``, ``bytes_per_crc``, ``present``)."""
     raw = os.environ.get("TFK8S_COPY_PART")
     if not raw:
