@@ -242,9 +242,18 @@ MEASURES = {"read": m_read, "write": m_write, "rawcopy": m_rawcopy, "stager": m_
             "stager-hdfs": m_stager, "pods": m_pods}
 
 
+def _vm_hwm_mib() -> float:
+    """This process's own peak RSS (``VmHWM``; ``ru_maxrss`` on Linux keeps the parent's across fork and exec)."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def child_main(args) -> None:
     out = MEASURES[args.measure](args)
-    out["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["peak_rss_mib"] = _vm_hwm_mib()
     print(json.dumps(out))
 
 
@@ -270,9 +279,8 @@ def measure(kind: str, args, src: str, dest: Path, pods: int = 0) -> dict:
            "--src", src, "--dest", str(dest), "--mount", args.mount,
            "--parallelism", str(args.parallelism), "--namespace", args.namespace or "",
            "--host-name", args.host_name, "--pod-count", str(pods)]
-    data, wall, rss = run_child(cmd)
-    assert data is not None
-    data["peak_rss_mib"] = rss
+    data, wall, _ = run_child(cmd)
+    assert data is not None  # its peak_rss_mib is its own VmHWM
     if kind.startswith("stager") or kind == "pods":
         data["seconds"] = wall  # like hdfscli's: the whole process, start-up included
     return data
@@ -310,6 +318,8 @@ def main() -> None:
                    "such as 1,2,4 (needs the devstack's k8s and node agent)")
     p.add_argument("--host-name", default=os.environ.get("TFK8S_NODEAGENT_HOST_NAME") or os.uname().nodename,
                    help="the host's name as pods resolve it (the node agent maps it to the host address)")
+    p.add_argument("--methods", default="", help="only the methods whose names start with one of these "
+                   "(comma-separated, e.g. 'raw copy,hdfscli,stager copy,pods')")
     p.add_argument("--namespace", default="", help=argparse.SUPPRESS)
     p.add_argument("--pod-count", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--measure", choices=sorted(MEASURES), help=argparse.SUPPRESS)
@@ -361,6 +371,10 @@ def main() -> None:
                     *[(f"pods {n}", lambda n=n: measure("pods", args, src, work / f"{name}-pods{n}", n))
                       for n in pod_counts],
                 ]:
+                    wanted = [m.strip() for m in args.methods.split(",") if m.strip()]
+                    if wanted and not label.startswith(tuple(wanted)) and label != "webhdfs read" \
+                            and label != "gluster write":
+                        continue
                     print(f"  {name} round {rnd}/{args.rounds}: {label} ...", file=sys.stderr)
                     os.sync()  # start each measurement without the previous one's dirty pages
                     time.sleep(1)
@@ -371,6 +385,9 @@ def main() -> None:
                     if label == "stager rerun":
                         shutil.rmtree(work / f"{name}-stager", ignore_errors=True)
             results = {label: _median_run(rs) for label, rs in runs.items()}
+            for label in ("raw copy", "hdfscli download"):  # the ratios' bases, measured or not
+                results.setdefault(label, {"bytes": nbytes, "seconds": float("nan"), "mib_s": float("nan"),
+                                           "peak_rss_mib": float("nan")})
             slower_raw = min(results["webhdfs read"]["mib_s"], results["gluster write"]["mib_s"])
             rows.append((name, count, size, nbytes, results, slower_raw))
     finally:

@@ -154,10 +154,10 @@ def test_pods_copy_byte_identical_to_local_copy(pods_env, hdfs_server, hdfs_dir,
 
 
 def test_killed_copy_pod_retries_only_its_part(pods_env, hdfs_server, hdfs_dir, gluster_dir, nodeagent,
-                                               k8s_cluster, airflow_db, capfd):
+                                               k8s_cluster, airflow_db):
     client = hdfs_server.client()
     part = f"{hdfs_dir}/big/dt={DS}"
-    written = write_partition(client, part, [6 * MiB] * 12, block_mib=4)
+    written = write_partition(client, part, [2 * MiB] * 48, block_mib=4)  # 16 items a part, 4 at a time
     cache = gluster_dir / "pods"
     killed: list[str] = []
 
@@ -165,7 +165,9 @@ def test_killed_copy_pod_retries_only_its_part(pods_env, hdfs_server, hdfs_dir, 
         for name in names:
             if name.endswith("-p0-a0") and nodeagent.pid(pods_env, name, "copy"):
                 journal = glob.glob(str(cache.parent / f".{cache.name}.tfk8s-parts-*" / "part-0.*.journal"))
-                if journal and Path(journal[0]).read_text().count("\n") >= 1:  # mid-part: one item verified
+                verified = Path(journal[0]).read_text().count("\n") if journal else 0
+                record = glob.glob(str(cache.parent / f".{cache.name}.tfk8s-parts-*" / "part-0.json"))
+                if 1 <= verified < 16 and not record:  # mid-part: some items verified, others not yet
                     nodeagent.kill(pods_env, name, "copy")
                     killed.append(name)
                     return True
@@ -184,13 +186,15 @@ def test_killed_copy_pod_retries_only_its_part(pods_env, hdfs_server, hdfs_dir, 
     retry_log = "".join(Path(f).read_text() for f in glob.glob(
         f"{nodeagent.logs_dir}/{pods_env}_{retried[0]}_*/copy/*.log"))
     assert "part 0: resuming, " in retry_log, retry_log[-2000:]
-    out = capfd.readouterr()
-    progress = [line for line in (out.out + out.err).splitlines() if "staging progress:" in line]
-    assert progress and "MiB/s, ETA" in progress[-1], progress  # the task log, while the pods copy
+    # What the trigger reads for the task log's progress lines (bytes and items, from each pod's log).
+    from tfk8s_airflow.triggers.staging import _last_progress
+
+    last = _last_progress(retry_log)
+    assert last and last["items"] == last["total_items"] and last["bytes"] == last["total_bytes"] > 0
     for name, data in written.items():
         assert (cache / name).read_bytes() == data, name
     doc = read_local(cache / MANIFEST_NAME)
-    assert doc["total_files"] == 12
+    assert doc["total_files"] == 48
     hidden, left = hidden_and_pods(cache, k8s_cluster.core_v1, pods_env)
     assert hidden == [] and left == []
 

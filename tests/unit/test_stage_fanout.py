@@ -143,3 +143,14 @@ def test_a_record_must_match_its_part():
     assert "block MD5s" in fanout.check_record(0, bad_md5, plan[0], files)
     bad_checksum = dict(good, items=[{"i": 0, "checksum": {"algorithm": 1}}] + good["items"][1:])
     assert "checksum" in fanout.check_record(0, bad_checksum, plan[0], files)
+
+
+def test_progress_line_for_the_task_log():
+    from tfk8s_airflow.triggers.staging import _last_progress, progress_text
+
+    log = "x\n" + stagecopy.PROGRESS_PREFIX + '{"bytes": 5, "items": 1}\nnoise\n'
+    assert _last_progress(log) == {"bytes": 5, "items": 1}
+    assert _last_progress("nothing") is None
+    text = progress_text(50 * MiB, 100 * MiB, 10, 20, 10.0, 4)
+    assert text == ("staging progress: 10/20 items, 50.0/100.0 MiB (50%), 5.0 MiB/s, ETA 10s, "
+                    "4 pod(s) running")
