@@ -18,7 +18,18 @@ Needs the devstack HDFS and GlusterFS (``devstack/up hdfs gluster``). For each d
 * ``stager hdfs``   : the same with ``verify="hdfs"`` (each copied file's checksum also
   compared with HDFS's ``GETFILECHECKSUM``: one more request per file);
 * ``stager rerun``  : the default again with everything present (HDFS's checksum looked up
-  and the local file's recomputed, per file).
+  and the local file's recomputed, per file);
+* ``pods N``        : with ``--pods 1,2,4``, the copy as a fan-out of N copy pods
+  (``copy_executor="kubernetes"``: :mod:`tfk8s_airflow.staging.fanout` on the Airflow side,
+  :mod:`tfk8s_airflow.stagecopy` in node agent pods reading WebHDFS at the host's name and
+  writing the GlusterFS mount); needs ``devstack/up k8s nodeagent`` too. The Airflow side (list,
+  plan, create the pods, wait polling once a second as the trigger does, read the records,
+  verify, publish, manifest) runs in the measured process; the pods are the node agent's.
+
+With ``--pods`` every copier also prints a JSON line ``{"set", "method", "pods", "mib_s",
+"airflow_cpu_s", "airflow_peak_rss_mib"}``: ``airflow_cpu_s`` is the CPU (user + system, all
+threads) the task's process spent in the staging call itself (interpreter start and imports
+excluded, the same for every method), ``airflow_peak_rss_mib`` the process's peak RSS.
 
 All copies use the same parallelism and are timed the same way, as the wall time of their
 process (interpreter start and imports included); the raw paths time their loop only.
@@ -156,26 +167,93 @@ def m_rawcopy(args) -> dict:
     return _raw(args, write=True)
 
 
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def m_stager(args) -> dict:
     from tfk8s_airflow.staging.glusterfs import GlusterVolume
     from tfk8s_airflow.staging.stage import stage_hdfs
     from tfk8s_airflow.staging.webhdfs import WebHdfs, WebHdfsConfig
 
     hdfs = WebHdfs(WebHdfsConfig(urls=(args.url,), user=args.user, timeout=60))
-    t = time.monotonic()
+    t, cpu = time.monotonic(), _cpu()
     res = stage_hdfs(hdfs, args.src, 4, volume=GlusterVolume(args.mount), cache_dir=args.dest,
                      parallelism=args.parallelism,
                      verify="hdfs" if args.measure == "stager-hdfs" else "stream")
-    return {"bytes": res["bytes"], "seconds": time.monotonic() - t, "copied": res["copied"]}
+    return {"bytes": res["bytes"], "seconds": time.monotonic() - t, "copied": res["copied"],
+            "airflow_cpu_s": _cpu() - cpu}
+
+
+def m_pods(args) -> dict:
+    """The Airflow side of a pod copy, synchronously (the operator defers instead of polling)."""
+    import logging
+    from urllib.parse import urlsplit
+
+    from kubernetes import client as k8s
+    from kubernetes import config as k8s_config
+
+    from tfk8s_airflow.k8s import copypods
+    from tfk8s_airflow.staging import fanout
+    from tfk8s_airflow.staging.glusterfs import GlusterVolume
+    from tfk8s_airflow.staging.webhdfs import WebHdfs, WebHdfsConfig
+
+    k8s_config.load_kube_config()
+    api = k8s.CoreV1Api()
+    # Pods reach the host at its name (their hosts files map it to the bridge address).
+    parts = urlsplit(args.url)
+    url = f"{parts.scheme}://{args.host_name}:{parts.port or 9870}"
+    hdfs = WebHdfs(WebHdfsConfig(urls=(url,), user=args.user, timeout=60))
+    volume = GlusterVolume(args.mount)
+    settings = fanout.CopySettings(image="python:3.12-slim", namespace=args.namespace, pods=args.pods,
+                                   pod_template={"nodeSelector": {"type": "local"},
+                                                 "tolerations": [{"key": "tfk8s.io/node-agent",
+                                                                  "operator": "Exists", "effect": "NoSchedule"}],
+                                                 "env": [{"name": "PYTHONPATH", "value": str(REPO)}]})
+    log = logging.getLogger("bench")
+    t, cpu = time.monotonic(), _cpu()
+    key = f"bench{os.getpid()}"
+    state = fanout.begin(hdfs, volume, args.src, 4, cache_dir=args.dest, manifest_path=None, pattern=None,
+                         include_hidden=False, parallelism=args.parallelism, pods=args.pods, key=key, logger=log)
+    state["started"] = time.time()
+    specs = fanout.state_specs(state, volume, hdfs.config, 4 << 20)
+    pods = [fanout.copy_pod(copypods.pod_name(key, k, 0), {copypods.LABEL_STAGING: key}, spec, settings,
+                            str(volume.mount), str(volume.pod_mount), ({}, {}))
+            for k, spec in enumerate(specs)]
+    copypods.create(api, pods)
+    names = {p["metadata"]["name"] for p in pods}
+    while True:  # one LIST a second, as the trigger polls
+        phases = {p.metadata.name: p.status.phase for p in
+                  api.list_namespaced_pod(args.namespace, label_selector=f"{copypods.LABEL_STAGING}={key}").items}
+        if all(phases.get(n) in ("Succeeded", "Failed") for n in names):
+            break
+        time.sleep(1.0)
+    outcome = fanout.judge(state, volume, list(range(len(specs))))
+    if outcome.failed or outcome.checksum_errors:
+        raise SystemExit(f"pod copy failed: {outcome.failed} {outcome.checksum_errors}")
+    res = fanout.finish(hdfs, volume, state, outcome.done, log, time.monotonic() - t)
+    copypods.delete_all(api, args.namespace, key)
+    return {"bytes": res["bytes"], "seconds": time.monotonic() - t, "copied": res["copied"],
+            "airflow_cpu_s": _cpu() - cpu, "engine": sorted(outcome.engines)}
 
 
 MEASURES = {"read": m_read, "write": m_write, "rawcopy": m_rawcopy, "stager": m_stager,
-            "stager-hdfs": m_stager}
+            "stager-hdfs": m_stager, "pods": m_pods}
+
+
+def _vm_hwm_mib() -> float:
+    """This process's own peak RSS (``VmHWM``; ``ru_maxrss`` on Linux keeps the parent's across fork and exec)."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def child_main(args) -> None:
     out = MEASURES[args.measure](args)
-    out["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["peak_rss_mib"] = _vm_hwm_mib()
     print(json.dumps(out))
 
 
@@ -196,14 +274,14 @@ def run_child(cmd: list[str], env: dict | None = None) -> tuple[dict | None, flo
     return data, wall, usage.ru_maxrss / 1024
 
 
-def measure(kind: str, args, src: str, dest: Path) -> dict:
+def measure(kind: str, args, src: str, dest: Path, pods: int = 0) -> dict:
     cmd = [sys.executable, __file__, "--measure", kind, "--url", args.url, "--user", args.user,
            "--src", src, "--dest", str(dest), "--mount", args.mount,
-           "--parallelism", str(args.parallelism)]
-    data, wall, rss = run_child(cmd)
-    assert data is not None
-    data["peak_rss_mib"] = rss
-    if kind.startswith("stager"):
+           "--parallelism", str(args.parallelism), "--namespace", args.namespace or "",
+           "--host-name", args.host_name, "--pod-count", str(pods)]
+    data, wall, _ = run_child(cmd)
+    assert data is not None  # its peak_rss_mib is its own VmHWM
+    if kind.startswith("stager") or kind == "pods":
         data["seconds"] = wall  # like hdfscli's: the whole process, start-up included
     return data
 
@@ -236,13 +314,25 @@ def main() -> None:
     p.add_argument("--parallelism", type=int, default=4)
     p.add_argument("--rounds", type=int, default=3,
                    help="measure every method this many times, interleaved; report the median (3)")
+    p.add_argument("--pods", default="", help="also copy through N copy pods, for each N of a list "
+                   "such as 1,2,4 (needs the devstack's k8s and node agent)")
+    p.add_argument("--host-name", default=os.environ.get("TFK8S_NODEAGENT_HOST_NAME") or os.uname().nodename,
+                   help="the host's name as pods resolve it (the node agent maps it to the host address)")
+    p.add_argument("--methods", default="", help="only the methods whose names start with one of these "
+                   "(comma-separated, e.g. 'raw copy,hdfscli,stager copy,pods')")
+    p.add_argument("--namespace", default="", help=argparse.SUPPRESS)
+    p.add_argument("--pod-count", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--measure", choices=sorted(MEASURES), help=argparse.SUPPRESS)
     p.add_argument("--src", help=argparse.SUPPRESS)
     p.add_argument("--dest", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.measure:
+        args.pods = args.pod_count
         child_main(args)
         return
+    pod_counts = [int(n) for n in args.pods.split(",") if n.strip()]
+    if pod_counts:
+        args.namespace = _bench_namespace()
 
     from tfk8s_airflow.staging.checksums import ENGINE
 
@@ -278,22 +368,33 @@ def main() -> None:
                                                      work / f"{name}-stager")),
                     ("stager hdfs", lambda: measure("stager-hdfs", args, src,
                                                     work / f"{name}-hdfs")),
+                    *[(f"pods {n}", lambda n=n: measure("pods", args, src, work / f"{name}-pods{n}", n))
+                      for n in pod_counts],
                 ]:
+                    wanted = [m.strip() for m in args.methods.split(",") if m.strip()]
+                    if wanted and not label.startswith(tuple(wanted)) and label != "webhdfs read" \
+                            and label != "gluster write":
+                        continue
                     print(f"  {name} round {rnd}/{args.rounds}: {label} ...", file=sys.stderr)
                     os.sync()  # start each measurement without the previous one's dirty pages
                     time.sleep(1)
                     runs.setdefault(label, []).append(fn())
                     for d in (work / f"{name}-raw", work / f"{name}-hdfscli",
-                              work / f"{name}-hdfs"):
+                              work / f"{name}-hdfs", *[work / f"{name}-pods{n}" for n in pod_counts]):
                         shutil.rmtree(d, ignore_errors=True)
                     if label == "stager rerun":
                         shutil.rmtree(work / f"{name}-stager", ignore_errors=True)
             results = {label: _median_run(rs) for label, rs in runs.items()}
+            for label in ("raw copy", "hdfscli download"):  # the ratios' bases, measured or not
+                results.setdefault(label, {"bytes": nbytes, "seconds": float("nan"), "mib_s": float("nan"),
+                                           "peak_rss_mib": float("nan")})
             slower_raw = min(results["webhdfs read"]["mib_s"], results["gluster write"]["mib_s"])
             rows.append((name, count, size, nbytes, results, slower_raw))
     finally:
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(tmp, ignore_errors=True)
+        if pod_counts:
+            _drop_namespace(args.namespace)
 
     print(f"\nHDFS -> GlusterFS, parallelism {args.parallelism}, CRC32C engine {ENGINE}, "
           f"median of {args.rounds} interleaved round(s) after a warm-up read")
@@ -304,15 +405,50 @@ def main() -> None:
         base = results["hdfscli download"]["mib_s"]
         raw_copy = results["raw copy"]["mib_s"]
         for label, r in results.items():
-            vs_cli = f"{r['mib_s'] / base:.2f}x" if label.startswith("stager") else ""
-            vs_raw = f"{r['mib_s'] / slower_raw:.0%}" if label.startswith("stager") else ""
-            copier = label.startswith(("stager", "hdfscli"))
+            ours = label.startswith(("stager", "pods"))
+            vs_cli = f"{r['mib_s'] / base:.2f}x" if ours else ""
+            vs_raw = f"{r['mib_s'] / slower_raw:.0%}" if ours else ""
+            copier = label.startswith(("stager", "hdfscli", "pods"))
             vs_copy = f"{r['mib_s'] / raw_copy:.0%}" if copier else ""
             print(f"{desc:<26}{label:<18}{r['mib_s']:>9.1f}{r['seconds']:>9.2f}"
                   f"{r['peak_rss_mib']:>14.1f}{vs_cli:>12}{vs_raw:>15}{vs_copy:>13}")
             desc = ""
     print("\nstager copy: verify='stream' (the default); stager hdfs: verify='hdfs'; stager rerun:"
-          "\nthe default with every file already present (checksums looked up and recomputed).")
+          "\nthe default with every file already present (checksums looked up and recomputed);"
+          "\npods N: copy_executor='kubernetes' with N copy pods (every file compared with HDFS's checksum).")
+    if pod_counts:
+        print()
+        for name, _count, _size, _nbytes, results, _slower in rows:
+            for label, r in results.items():
+                if label.startswith(("stager copy", "pods")):
+                    print(json.dumps({"set": name, "method": "pods" if label.startswith("pods") else "local",
+                                      "pods": int(label.split()[1]) if label.startswith("pods") else 0,
+                                      "mib_s": round(r["mib_s"], 1), "airflow_cpu_s": round(r["airflow_cpu_s"], 3),
+                                      "airflow_peak_rss_mib": round(r["peak_rss_mib"], 1)}))
+
+
+def _bench_namespace() -> str:
+    from kubernetes import client as k8s
+    from kubernetes import config as k8s_config
+
+    k8s_config.load_kube_config()
+    name = f"tfk8s-bench-{os.getpid()}"
+    k8s.CoreV1Api().create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name)))
+    for _ in range(60):  # the ServiceAccount admission wants the default account first
+        try:
+            k8s.CoreV1Api().read_namespaced_service_account("default", name)
+            break
+        except k8s.exceptions.ApiException:
+            time.sleep(0.5)
+    return name
+
+
+def _drop_namespace(name: str) -> None:
+    from kubernetes import client as k8s
+
+    core = k8s.CoreV1Api()
+    core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
+    core.delete_namespace(name)
 
 
 if __name__ == "__main__":

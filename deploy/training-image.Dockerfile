@@ -7,6 +7,10 @@
 #   TFK8S_PURE_PYTHON=1 python3 -m pip wheel --no-deps -w dist .     # dist/tfk8s_airflow-<v>-py3-none-any.whl
 #   docker build -f deploy/training-image.Dockerfile -t registry.example.com/ml/trainer:2.21 .
 # (From the source tree instead of a wheel: COPY . /src and pip install --no-deps /src.)
+# The same image can be [tfk8s] staging_image (the copy pods: python -m tfk8s_airflow.stagecopy).
+# The pure-Python wheel has no C CRC32C accelerator, so its copy pods verify at ~11 MiB/s a pod;
+# for staging, install a wheel built without TFK8S_PURE_PYTHON on the image's platform (a C
+# compiler at build time; ~1 GB/s a pod), docs/staging.md "Copying through pods".
 # README.md, "The training image"; tests/packaging/test_training_image.py installs what this
 # recipe installs into a bare venv and imports it with the standard library alone.
 
@@ -20,7 +24,7 @@ RUN python3 -m pip install --no-cache-dir "tensorflow-cpu>=2.21,<2.22" "numpy>=1
 COPY dist/tfk8s_airflow-*-py3-none-any.whl /tmp/wheels/
 RUN python3 -m pip install --no-cache-dir --no-deps /tmp/wheels/tfk8s_airflow-*-py3-none-any.whl \
     && rm -rf /tmp/wheels \
-    && python3 -c "import tfk8s_airflow.runtime, tfk8s_airflow.codefetch, tfk8s_airflow.trainer.cli, tfk8s_airflow.trainer.dataset, tfk8s_airflow.trainer.state"
+    && python3 -c "import tfk8s_airflow.runtime, tfk8s_airflow.codefetch, tfk8s_airflow.trainer.cli, tfk8s_airflow.trainer.dataset, tfk8s_airflow.trainer.state, tfk8s_airflow.stagecopy"
 
 # The trainer's own entry point; a job spec sets its command (docs/runtime.md).
 CMD ["python3", "-m", "tfk8s_airflow.trainer", "--help"]

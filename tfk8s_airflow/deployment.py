@@ -14,6 +14,7 @@ from typing import Any
 
 from tfk8s_airflow.job.policy import SECTION, DeploymentPolicy
 from tfk8s_airflow.job.settings import with_fallback
+from tfk8s_airflow.staging.fanout import CopySettings
 
 
 def _airflow_setting(name: str) -> Any:
@@ -25,3 +26,8 @@ def _airflow_setting(name: str) -> Any:
 def deployment_policy() -> DeploymentPolicy:
     """The policy every job of this Airflow deployment is held to."""
     return DeploymentPolicy.from_settings(with_fallback(_airflow_setting, os.environ))
+
+
+def copy_settings() -> CopySettings:
+    """The deployment's settings for staging copy pods (``[tfk8s] staging_*``, then ``TFK8S_STAGING_*``)."""
+    return CopySettings.from_settings(with_fallback(_airflow_setting, os.environ))

@@ -49,3 +49,13 @@ with DAG("tfk8s_t_stage_gluster", schedule=None, start_date=START, catchup=False
          tags=["tfk8s-test"]) as stage_gluster:
     GlusterFSStageOperator(task_id="stage", input_path="{{ params.input }}",
                            num_workers="{{ params.workers }}", retries=3)
+
+# the copy as a fan-out of copy pods (the deployment's [tfk8s] staging_* settings come from the
+# test's environment, TFK8S_STAGING_*), and "auto", which chooses by the deployment's threshold
+for _executor, _pods in (("kubernetes", 3), ("auto", 2)):
+    with DAG(f"tfk8s_t_stage_pods_{_executor}", schedule=None, start_date=START, catchup=False,
+             params={"input": Param("/tmp", type="string"), "cache": Param("", type="string"),
+                     "workers": Param(2, type="integer")}, tags=["tfk8s-test"]) as _dag:
+        HdfsStageOperator(task_id="stage", input_path="{{ params.input }}", num_workers="{{ params.workers }}",
+                          cache_dir="{{ params.cache }}", copy_executor=_executor, copy_pods=_pods)
+    globals()[f"stage_pods_{_executor}"] = _dag

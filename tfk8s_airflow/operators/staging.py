@@ -16,13 +16,17 @@ straight to ``tf_job(..., shards=stage.output)``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseOperator
 
 from tfk8s_airflow.connections import webhdfs
+from tfk8s_airflow.exceptions import SpecError, StagingError
 from tfk8s_airflow.operators.base import describe_outlets, fail_permanently, partition_key
+from tfk8s_airflow.staging import fanout
 from tfk8s_airflow.staging.glusterfs import GlusterVolume
 from tfk8s_airflow.staging.stage import DEFAULT_VERIFY, parse_verify, stage_hdfs, stage_volume
 
@@ -70,6 +74,14 @@ class HdfsStageOperator(BaseOperator):
         file kept only if size and checksum equal HDFS's), ``"hdfs"`` (also every copied
         file against HDFS's GETFILECHECKSUM, one more request per file) or ``"size"`` (no
         lookups; cached files trusted by size). ``True``/``False`` mean ``"hdfs"``/``"size"``.
+    :param copy_executor: where the copy runs (not ``executor``: that is Airflow's own parameter,
+        the Airflow executor that runs the task): ``"local"`` (this task's process, as before),
+        ``"kubernetes"`` (a fan-out of copy pods, :mod:`tfk8s_airflow.staging.fanout`; the task
+        waits deferred) or ``"auto"`` (default: ``"kubernetes"`` when the partition holds at least
+        the deployment's ``[tfk8s] staging_threshold`` bytes and the deployment names a
+        ``staging_image``, else ``"local"``). Pod copies always compare every file with HDFS's
+        checksum, whatever ``verify`` says.
+    :param copy_pods: parts (and pods) of a pod copy (default ``[tfk8s] staging_pods``, 4).
     """
 
     template_fields: Sequence[str] = ("input_path", "pattern", "num_workers", "cache_dir",
@@ -82,8 +94,13 @@ class HdfsStageOperator(BaseOperator):
                  pod_mount_path: str | None = None, manifest_path: str | None = None,
                  parallelism: int = 4, path_prefix: str = "", include_hidden: bool = False,
                  chunk_size: int = 4 << 20, verify: bool | str = DEFAULT_VERIFY,
-                 **kwargs: Any) -> None:
+                 copy_executor: str = "auto", copy_pods: int | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        if copy_executor not in fanout.EXECUTORS:  # a bad value fails when the DAG is parsed
+            raise SpecError(f"must be one of {', '.join(map(repr, fanout.EXECUTORS))}, got {copy_executor!r}",
+                            field="copy_executor")
+        self.copy_executor = copy_executor
+        self.copy_pods = copy_pods
         self.input_path = input_path
         self.num_workers = num_workers
         self.pattern = pattern
@@ -105,6 +122,10 @@ class HdfsStageOperator(BaseOperator):
             volume = (GlusterVolume(self.volume_path, self.allowed_roots, self.pod_mount_path)
                       if cache_dir else None)
             hdfs = webhdfs(self.webhdfs_conn_id)
+            if cache_dir and volume is not None and self.copy_executor != "local":
+                started = self._maybe_pods(context, hdfs, volume, cache_dir)
+                if started:
+                    return {}  # not reached: deferred
             return _announce(context, self.outlets, self.input_path, stage_hdfs(hdfs, self.input_path, self.num_workers,
                               pattern=_opt(self.pattern), include_hidden=self.include_hidden,
                               volume=volume, cache_dir=cache_dir,
@@ -112,6 +133,130 @@ class HdfsStageOperator(BaseOperator):
                               parallelism=self.parallelism, path_prefix=self.path_prefix or "",
                               chunk_size=self.chunk_size, verify=self.verify,
                               logger=self.log))
+
+    # ------------------------------------------------------------------ the pod fan-out
+    def _maybe_pods(self, context: Any, hdfs: Any, volume: GlusterVolume, cache_dir: str) -> bool:
+        """Start a pod copy when the executor (or, for ``auto``, the partition's size) says so."""
+        from tfk8s_airflow.deployment import copy_settings
+
+        settings = copy_settings()
+        files = root = None
+        total = 0
+        if self.copy_executor == "auto":
+            if not settings.image or hdfs.config.kerberos:
+                return False
+            root, files = hdfs.list_files(self.input_path, pattern=_opt(self.pattern),
+                                          include_hidden=self.include_hidden, with_checksums=False,
+                                          parallelism=self.parallelism)
+            total = sum(f.size for f in files)
+        if fanout.choose_executor(self.copy_executor, total, settings, kerberos=hdfs.config.kerberos) != "kubernetes":
+            self.log.info("staging %.1f MiB locally (below [tfk8s] staging_threshold, %.1f MiB)", total / 2**20,
+                          settings.threshold / 2**20)
+            return False
+        from tfk8s_airflow.k8s.copypods import copy_key
+
+        ti = context["ti"]
+        key = copy_key(ti.dag_id, ti.run_id, ti.task_id, getattr(ti, "map_index", -1))
+        state = fanout.begin(hdfs, volume, self.input_path, self.num_workers, cache_dir=cache_dir,
+                             manifest_path=_opt(self.manifest_path), pattern=_opt(self.pattern),
+                             include_hidden=self.include_hidden, parallelism=self.parallelism,
+                             pods=self.copy_pods or settings.pods, key=key, logger=self.log, files=files,
+                             root=root)
+        state["started"] = time.time()
+        state["done"] = []
+        self._tfk8s_key = state["key"]
+        self._launch(state, list(range(len(state["plan"]))), settings, volume, hdfs)
+        return True
+
+    def _launch(self, state: dict[str, Any], parts: list[int], settings: fanout.CopySettings,
+                volume: GlusterVolume, hdfs: Any) -> None:
+        """Create the pods of ``parts`` (admitted by the deployment's policy first) and defer."""
+        import os
+
+        from tfk8s_airflow.deployment import deployment_policy
+        from tfk8s_airflow.k8s import copypods
+        from tfk8s_airflow.triggers.staging import CopyPodsTrigger
+
+        specs = fanout.state_specs(state, volume, hdfs.config, self.chunk_size)
+        policy = deployment_policy()
+        pod_sc, container_sc, _ = policy.pod_security(None)
+        pods, names = [], {}
+        for part in parts:
+            name = copypods.pod_name(state["key"], part, state["attempts"][part])
+            labels = {copypods.LABEL_STAGING: state["key"], copypods.LABEL_PART: str(part),
+                      "app.kubernetes.io/managed-by": "tfk8s-airflow", "app.kubernetes.io/component": "staging"}
+            pod = fanout.copy_pod(name, labels, specs[part], settings, str(volume.mount), str(volume.pod_mount),
+                                  (pod_sc, container_sc))
+            # The deployment's admission policy, as for every pod the package makes (host paths,
+            # Secrets, security contexts): the switch point to one public admission function.
+            problems = policy._template({"spec": pod["spec"]}, f"staging copy pod {name}", os.path.realpath)
+            if problems:
+                raise SpecError(problems)
+            pods.append(pod)
+            names[str(part)] = name
+        api = copypods.core(settings.kubernetes_conn_id)
+        copypods.create(api, pods)
+        self.log.info("started %d copy pod(s) in %s: %s", len(pods), settings.namespace, ", ".join(names.values()))
+        plan = state["plan"]
+        self.defer(trigger=CopyPodsTrigger(
+            namespace=settings.namespace, key=state["key"], pods=names,
+            part_bytes={str(p): sum(int(it[2]) for it in plan[p]) for p in parts},
+            part_items={str(p): len(plan[p]) for p in parts}, kubernetes_conn_id=settings.kubernetes_conn_id,
+            started=time.time(), state=state), method_name="copy_ended")
+
+    def copy_ended(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
+        """A round of copy pods ended: publish when every part is verified, else start the failed
+        parts again (each resumes from its journal), up to ``[tfk8s] staging_part_retries``."""
+        from tfk8s_airflow.deployment import copy_settings
+        from tfk8s_airflow.k8s import copypods
+
+        with fail_permanently():
+            settings = copy_settings()
+            state = dict(event["state"])
+            volume = GlusterVolume(self.volume_path, self.allowed_roots, self.pod_mount_path)
+            hdfs = webhdfs(self.webhdfs_conn_id)
+            api = copypods.core(settings.kubernetes_conn_id)
+            if event.get("status") != "ended":
+                copypods.delete_all(api, settings.namespace, state["key"])
+                raise StagingError(f"waiting for the copy pods failed: {event.get('message')}")
+            phases = {int(p): ph for p, ph in event["phases"].items()}
+            outcome = fanout.judge(state, volume, sorted(phases))
+            if outcome.checksum_errors:
+                copypods.delete_all(api, settings.namespace, state["key"])
+                fanout.discard(Path(state["dest"]), state["key"], volume.mount)
+                raise StagingError("; ".join(outcome.checksum_errors) + " (nothing was published)")
+            state["done"] = sorted(set(state.get("done", [])) | set(outcome.done))
+            if outcome.failed:
+                for part, why in sorted(outcome.failed.items()):
+                    copypods.delete_one(api, settings.namespace,
+                                        copypods.pod_name(state["key"], part, state["attempts"][part]))
+                    state["attempts"][part] += 1
+                    if state["attempts"][part] > settings.part_retries:
+                        copypods.delete_all(api, settings.namespace, state["key"])
+                        raise StagingError(f"copy part {part} failed {state['attempts'][part]} times, last: {why} "
+                                           "(nothing was published; a retry of the task resumes what was verified)")
+                    self.log.warning("copy part %d (pod %s) failed: %s; attempt %d of %d resumes what it verified",
+                                     part, phases.get(part), why, state["attempts"][part] + 1,
+                                     settings.part_retries + 1)
+                self._launch(state, sorted(outcome.failed), settings, volume, hdfs)
+            final = fanout.judge(state, volume, list(range(len(state["plan"]))))
+            if final.failed or final.checksum_errors:
+                raise StagingError(f"copy parts not complete: {final.failed or final.checksum_errors}")
+            result = fanout.finish(hdfs, volume, state, final.done, self.log, time.time() - float(state["started"]))
+            self.log.info("CRC engine in the copy pods: %s", ", ".join(sorted(final.engines)))
+            copypods.delete_all(api, settings.namespace, state["key"])
+            return _announce(context, self.outlets, self.input_path, result)
+
+    def on_kill(self) -> None:
+        """Cancelled while starting the pods (before the task deferred): delete them."""
+        from tfk8s_airflow.deployment import copy_settings
+        from tfk8s_airflow.k8s import copypods
+
+        ctx = getattr(self, "_tfk8s_key", None)
+        if ctx is None:
+            return
+        settings = copy_settings()
+        copypods.delete_all(copypods.core(settings.kubernetes_conn_id), settings.namespace, ctx)
 
 
 class GlusterFSStageOperator(BaseOperator):

@@ -1,0 +1,511 @@
+"""The copy pod of a staging fan-out: one part of an HDFS partition onto the mounted volume, verified.
+
+Runs inside a staging copy pod (``python -m tfk8s_airflow.stagecopy``) that the staging operator
+creates with ``executor="kubernetes"`` (:mod:`tfk8s_airflow.staging.fanout` plans the parts and
+reads what this writes). The standard library only, like the rest of the pod side: the image the
+deployment names for these pods needs Python and this package, nothing else.
+
+What one pod does with its part (``TFK8S_COPY_PART``, JSON; see :func:`main`):
+
+* **Reads** its items on ``streams`` threads (4: small files are latency-bound) from WebHDFS
+  (``op=OPEN`` with ``offset``/``length``: a large file is split into items at HDFS block
+  boundaries, so parts of one file run in several pods) and writes it at
+  its offset into the hidden staging directory the Airflow side created, opening every directory
+  below the volume without following a link and every file without following one (``O_NOFOLLOW``,
+  a regular file of one link), so nothing a training pod planted on the shared volume redirects a
+  write.
+* **Verifies** as it streams: the CRC32C of every ``bytes_per_crc`` chunk and the MD5 of each
+  block's CRCs, HDFS's own ``MD5-of-MD5-of-CRC32C``. An item that is a whole file is compared here
+  with HDFS's ``GETFILECHECKSUM`` (one request per file, made by the pod); the block MD5s of a
+  file split across pods go into the part's record, and the Airflow side composes them into the
+  file checksum and compares that with HDFS's. A mismatch is retried (``attempts``) and then
+  fails the part with ``checksum mismatch copying <file>``. A read that a DataNode breaks off is
+  checked against the NameNode's block list: a block it marks corrupt (the DataNode's own CRC
+  check failed on every replica) fails the part at once with ``checksum error reading <file>``.
+  The CRCs use the package's optional C
+  accelerator (``tfk8s_airflow.staging._chunkcrc``, built with the package) when the image has
+  it, and pure Python otherwise (about 7 MB/s: correct, slow; the record says which).
+* **Resumes**: after an item is written, fsynced and verified, one line goes to the part's
+  journal (``part-<n>.<plan id>.journal`` in the records directory, appended, fsynced); a retried pod of
+  the same part skips what its journal lists. A file already complete in the destination (a
+  re-run) is checksummed here and kept when it matches HDFS, so a re-run copies nothing.
+* **Reports** progress lines on stdout (``tfk8s.staging {...}``, read by the trigger through the
+  pod's log) and, at the end, the part's record (``part-<n>.json``: every item's result, bytes,
+  seconds, the CRC engine; written to a temporary name and renamed), and exits 0; a failure
+  writes the record with ``error`` (and ``kind``: ``checksum`` or ``io``) and exits 1.
+
+HDFS identity: ``user`` (simple authentication's ``user.name``, not a secret) comes in the part;
+a delegation token, when the deployment uses one, comes from the environment
+(``TFK8S_HDFS_DELEGATION``, a Secret reference in the pod spec), never from the part itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import http.client
+import json
+import os
+import struct
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from typing import Any
+
+__all__ = ["main", "copy_part", "BlockSummer", "ENGINE", "PROGRESS_PREFIX"]
+
+PROGRESS_PREFIX = "tfk8s.staging "
+_POLY = 0x82F63B78
+_T0 = []
+for _b in range(256):
+    _c = _b
+    for _ in range(8):
+        _c = (_c >> 1) ^ _POLY if _c & 1 else _c >> 1
+    _T0.append(_c)
+
+_native: Any
+try:  # the package's own C accelerator (built with the package; optional)
+    from tfk8s_airflow.staging import _chunkcrc as _native
+except ImportError:  # pragma: no cover - depends on the image
+    _native = None
+ENGINE = "native" if _native is not None else "python"
+
+
+def _crc32c(data: bytes | memoryview) -> int:
+    crc = 0xFFFFFFFF
+    table = _T0
+    for byte in bytes(data):
+        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def _chunk_crcs(data: memoryview, bytes_per_crc: int) -> bytes:
+    if _native is not None:
+        return bytes(_native.chunk_crcs(data, bytes_per_crc))
+    return b"".join(struct.pack(">I", _crc32c(data[i:i + bytes_per_crc]))
+                    for i in range(0, len(data), bytes_per_crc))
+
+
+class BlockSummer:
+    """The MD5 of each HDFS block's CRC32Cs over a byte range that starts at a block boundary."""
+
+    def __init__(self, block_size: int, bytes_per_crc: int) -> None:
+        self.block_size, self.bytes_per_crc = block_size, bytes_per_crc
+        self.md5s: list[str] = []
+        self._md5 = hashlib.md5()
+        self._fill = 0
+        self._pending = bytearray()
+
+    def update(self, data: bytes | memoryview) -> None:
+        self._pending += data
+        self._fold(final=False)
+
+    def _fold(self, final: bool) -> None:
+        buf = memoryview(self._pending)
+        pos = 0
+        try:
+            while pos < len(buf):
+                take = min(self.block_size - self._fill, len(buf) - pos)
+                if not final:
+                    take -= take % self.bytes_per_crc
+                    if take == 0:
+                        break
+                self._md5.update(_chunk_crcs(buf[pos:pos + take], self.bytes_per_crc))
+                self._fill += take
+                pos += take
+                if self._fill == self.block_size:
+                    self.md5s.append(self._md5.hexdigest())
+                    self._md5, self._fill = hashlib.md5(), 0
+        finally:
+            buf.release()
+        del self._pending[:pos]
+
+    def result(self) -> list[str]:
+        self._fold(final=True)
+        if self._fill:
+            self.md5s.append(self._md5.hexdigest())
+            self._md5, self._fill = hashlib.md5(), 0
+        return self.md5s
+
+
+def file_checksum(md5s: list[str], size: int, block_size: int, bytes_per_crc: int) -> dict[str, Any]:
+    """What WebHDFS ``GETFILECHECKSUM`` reports for a file whose block MD5s are ``md5s``
+    (the same rule as :class:`tfk8s_airflow.staging.checksums.HdfsChecksum`)."""
+    if size == 0:
+        return {"algorithm": "MD5-of-0MD5-of-0CRC32", "bytes": "0" * 24 + hashlib.md5(b"\0" * 32).hexdigest(),
+                "length": 28}
+    joined = b"".join(bytes.fromhex(m) for m in md5s)
+    capacity = 32
+    while capacity < len(joined):
+        capacity *= 2
+    per_block = block_size // bytes_per_crc if len(md5s) > 1 else 0
+    return {"algorithm": f"MD5-of-{per_block}MD5-of-{bytes_per_crc}CRC32C",
+            "bytes": struct.pack(">iq", bytes_per_crc, per_block).hex()
+            + hashlib.md5(joined + b"\0" * (capacity - len(joined))).hexdigest(),
+            "length": 28}
+
+
+def checksums_match(local: dict[str, Any], remote: dict[str, Any] | None) -> bool:
+    if not remote or local.get("algorithm") != remote.get("algorithm"):
+        return False
+    n = 2 * int(remote.get("length") or 28)
+    return str(local.get("bytes", ""))[:n] == str(remote.get("bytes", ""))[:n]
+
+
+class PartError(Exception):
+    """The part failed; ``kind`` is ``checksum`` (the bytes do not match HDFS's checksum), ``corrupt``
+    (HDFS marks a block of the file corrupt: a DataNode's CRC check failed on every replica), ``refused``
+    (HDFS refused the request: a missing file, a permission; no retry helps) or ``io``."""
+
+    def __init__(self, message: str, kind: str = "io") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+# ----------------------------------------------------------------------------- WebHDFS
+class WebHdfs:
+    """OPEN (with offset and length) and GETFILECHECKSUM, NameNodes tried in order."""
+
+    def __init__(self, urls: list[str], user: str | None, proxy_user: str | None, timeout: float) -> None:
+        self.urls = [u.rstrip("/") for u in urls]
+        self.params: dict[str, str] = {}
+        if user:
+            self.params["user.name"] = user
+        if proxy_user:
+            self.params["doas"] = proxy_user
+        token = os.environ.get("TFK8S_HDFS_DELEGATION", "")
+        if token:
+            self.params = {"delegation": token}  # a token replaces user.name
+        self.timeout = timeout
+
+    def _request(self, path: str, op: str, **extra: Any) -> Any:
+        query = urllib.parse.urlencode({"op": op, **self.params, **extra})
+        failures = []
+        for base in list(self.urls):
+            url = f"{base}/webhdfs/v1{urllib.parse.quote(path)}?{query}"
+            try:
+                return urllib.request.urlopen(url, timeout=self.timeout)  # follows the DataNode redirect
+            except urllib.error.HTTPError as exc:
+                body = exc.read(4096).decode("utf-8", "replace")
+                try:
+                    remote = json.loads(body)["RemoteException"]
+                    name, message = remote.get("exception", ""), remote.get("message", "")
+                except (ValueError, KeyError, TypeError):
+                    name, message = "", body.strip()[:300]
+                if name in ("StandbyException", "RetriableException"):
+                    failures.append(f"{base}: {name}")
+                    continue
+                kind = "checksum" if "Checksum" in name or "checksum" in message.lower() else "refused"
+                raise PartError(f"HDFS refused {op} of {path}: {name or exc.code}: {message}", kind) from None
+            except OSError as exc:
+                failures.append(f"{base}: {exc}")
+        raise PartError(f"no NameNode answered {op} of {path}: {'; '.join(failures)}")
+
+    def open(self, path: str, offset: int, length: int) -> Any:
+        return self._request(path, "OPEN", offset=offset, length=length, buffersize=1 << 20)
+
+    def corrupt_blocks(self, path: str, offset: int, length: int) -> list[str]:
+        """The blocks of the range that the NameNode marks corrupt (every replica failed a DataNode's
+        CRC check); [] when it cannot tell."""
+        try:
+            with self._request(path, "GET_BLOCK_LOCATIONS", offset=offset, length=length) as resp:
+                blocks = json.loads(resp.read())["LocatedBlocks"]["locatedBlocks"]
+        except (PartError, ValueError, KeyError, TypeError, OSError):
+            return []
+        return [f"blk_{b['block']['blockId']} (bytes {b.get('startOffset')}-"
+                f"{int(b.get('startOffset', 0)) + int(b['block'].get('numBytes', 0))})"
+                for b in blocks if isinstance(b, dict) and b.get("isCorrupt")]
+
+    def checksum(self, path: str) -> dict[str, Any]:
+        with self._request(path, "GETFILECHECKSUM") as resp:
+            return dict(json.loads(resp.read())["FileChecksum"])
+
+
+# ----------------------------------------------------------------------------- the volume
+def _open_dir(root: str, rel: str, create: bool) -> int:
+    """A directory fd for ``root/rel``, each component below ``root`` opened without following a link."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)  # the directory the task made
+    try:
+        for name in [p for p in rel.split("/") if p]:
+            if name in (".", ".."):
+                raise PartError(f"refusing a path with {name!r}: {rel}")
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, 0o755, dir_fd=fd)
+            nxt = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _open_target(root: str, rel: str) -> int:
+    """The file ``root/rel`` for writing at offsets (created when missing; never through a link)."""
+    d = _open_dir(root, os.path.dirname(rel), create=True)
+    try:
+        fd = os.open(os.path.basename(rel), os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644, dir_fd=d)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise PartError(f"{rel} in the staging directory is a symbolic link: refused") from None
+        raise
+    finally:
+        os.close(d)
+    st = os.fstat(fd)
+    import stat as _stat
+
+    if not _stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        os.close(fd)
+        raise PartError(f"{rel} in the staging directory is not a regular file of one link: refused")
+    return fd
+
+
+def _existing_checksum(root: str, rel: str, size: int, block: int, per_crc: int) -> dict[str, Any] | None:
+    """HDFS's checksum of the complete file ``root/rel`` (a re-run's kept file), or None."""
+    import stat as _stat
+
+    try:
+        d = _open_dir(root, os.path.dirname(rel), create=False)
+    except (OSError, PartError):
+        return None
+    try:
+        fd = os.open(os.path.basename(rel), os.O_RDONLY | os.O_NOFOLLOW, dir_fd=d)
+    except OSError:
+        return None
+    finally:
+        os.close(d)
+    try:
+        st = os.fstat(fd)
+        if not _stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_size != size:
+            return None
+        summer = BlockSummer(block, per_crc)
+        while chunk := os.read(fd, 4 << 20):
+            summer.update(chunk)
+        return file_checksum(summer.result(), size, block, per_crc)
+    finally:
+        os.close(fd)
+
+
+# ----------------------------------------------------------------------------- the part
+class _Progress:
+    def __init__(self, part: int, total_bytes: int, total_items: int, interval: float = 2.0) -> None:
+        self.part, self.total_bytes, self.total_items, self.interval = part, total_bytes, total_items, interval
+        self.bytes = self.items = 0
+        self._last = 0.0
+        self._lock = threading.Lock()
+
+    def add(self, nbytes: int, items: int = 0, force: bool = False) -> None:
+        with self._lock:
+            self.bytes += nbytes
+            self.items += items
+            now = time.monotonic()
+            if not (force or now - self._last >= self.interval):
+                return
+            self._last = now
+            print(PROGRESS_PREFIX + json.dumps({"part": self.part, "bytes": self.bytes, "items": self.items,
+                                                "total_bytes": self.total_bytes,
+                                                "total_items": self.total_items}), flush=True)
+
+
+def _read_journal(path: str) -> dict[int, dict[str, Any]]:
+    done: dict[int, dict[str, Any]] = {}
+    d = _open_dir(os.path.dirname(path), "", create=False)
+    try:
+        fd = os.open(os.path.basename(path), os.O_RDONLY | os.O_NOFOLLOW, dir_fd=d)
+    except FileNotFoundError:
+        return done
+    finally:
+        os.close(d)
+    with os.fdopen(fd, encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                rec = json.loads(line)
+                done[int(rec["i"])] = rec
+            except (ValueError, KeyError, TypeError):
+                break  # a line cut short by a kill: what follows is not trusted
+    return done
+
+
+def _copy_item(hdfs: WebHdfs, item: dict[str, Any], staging: str, chunk: int,
+               progress: _Progress) -> list[str]:
+    """Stream one item into place and return its block MD5s."""
+    block, per_crc = int(item["block_size"]), int(item["bytes_per_crc"])
+    offset, length = int(item["offset"]), int(item["length"])
+    summer = BlockSummer(block, per_crc)
+    fd = _open_target(staging, item["rel"])
+    got = 0
+    try:
+        with hdfs.open(item["src"], offset, length) as resp:
+            buf = bytearray(chunk)
+            view = memoryview(buf)
+            while got < length:
+                n = resp.readinto(view[:min(chunk, length - got)])
+                if not n:
+                    break
+                piece = view[:n]
+                written = 0
+                while written < n:
+                    written += os.pwrite(fd, piece[written:], offset + got + written)
+                summer.update(piece)
+                got += n
+                progress.add(n)
+        if got != length:
+            raise PartError(f"short read copying {item['src']}: {got} of {length} bytes at offset {offset}")
+        if offset + length == int(item["size"]):
+            os.ftruncate(fd, int(item["size"]))
+        os.fsync(fd)
+    except (OSError, ValueError, http.client.HTTPException, PartError) as exc:
+        if isinstance(exc, PartError) and exc.kind != "io":
+            raise
+        corrupt = hdfs.corrupt_blocks(item["src"], offset, length)
+        if not corrupt:  # the DataNode reports a bad replica to the NameNode as it finds it
+            time.sleep(1.0)
+            corrupt = hdfs.corrupt_blocks(item["src"], offset, length)
+        if corrupt:  # the DataNode stopped the stream at a CRC error: no replica holds good bytes
+            raise PartError(f"checksum error reading {item['src']}: HDFS marks {', '.join(corrupt)} corrupt "
+                            "(the DataNode's CRC check failed on every replica)", "corrupt") from None
+        if isinstance(exc, PartError):
+            raise
+        raise PartError(f"copying {item['src']} (bytes {offset}-{offset + length}): "
+                        f"{type(exc).__name__}: {exc}") from None
+    finally:
+        os.close(fd)
+    return summer.result()
+
+
+def copy_part(spec: dict[str, Any]) -> dict[str, Any]:
+    """Copy every item of ``spec``; the part's record (raises :class:`PartError` on failure)."""
+    started = time.monotonic()
+    hdfs = WebHdfs(list(spec["namenodes"]), spec.get("user"), spec.get("proxy_user"),
+                   float(spec.get("timeout", 30)))
+    staging, dest, records = spec["staging"], spec.get("dest"), spec["records"]
+    part, chunk, attempts = int(spec["part"]), int(spec.get("chunk", 4 << 20)), int(spec.get("attempts", 3))
+    items = spec["items"]
+    # The plan's id in the name: a journal of another plan (the listing changed) is never resumed.
+    journal_path = os.path.join(records, f"part-{part}.{spec.get('plan_id', '')}.journal")
+    done = _read_journal(journal_path)
+    if done:
+        print(f"part {part}: resuming, {len(done)} of {len(items)} item(s) verified by an earlier attempt",
+              flush=True)
+    progress = _Progress(part, sum(int(it["length"]) for it in items), len(items))
+    results: list[dict[str, Any] | None] = [None] * len(items)
+    copied = [0]
+    records_fd = _open_dir(records, "", create=False)
+    try:
+        journal_fd = os.open(os.path.basename(journal_path), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW,
+                             0o644, dir_fd=records_fd)
+    finally:
+        os.close(records_fd)
+    lock = threading.Lock()
+    with os.fdopen(journal_fd, "a", encoding="utf-8") as journal:
+        def one(i: int) -> None:
+            item = items[i]
+            if i in done:  # verified by an earlier attempt of this part
+                results[i] = done[i]
+                progress.add(int(item["length"]), 1)
+                return
+            rec = _verified_item(hdfs, i, item, staging, dest, chunk, attempts, progress)
+            with lock:
+                if not rec.get("kept"):
+                    copied[0] += int(item["length"])
+                journal.write(json.dumps(rec) + "\n")
+                journal.flush()
+                os.fsync(journal.fileno())
+            results[i] = rec
+            progress.add(0, 1)
+
+        streams = max(1, int(spec.get("streams", 4)))
+        with ThreadPoolExecutor(max_workers=streams, thread_name_prefix="copy") as pool:
+            futures = [pool.submit(one, i) for i in range(len(items))]
+            done_f, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            failed = next((f for f in done_f if f.exception() is not None), None)
+            if failed is not None:
+                for f in futures:
+                    f.cancel()
+                wait(futures)
+                raise failed.exception()  # type: ignore[misc]
+    progress.add(0, force=True)
+    return {"part": part, "ok": True, "items": results, "copied_bytes": copied[0],
+            "seconds": round(time.monotonic() - started, 3), "engine": ENGINE}
+
+
+def _verified_item(hdfs: WebHdfs, i: int, item: dict[str, Any], staging: str, dest: str | None, chunk: int,
+                   attempts: int, progress: _Progress) -> dict[str, Any]:
+    """One item kept (a re-run's file that matches HDFS) or copied and checked, retried ``attempts`` times."""
+    whole = int(item["offset"]) == 0 and int(item["length"]) == int(item["size"])
+    if whole and item.get("present") and dest:
+        kept = _existing_checksum(dest, item["rel"], int(item["size"]), int(item["block_size"]),
+                                  int(item["bytes_per_crc"]))
+        if kept is not None and checksums_match(kept, hdfs.checksum(item["src"])):
+            progress.add(int(item["length"]))
+            return {"i": i, "kept": True, "checksum": kept}
+    for attempt in range(1, attempts + 1):
+        try:
+            md5s = _copy_item(hdfs, item, staging, chunk, progress)
+            rec: dict[str, Any] = {"i": i, "md5s": md5s}
+            if whole:
+                local = file_checksum(md5s, int(item["size"]), int(item["block_size"]), int(item["bytes_per_crc"]))
+                remote = hdfs.checksum(item["src"])
+                if not checksums_match(local, remote):
+                    raise PartError(f"checksum mismatch copying {item['src']}: HDFS {remote}, received {local}",
+                                    "checksum")
+                rec["checksum"] = local
+            return rec
+        except PartError as exc:
+            if attempt == attempts or exc.kind in ("refused", "corrupt"):
+                raise
+            print(f"copying {item['src']} failed (attempt {attempt}/{attempts}): {exc}; retrying",
+                  file=sys.stderr, flush=True)
+            time.sleep(min(2 ** attempt, 10))
+    raise PartError(f"copying {item['src']}: attempts must be at least 1, not {attempts}")
+
+
+def _write_record(records: str, part: int, record: dict[str, Any]) -> None:
+    """The part's record, through a temporary name and a rename (never through a planted link)."""
+    d = _open_dir(records, "", create=False)
+    try:
+        tmp = f".part-{part}.json.tmp"
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=d)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=d)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(record, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, f"part-{part}.json", src_dir_fd=d, dst_dir_fd=d)
+    finally:
+        os.close(d)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``TFK8S_COPY_PART`` (JSON): ``part``, ``namenodes``, ``user``, ``proxy_user``, ``timeout``,
+    ``staging``, ``dest``, ``records``, ``chunk``, ``attempts``, ``streams`` (items copied at once,
+    default 4) and ``items`` (each ``src``, ``rel``,
+    ``offset``, ``length``, ``size``, ``block_size``, ``bytes_per_crc``, ``present``)."""
+    raw = os.environ.get("TFK8S_COPY_PART")
+    if not raw:
+        print("TFK8S_COPY_PART is not set: this program runs in a staging copy pod", file=sys.stderr)
+        return 2
+    spec = json.loads(raw)
+    part = int(spec["part"])
+    try:
+        record = copy_part(spec)
+    except PartError as exc:
+        print(f"part {part} failed: {exc}", file=sys.stderr, flush=True)
+        _write_record(spec["records"], part, {"part": part, "ok": False, "error": str(exc), "kind": exc.kind,
+                                              "engine": ENGINE})
+        return 1
+    _write_record(spec["records"], part, record)
+    print(f"part {part}: {len(record['items'])} item(s), {record['copied_bytes']} bytes copied in "
+          f"{record['seconds']}s (CRC engine {ENGINE})", flush=True)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,532 @@
+"""Staging as a fan-out of copy pods: the plan, the copy pods' spec, and the verified, atomic publication.
+
+With ``executor="kubernetes"`` the staging operator lists the partition as the local copy does,
+then, instead of streaming every byte through the Airflow worker:
+
+1. :func:`prepare` takes the destination's lock, sees what is already there (a re-run keeps what
+   is verified), creates the hidden staging directory (``.<name>.tfk8s-partial``, the local
+   copy's) and the records directory beside it (``.<name>.tfk8s-parts``), and :func:`plan_parts`
+   splits the copy into ``pods`` parts balanced by bytes: a file larger than a part's share is
+   split at HDFS block boundaries (so each piece's block MD5s are HDFS's own and compose into the
+   file checksum), small files are grouped; largest first onto the least loaded part.
+2. :func:`copy_pod` is one part's pod (the image, namespace, resources and scheduling come from the
+   deployment's ``[tfk8s] staging_*`` settings, :class:`CopySettings`, never from a DAG's form);
+   the program in it is :mod:`tfk8s_airflow.stagecopy` (standard library only).
+3. :func:`collect` reads each part's record (``part-<n>.json``, written by the pod) from the volume
+   with :mod:`tfk8s_airflow.volume.safe` (no link followed, a regular file, bounded, strict JSON),
+   checks it against the plan (every item, every block), composes the checksum of each file split
+   across parts and compares it with HDFS's ``GETFILECHECKSUM`` (one request per split file; a
+   whole file was compared by its pod), and :func:`publish` then puts the copy in place: a first
+   copy by one rename of the staging directory, into a cache that held files by one rename per
+   copied file. Only then is the manifest written (by :func:`tfk8s_airflow.staging.stage.stage_hdfs`'s
+   same code). A part whose pod failed (killed, evicted, a NameNode down) is started again by itself
+   and resumes from its journal; a checksum error fails the task and publishes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import stat
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tfk8s_airflow.exceptions import DataError, PathSafetyError, Problem, SpecError, StagingError
+from tfk8s_airflow.pathrules import is_safe_relative
+from tfk8s_airflow.stagecopy import checksums_match, file_checksum
+from tfk8s_airflow.staging.checksums import DEFAULT_BYTES_PER_CRC
+from tfk8s_airflow.staging.listing import FileEntry
+from tfk8s_airflow.staging.stage import lock_path
+from tfk8s_airflow.volume.safe import SafeDir
+
+__all__ = ["CopySettings", "Item", "PreparedCopy", "choose_executor", "begin", "finish", "judge", "verify",
+           "copy_pod", "plan_parts", "prepare", "publish", "records_dir", "pods_staging_dir", "EXECUTORS"]
+
+EXECUTORS = ("local", "kubernetes", "auto")
+#: A part's record lists every item with its block MD5s: ~40 bytes a block, ~100 an item.
+RECORD_LIMIT = 64 << 20
+DEFAULT_BLOCK = 128 << 20
+_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "ki": 2**10, "mi": 2**20, "gi": 2**30,
+          "ti": 2**40}
+
+
+def pods_staging_dir(dest: Path, key: str) -> Path:
+    """Where the copy pods of one staging task (``key``) write the files: a hidden sibling of ``dest``
+    of that task's own (another task staging into the same cache, e.g. a held-out file copied
+    locally meanwhile, never touches it), stable across the task's retries (they resume it)."""
+    return dest.with_name(f".{dest.name}.tfk8s-pods-{key}")
+
+
+def records_dir(dest: Path, key: str) -> Path:
+    """Where the copy pods of ``key`` write their journals and records: a hidden sibling of ``dest``."""
+    return dest.with_name(f".{dest.name}.tfk8s-parts-{key}")
+
+
+def _bytes(raw: Any, name: str) -> int:
+    text = str(raw).strip().lower()
+    for unit in sorted(_UNITS, key=len, reverse=True):
+        if unit and text.endswith(unit):
+            number = text[: -len(unit)]
+            break
+    else:
+        unit, number = "", text
+    try:
+        value = float(number) * _UNITS[unit]
+    except ValueError:
+        raise SpecError(f"must be a size such as 10Gi or 5000000000, got {raw!r}", field=f"[tfk8s] {name}") from None
+    if value < 0:
+        raise SpecError(f"must not be negative, got {raw!r}", field=f"[tfk8s] {name}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class CopySettings:
+    """The deployment's settings for staging copy pods (``[tfk8s] staging_*``)."""
+
+    image: str = ""                       # staging_image: Python 3 and this package
+    namespace: str = "default"            # staging_namespace
+    pods: int = 4                         # staging_pods: parts (and pods) of a copy
+    threshold: int = 10 * 2**30           # staging_threshold: "auto" copies through pods above it
+    memory: str = "256Mi"                 # staging_pod_memory: request and limit
+    cpu: str = "1"                        # staging_pod_cpu: request (no CPU limit: throttling slows CRCs)
+    kubernetes_conn_id: str | None = None  # staging_kubernetes_conn_id
+    deadline: int = 6 * 3600              # staging_pod_deadline: activeDeadlineSeconds of each pod
+    part_retries: int = 3                 # staging_part_retries: new pods for a part that failed
+    pod_template: Mapping[str, Any] = field(default_factory=dict)  # staging_pod_template (JSON)
+
+    @classmethod
+    def from_settings(cls, get: Callable[[str], Any]) -> CopySettings:
+        """From ``get("staging_image")`` ... (Airflow's ``[tfk8s]``, then ``TFK8S_STAGING_*``)."""
+        values: dict[str, Any] = {}
+        for key, name in (("image", "staging_image"), ("namespace", "staging_namespace"),
+                          ("memory", "staging_pod_memory"), ("cpu", "staging_pod_cpu"),
+                          ("kubernetes_conn_id", "staging_kubernetes_conn_id")):
+            raw = get(name)
+            if raw not in (None, ""):
+                values[key] = str(raw).strip()
+        for key, name in (("pods", "staging_pods"), ("part_retries", "staging_part_retries"),
+                          ("deadline", "staging_pod_deadline")):
+            raw = get(name)
+            if raw not in (None, ""):
+                try:
+                    values[key] = int(str(raw).strip())
+                except ValueError:
+                    raise SpecError(f"must be an integer, got {raw!r}", field=f"[tfk8s] {name}") from None
+                if values[key] < (0 if key == "part_retries" else 1):
+                    raise SpecError(f"must be at least 1, got {raw!r}", field=f"[tfk8s] {name}")
+        raw = get("staging_threshold")
+        if raw not in (None, ""):
+            values["threshold"] = _bytes(raw, "staging_threshold")
+        raw = get("staging_pod_template")
+        if raw not in (None, ""):
+            try:
+                tpl = json.loads(raw) if isinstance(raw, str) else raw
+            except ValueError as exc:
+                raise SpecError(f"must be a JSON object (a pod spec fragment: nodeSelector, tolerations, env), "
+                                f"got {raw!r}: {exc}", field="[tfk8s] staging_pod_template") from None
+            if not isinstance(tpl, dict):
+                raise SpecError("must be a JSON object", field="[tfk8s] staging_pod_template")
+            values["pod_template"] = tpl
+        return cls(**values)
+
+
+def choose_executor(executor: str, total_bytes: int, settings: CopySettings, *, kerberos: bool) -> str:
+    """``local`` or ``kubernetes`` for ``executor`` (``auto``: kubernetes at or above the threshold,
+    when the deployment names a copy image; a Kerberos connection copies locally)."""
+    if executor not in EXECUTORS:
+        raise SpecError(f"must be one of {', '.join(map(repr, EXECUTORS))}, got {executor!r}",
+                        field="copy_executor")
+    if executor == "auto":
+        if not settings.image or kerberos or total_bytes < settings.threshold:
+            return "local"
+        return "kubernetes"
+    if executor == "kubernetes":
+        if not settings.image:
+            raise SpecError(Problem("copy_executor", "the deployment names no image for staging copy pods",
+                                    "an administrator sets [tfk8s] staging_image, or use copy_executor='local'"))
+        if kerberos:
+            raise SpecError(Problem("copy_executor", "copy pods do not authenticate to HDFS with Kerberos yet",
+                                    "use copy_executor='local' (or 'auto') with a Kerberos connection"))
+    return executor
+
+
+# ------------------------------------------------------------------------------ the plan
+@dataclass(frozen=True)
+class Item:
+    """A byte range of one listed file (``index`` into the listing) copied by one pod."""
+
+    index: int
+    offset: int
+    length: int
+    present: bool = False
+
+    def spec(self, entry: FileEntry) -> dict[str, Any]:
+        return {"src": entry.path, "rel": posixpath.normpath(entry.relpath), "offset": self.offset,
+                "length": self.length, "size": entry.size, "block_size": entry.block_size or DEFAULT_BLOCK,
+                "bytes_per_crc": DEFAULT_BYTES_PER_CRC, "present": self.present}
+
+
+def plan_parts(files: Sequence[FileEntry], pods: int, present: frozenset[int] = frozenset()) -> list[list[Item]]:
+    """``files`` as at most ``pods`` parts balanced by bytes, deterministic.
+
+    A file larger than a part's share (total / pods) is cut at HDFS block boundaries into pieces
+    of about that share, unless it is already in the cache (``present``: its pod checks it whole).
+    Items go, largest first, to the part with the fewest bytes (then the fewest items; lowest
+    index on ties); parts that got nothing are dropped."""
+    pods = max(1, int(pods))
+    total = sum(f.size for f in files)
+    share = max(1, -(-total // pods))
+    items: list[Item] = []
+    for i, f in enumerate(files):
+        block = f.block_size or DEFAULT_BLOCK
+        if f.size > share and i not in present and f.size > block:
+            piece = max(block, -(-share // block) * block)
+            items.extend(Item(i, off, min(piece, f.size - off)) for off in range(0, f.size, piece))
+        else:
+            items.append(Item(i, 0, f.size, i in present))
+    parts: list[list[Item]] = [[] for _ in range(pods)]
+    loads = [0] * pods
+    for item in sorted(items, key=lambda it: (-it.length, it.index, it.offset)):
+        k = min(range(pods), key=lambda p: (loads[p], len(parts[p]), p))
+        parts[k].append(item)
+        loads[k] += item.length
+    return [sorted(p, key=lambda it: (it.index, it.offset)) for p in parts if p]
+
+
+# ------------------------------------------------------------------------------ the volume
+@dataclass
+class PreparedCopy:
+    """What :func:`prepare` found and made: where the pods write, and what is kept."""
+
+    dest: Path
+    key: str
+    fresh: bool
+    present: frozenset[int]
+
+
+def prepare(files: Sequence[FileEntry], dest: Path, key: str, trusted_root: str | os.PathLike[str]) -> PreparedCopy:
+    """Make the staging and records directories of task ``key`` for a pod copy into ``dest``, under
+    ``dest``'s lock. What an interrupted attempt of the same task left there is resumed (the pods'
+    journals say what was verified); the files already at their final names in ``dest`` are marked
+    ``present`` (their pod keeps them when their checksum matches HDFS's)."""
+    for entry in files:
+        if not is_safe_relative(entry.relpath):
+            raise PathSafetyError(f"refusing to copy {entry.path} to {entry.relpath}: it would leave {dest}")
+    with SafeDir.open_under(trusted_root, dest.parent, create=True) as parent, \
+            parent.lock(lock_path(dest).name, timeout=300.0, posix=True):
+        fresh = parent.is_empty(dest.name) and not os.path.ismount(dest)
+        present: set[int] = set()
+        if not fresh:
+            with parent.subdir(dest.name) as root:
+                for i, entry in enumerate(files):
+                    st = root.lstat(posixpath.normpath(entry.relpath))
+                    if st is not None and stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and st.st_size == entry.size:
+                        present.add(i)
+        parent.subdir(pods_staging_dir(dest, key).name, create=True).close()
+        parent.subdir(records_dir(dest, key).name, create=True).close()
+    return PreparedCopy(dest, key, fresh, frozenset(present))
+
+
+def part_spec(part: int, items: Sequence[Item], files: Sequence[FileEntry], key: str, pod_dest: Path,
+              hdfs_config: Any, *, chunk_size: int, attempts: int = 3) -> dict[str, Any]:
+    """The ``TFK8S_COPY_PART`` document of one part (paths as the pods see the volume)."""
+    return {"part": part, "namenodes": list(hdfs_config.urls), "user": hdfs_config.user,
+            "proxy_user": hdfs_config.proxy_user, "timeout": hdfs_config.timeout,
+            "staging": str(pods_staging_dir(pod_dest, key)), "records": str(records_dir(pod_dest, key)),
+            "dest": str(pod_dest), "chunk": chunk_size, "attempts": attempts,
+            "items": [it.spec(files[it.index]) for it in items]}
+
+
+def copy_pod(name: str, labels: Mapping[str, str], spec_doc: Mapping[str, Any], settings: CopySettings,
+             volume_host_path: str, pod_mount: str, security: tuple[dict[str, Any], dict[str, Any]]) -> dict[str, Any]:
+    """One copy pod: ``python -m tfk8s_airflow.stagecopy`` with its part in the environment, the
+    volume's host path mounted where the pods see it, bounded memory, ``restartPolicy: Never``
+    (a failed part gets a new pod from the operator, which resumes from the part's journal)."""
+    tpl = dict(settings.pod_template)
+    env: list[dict[str, Any]] = [{"name": "TFK8S_COPY_PART", "value": json.dumps(spec_doc, separators=(",", ":"))},
+           {"name": "PYTHONUNBUFFERED", "value": "1"}]
+    env += [dict(e) for e in tpl.get("env") or () if isinstance(e, Mapping) and e.get("name") != "TFK8S_COPY_PART"]
+    pod_sc, container_sc = security
+    container: dict[str, Any] = {
+        "name": "copy", "image": settings.image, "command": ["python", "-m", "tfk8s_airflow.stagecopy"],
+        "env": env,
+        "resources": {"requests": {"cpu": settings.cpu, "memory": settings.memory},
+                      "limits": {"memory": settings.memory}},
+        "volumeMounts": [{"name": "data", "mountPath": pod_mount}],
+    }
+    if container_sc:
+        container["securityContext"] = container_sc
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never", "activeDeadlineSeconds": settings.deadline,
+        "automountServiceAccountToken": False, "enableServiceLinks": False,
+        "containers": [container],
+        "volumes": [{"name": "data", "hostPath": {"path": volume_host_path, "type": "Directory"}}],
+    }
+    if pod_sc:
+        spec["securityContext"] = pod_sc
+    for key in ("nodeSelector", "tolerations", "affinity", "priorityClassName", "imagePullSecrets"):
+        if tpl.get(key):
+            spec[key] = tpl[key]
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": settings.namespace, "labels": dict(labels)},
+            "spec": spec}
+
+
+# ------------------------------------------------------------------------------ results
+@dataclass
+class PartOutcome:
+    """What :func:`collect` made of the parts' records."""
+
+    done: dict[int, dict[str, Any]] = field(default_factory=dict)    # part -> record (ok)
+    failed: dict[int, str] = field(default_factory=dict)              # part -> why (retry it)
+    checksum_errors: list[str] = field(default_factory=list)         # the data is wrong: fail
+    engines: set[str] = field(default_factory=set)
+
+
+def read_records(dest: Path, key: str, trusted_root: str | os.PathLike[str], parts: Sequence[int]
+                 ) -> dict[int, Any]:
+    """Each finished part's record, as the pod left it (read safely; a missing one is absent)."""
+    out: dict[int, Any] = {}
+    with SafeDir.open_under(trusted_root, records_dir(dest, key)) as d:
+        for part in parts:
+            try:
+                out[part] = d.read_json(f"part-{part}.json", RECORD_LIMIT)
+            except FileNotFoundError:
+                continue
+            except (DataError, PathSafetyError) as exc:
+                out[part] = {"ok": False, "error": f"unreadable record: {exc}", "kind": "io"}
+    return out
+
+
+def _valid_checksum(value: Any) -> bool:
+    return (isinstance(value, dict) and isinstance(value.get("algorithm"), str)
+            and isinstance(value.get("bytes"), str) and isinstance(value.get("length"), int))
+
+
+def check_record(part: int, record: Any, items: Sequence[Item], files: Sequence[FileEntry]) -> str | None:
+    """Why ``record`` is not a complete, well-formed result of ``items`` (None when it is)."""
+    if not isinstance(record, dict) or record.get("part") != part:
+        return "the record is not this part's"
+    got = record.get("items")
+    if not isinstance(got, list) or len(got) != len(items):
+        return f"the record lists {len(got) if isinstance(got, list) else 'no'} items, the part has {len(items)}"
+    for i, (item, rec) in enumerate(zip(items, got, strict=True)):
+        if not isinstance(rec, dict) or rec.get("i") != i:
+            return f"item {i} is missing from the record"
+        if rec.get("kept") or "checksum" in rec:
+            if not _valid_checksum(rec.get("checksum")):
+                return f"item {i} has no valid checksum"
+            continue
+        entry = files[item.index]
+        block = entry.block_size or DEFAULT_BLOCK
+        blocks = max(1, -(-item.length // block)) if item.length else 0
+        md5s = rec.get("md5s")
+        if not isinstance(md5s, list) or len(md5s) != blocks or not all(
+                isinstance(m, str) and len(m) == 32 and all(c in "0123456789abcdef" for c in m) for m in md5s):
+            return f"item {i} ({entry.path}) has not {blocks} block MD5s"
+    return None
+
+
+def verify(plan: Sequence[Sequence[Item]], records: Mapping[int, Any], files: Sequence[FileEntry],
+           hdfs_checksum: Callable[[str], Mapping[str, Any]]) -> list[FileEntry]:
+    """Every file with its HDFS checksum, once every part's record is complete; the checksum of a
+    file split across parts is composed from its block MD5s and compared with HDFS's here.
+    :class:`StagingError` naming the file when one does not match."""
+    pieces: dict[int, list[tuple[int, dict[str, Any]]]] = {}
+    for part, items in enumerate(plan):
+        for item, rec in zip(items, records[part]["items"], strict=True):
+            pieces.setdefault(item.index, []).append((item.offset, rec))
+    out: list[FileEntry] = []
+    for i, entry in enumerate(files):
+        got = sorted(pieces[i], key=lambda p: p[0])
+        if len(got) == 1 and "checksum" in got[0][1]:
+            checksum = dict(got[0][1]["checksum"])
+        else:
+            md5s = [m for _, rec in got for m in rec["md5s"]]
+            checksum = file_checksum(md5s, entry.size, entry.block_size or DEFAULT_BLOCK, DEFAULT_BYTES_PER_CRC)
+            remote = hdfs_checksum(entry.path)
+            if not checksums_match(checksum, dict(remote)):
+                raise StagingError(f"checksum mismatch copying {entry.path}: HDFS {dict(remote)}, "
+                                   f"received {checksum} (copied in {len(got)} parts)")
+        out.append(FileEntry(entry.path, entry.relpath, entry.size, entry.mtime, entry.block_size, checksum))
+    return out
+
+
+def publish(prepared: PreparedCopy, files: Sequence[FileEntry], kept: frozenset[int],
+            trusted_root: str | os.PathLike[str]) -> None:
+    """Put a verified pod copy in place, under the destination's lock: when ``dest`` is (still)
+    missing or empty, by one rename of the staging directory over it; into a cache that holds files
+    (a re-run, or another task that staged into the same directory meanwhile), each copied file by
+    a rename from the staging directory over its final name (what stands there is replaced, never
+    written through). Only regular files of one link, of the listed size, are moved: anything else
+    in the staging directory is refused. The records directory is removed last."""
+    dest = prepared.dest
+    with SafeDir.open_under(trusted_root, dest.parent) as parent, \
+            parent.lock(lock_path(dest).name, timeout=300.0, posix=True):
+        staging = pods_staging_dir(dest, prepared.key).name
+        with parent.subdir(staging) as stage_root:
+            for i, entry in enumerate(files):
+                if i in kept:
+                    continue
+                rel = posixpath.normpath(entry.relpath)
+                st = stage_root.lstat(rel)
+                if st is None or not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_size != entry.size:
+                    raise StagingError(f"{stage_root.where(rel)} is not the verified copy of {entry.path} "
+                                       "(missing, not a regular file of one link, or of another size)")
+        if parent.lstat(dest.name) is None or parent.is_empty(dest.name):
+            parent.rmdir(dest.name)
+            parent.replace(staging, dest.name)
+        else:
+            with parent.subdir(staging) as src, parent.subdir(dest.name, create=True) as dst:
+                for i, entry in enumerate(files):
+                    if i not in kept:
+                        _move(src, dst, posixpath.normpath(entry.relpath))
+            parent.rmtree(staging)
+        parent.rmtree(records_dir(dest, prepared.key).name)
+
+
+def _move(src: SafeDir, dst: SafeDir, rel: str) -> None:
+    """``src/rel`` renamed over ``dst/rel`` (directories opened without following links)."""
+    head, name = posixpath.split(rel)
+    if not head:
+        os.rename(name, name, src_dir_fd=src.fd, dst_dir_fd=dst.fd)
+        return
+    with src.subdir(head) as a, dst.subdir(head, create=True) as b:
+        os.rename(name, name, src_dir_fd=a.fd, dst_dir_fd=b.fd)
+
+
+def discard(dest: Path, key: str, trusted_root: str | os.PathLike[str]) -> None:
+    """Remove what a failed or cancelled pod copy left (staging and records directories); the
+    published ``dest`` is not touched. Never follows a link."""
+    with SafeDir.open_under(trusted_root, dest.parent) as parent:
+        parent.rmtree(pods_staging_dir(dest, key).name)
+        parent.rmtree(records_dir(dest, key).name)
+
+
+
+# ------------------------------------------------------------------------------ the two halves
+def begin(hdfs: Any, volume: Any, input_path: str, num_workers: Any, *, cache_dir: str,
+          manifest_path: str | None, pattern: str | None, include_hidden: bool, parallelism: int,
+          pods: int, key: str, logger: Any, files: Sequence[FileEntry] | None = None,
+          root: str | None = None) -> dict[str, Any]:
+    """The Airflow side before the pods: check, list (unless ``files`` are given), remove the old
+    manifest, prepare the volume, plan the parts. Returns the state :func:`finish` needs (plain
+    JSON: it travels through the trigger)."""
+    from tfk8s_airflow.pathrules import has_parent_segment
+    from tfk8s_airflow.staging import manifest as mf
+    from tfk8s_airflow.staging.shards import parse_num_workers
+
+    workers = parse_num_workers(num_workers)
+    if not input_path or not str(input_path).startswith("/"):
+        raise SpecError(f"must be an absolute HDFS path, got {input_path!r}", field="input_path")
+    if has_parent_segment(input_path):
+        raise PathSafetyError(f"input path {input_path!r} contains a '..' segment")
+    if not cache_dir:
+        raise SpecError("is required with executor='kubernetes': the pods copy into it", field="cache_dir")
+    dest = volume.safe_path(cache_dir, "cache_dir")
+    volume.check_mounted()
+    manifest_at = volume.safe_path(manifest_path or str(dest / mf.MANIFEST_NAME), "manifest_path")
+    if files is None or root is None:
+        root, files = hdfs.list_files(input_path, pattern=pattern, include_hidden=include_hidden,
+                                      with_checksums=False, parallelism=parallelism)
+    if not files:
+        match = f" matching {pattern!r}" if pattern else ""
+        raise DataError(f"input hdfs:{input_path} is empty: no data files{match} (names starting with "
+                        "'_' or '.', such as _SUCCESS, are not data)")
+    mf.remove_local(manifest_at, trusted=volume.mount)
+    prepared = prepare(files, dest, key, volume.mount)
+    plan = plan_parts(files, pods, prepared.present)
+    logger.info("copy through %d pod(s): %d file(s), %.1f MiB, %d already in the cache%s", len(plan), len(files),
+                sum(f.size for f in files) / 2**20, len(prepared.present),
+                "" if prepared.fresh else " (a re-run: kept where their checksum matches HDFS's)")
+    return {"input_path": input_path, "root": root, "pattern": pattern, "workers": workers, "dest": str(dest),
+            "manifest": str(manifest_at), "fresh": prepared.fresh, "present": sorted(prepared.present),
+            "files": [[f.path, f.relpath, f.size, f.block_size] for f in files],
+            "plan": [[[it.index, it.offset, it.length, it.present] for it in items] for items in plan],
+            "attempts": [0] * len(plan), "plan_id": plan_id(files, plan), "key": key}
+
+
+def plan_id(files: Sequence[FileEntry], plan: Sequence[Sequence[Item]]) -> str:
+    """A short hash of the listing and the parts: a pod's journal is resumed only by the same plan."""
+    import hashlib
+
+    doc = json.dumps([[[f.path, f.relpath, f.size, f.block_size] for f in files],
+                      [[[it.index, it.offset, it.length] for it in items] for items in plan]])
+    return hashlib.sha256(doc.encode()).hexdigest()[:16]
+
+
+def state_files(state: Mapping[str, Any]) -> list[FileEntry]:
+    return [FileEntry(p, r, int(s), None, int(b) if b else None) for p, r, s, b in state["files"]]
+
+
+def state_plan(state: Mapping[str, Any]) -> list[list[Item]]:
+    return [[Item(int(i), int(o), int(n), bool(p)) for i, o, n, p in items] for items in state["plan"]]
+
+
+def state_specs(state: Mapping[str, Any], volume: Any, hdfs_config: Any, chunk_size: int) -> list[dict[str, Any]]:
+    """Every part's ``TFK8S_COPY_PART`` document."""
+    files, dest = state_files(state), Path(state["dest"])
+    pod_dest = Path(volume.pod_path(dest))
+    return [dict(part_spec(k, items, files, state["key"], pod_dest, hdfs_config, chunk_size=chunk_size),
+                 plan_id=state["plan_id"]) for k, items in enumerate(state_plan(state))]
+
+
+def judge(state: Mapping[str, Any], volume: Any, parts: Sequence[int]) -> PartOutcome:
+    """Read and check the records of ``parts`` (those whose pods ended)."""
+    plan, files = state_plan(state), state_files(state)
+    records = read_records(Path(state["dest"]), state["key"], volume.mount, parts)
+    out = PartOutcome()
+    for part in parts:
+        rec = records.get(part)
+        if rec is None:
+            out.failed[part] = "the pod ended without a record (killed, evicted or deleted)"
+            continue
+        if isinstance(rec, dict) and isinstance(rec.get("engine"), str):
+            out.engines.add(rec["engine"])
+        if not isinstance(rec, dict) or rec.get("ok") is not True:
+            error = str(rec.get("error") if isinstance(rec, dict) else rec)[:2000]
+            if isinstance(rec, dict) and rec.get("kind") in ("checksum", "corrupt"):
+                out.checksum_errors.append(f"part {part}: {error}")
+            else:
+                out.failed[part] = error
+            continue
+        why = check_record(part, rec, plan[part], files)
+        if why:
+            out.failed[part] = f"its record is incomplete: {why}"
+        else:
+            out.done[part] = rec
+    return out
+
+
+def finish(hdfs: Any, volume: Any, state: Mapping[str, Any], records: Mapping[int, Any], logger: Any,
+           seconds: float) -> dict[str, Any]:
+    """The Airflow side after every part is done: verify, publish, shard, write the manifest last."""
+    from tfk8s_airflow.staging import manifest as mf
+    from tfk8s_airflow.staging.shards import assign_shards
+    from tfk8s_airflow.staging.stage import CopyStats, _log_shards, _result
+
+    files, plan, dest = state_files(state), state_plan(state), Path(state["dest"])
+    entries = verify(plan, records, files, hdfs.checksum)
+    kept = frozenset(it.index for part, items in enumerate(plan)
+                     for it, rec in zip(items, records[part]["items"], strict=True) if rec.get("kept"))
+    publish(PreparedCopy(dest, state["key"], bool(state["fresh"]), frozenset(state["present"])), entries, kept,
+            volume.mount)
+    pod_root = volume.pod_path(dest)
+    paths = [posixpath.join(pod_root, f.relpath) for f in entries]
+    plan_w = assign_shards(zip(paths, (f.size for f in entries), strict=True), int(state["workers"]))
+    source = {"kind": "hdfs", "input": state["input_path"], "root": state["root"], "pattern": state["pattern"],
+              "namenodes": list(hdfs.config.urls), "user": hdfs.config.user}
+    doc = mf.build_manifest(entries, paths, plan_w, source=source,
+                            location={"kind": "glusterfs", "root": str(dest), "pod_root": pod_root})
+    mf.write_local_atomic(state["manifest"], doc, trusted=volume.mount)
+    stats = CopyStats(files=len(entries), copied=len(entries) - len(kept), skipped=len(kept),
+                      bytes_total=sum(f.size for f in entries),
+                      bytes_copied=sum(f.size for i, f in enumerate(entries) if i not in kept), seconds=seconds)
+    logger.info("copied %d file(s) (%.1f MiB) through %d pod(s) in %.1fs (%.1f MiB/s), kept %d already "
+                "present and verified", stats.copied, stats.bytes_copied / 2**20, len(plan), seconds,
+                stats.mib_per_s, stats.skipped)
+    _log_shards(logger, plan_w, state["manifest"])
+    return _result(plan_w, state["manifest"], entries, f"hdfs:{state['input_path']}", pod_root, stats)

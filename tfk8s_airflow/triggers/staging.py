@@ -1,0 +1,144 @@
+"""The wait of a staging fan-out, in the triggerer: until every copy pod of the current round has ended.
+
+One LIST of the copy pods per poll (by their ``tfk8s.io/staging`` label), and for each running pod
+one bounded read of its log's last lines for its newest progress line (``tfk8s.staging {...}``,
+printed by :mod:`tfk8s_airflow.stagecopy`): the task log gets bytes, items, MiB/s and an ETA every
+``progress_interval`` seconds without the worker slot being held. The event names each part's pod
+phase; the operator reads the parts' records and decides (publish, or retry the failed parts).
+
+Cancelling the task (mark failed, clear, the DAG run failed) calls :meth:`CopyPodsTrigger.on_kill`
+(Airflow 3.3+): every copy pod is deleted. The pods' ``activeDeadlineSeconds`` bounds them anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from tfk8s_airflow.k8s.client import REQUEST_TIMEOUT_S
+from tfk8s_airflow.stagecopy import PROGRESS_PREFIX
+
+__all__ = ["CopyPodsTrigger", "progress_text"]
+
+_ENDED = ("Succeeded", "Failed")
+
+
+def progress_text(done_bytes: int, total_bytes: int, items: int, total_items: int, elapsed: float,
+                  pods: int) -> str:
+    rate = done_bytes / 2**20 / elapsed if elapsed > 0 else 0.0
+    left = (total_bytes - done_bytes) / 2**20 / rate if rate > 0 else None
+    eta = f"{left:.0f}s" if left is not None else "unknown"
+    return (f"staging progress: {items}/{total_items} items, {done_bytes / 2**20:.1f}/{total_bytes / 2**20:.1f} MiB "
+            f"({100.0 * done_bytes / total_bytes if total_bytes else 100.0:.0f}%), {rate:.1f} MiB/s, ETA {eta}, "
+            f"{pods} pod(s) running")
+
+
+def _last_progress(text: str) -> dict[str, Any] | None:
+    for line in reversed(text.splitlines()):
+        if line.startswith(PROGRESS_PREFIX):
+            try:
+                doc = json.loads(line[len(PROGRESS_PREFIX):])
+            except ValueError:
+                continue
+            return doc if isinstance(doc, dict) else None
+    return None
+
+
+class CopyPodsTrigger(BaseTrigger):
+    """Polls the copy pods ``pods`` (part -> pod name) until each has ended or is gone."""
+
+    def __init__(self, *, namespace: str, key: str, pods: Mapping[str, str], part_bytes: Mapping[str, int],
+                 part_items: Mapping[str, int], kubernetes_conn_id: str | None, started: float,
+                 poll_interval: float = 3.0, progress_interval: float = 10.0,
+                 state: Mapping[str, Any] | None = None) -> None:
+        super().__init__()
+        self.namespace, self.key = namespace, key
+        self.pods = {str(k): v for k, v in pods.items()}
+        self.part_bytes = {str(k): int(v) for k, v in part_bytes.items()}
+        self.part_items = {str(k): int(v) for k, v in part_items.items()}
+        self.kubernetes_conn_id = kubernetes_conn_id
+        self.started = started
+        self.poll_interval, self.progress_interval = poll_interval, progress_interval
+        self.state = dict(state or {})
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return ("tfk8s_airflow.triggers.staging.CopyPodsTrigger",
+                {"namespace": self.namespace, "key": self.key, "pods": self.pods, "part_bytes": self.part_bytes,
+                 "part_items": self.part_items, "kubernetes_conn_id": self.kubernetes_conn_id,
+                 "started": self.started, "poll_interval": self.poll_interval,
+                 "progress_interval": self.progress_interval, "state": self.state})
+
+    def _hook(self) -> Any:
+        from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook
+
+        return AsyncKubernetesHook(conn_id=self.kubernetes_conn_id)
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        from kubernetes_asyncio import client as async_client
+
+        total_bytes, total_items = sum(self.part_bytes.values()), sum(self.part_items.values())
+        last_log = time.monotonic() - self.progress_interval + min(3.0, self.progress_interval)  # first after 3 s
+        errors = 0
+        async with self._hook().get_conn() as api:
+            v1 = async_client.CoreV1Api(api)
+            while True:
+                try:
+                    listed = await v1.list_namespaced_pod(self.namespace, label_selector=f"tfk8s.io/staging={self.key}",
+                                                          _request_timeout=REQUEST_TIMEOUT_S)
+                    errors = 0
+                except (TimeoutError, async_client.ApiException, OSError) as exc:
+                    errors += 1
+                    self.log.warning("listing the copy pods failed (%d in a row): %s", errors, exc)
+                    if errors >= 20:
+                        yield TriggerEvent({"status": "error", "message": f"cannot list the copy pods: {exc}",
+                                            "state": self.state})
+                        return
+                    await asyncio.sleep(self.poll_interval)
+                    continue
+                phases = {p.metadata.name: (p.status.phase or "Pending") for p in listed.items
+                          if p.metadata.deletion_timestamp is None}
+                ended = {part: phases.get(name, "Gone") for part, name in self.pods.items()
+                         if phases.get(name, "Gone") in (*_ENDED, "Gone")}
+                if len(ended) == len(self.pods):
+                    yield TriggerEvent({"status": "ended", "phases": ended, "state": self.state})
+                    return
+                if time.monotonic() - last_log >= self.progress_interval:
+                    last_log = time.monotonic()
+                    done_bytes = sum(self.part_bytes[p] for p in ended)
+                    done_items = sum(self.part_items[p] for p in ended)
+                    running = [(p, n) for p, n in self.pods.items() if p not in ended and phases.get(n) == "Running"]
+                    for part, name in running:
+                        try:
+                            text = await v1.read_namespaced_pod_log(name, self.namespace, tail_lines=5,
+                                                                    _request_timeout=REQUEST_TIMEOUT_S)
+                        except (TimeoutError, async_client.ApiException, OSError):
+                            continue
+                        doc = _last_progress(text or "")
+                        if doc:
+                            done_bytes += min(int(doc.get("bytes", 0)), self.part_bytes[part])
+                            done_items += min(int(doc.get("items", 0)), self.part_items[part])
+                    self.log.info(progress_text(done_bytes, total_bytes, done_items, total_items,
+                                                time.time() - self.started, len(running)))
+                await asyncio.sleep(self.poll_interval)
+
+    async def on_kill(self) -> None:
+        """The task was cancelled: delete every copy pod (nothing of a partial copy is published)."""
+        from kubernetes_asyncio import client as async_client
+
+        async with self._hook().get_conn() as api:
+            v1 = async_client.CoreV1Api(api)
+            listed = await v1.list_namespaced_pod(self.namespace, label_selector=f"tfk8s.io/staging={self.key}",
+                                                  _request_timeout=REQUEST_TIMEOUT_S)
+            for pod in listed.items:
+                try:
+                    await v1.delete_namespaced_pod(pod.metadata.name, self.namespace, grace_period_seconds=0,
+                                                   _request_timeout=REQUEST_TIMEOUT_S)
+                except async_client.ApiException as exc:
+                    if exc.status != 404:
+                        raise
+        self.log.info("deleted the copy pods of staging %s", self.key)
