@@ -20,7 +20,7 @@ RUN python3 -m pip install --no-cache-dir "tensorflow-cpu>=2.21,<2.22" "numpy>=1
 COPY dist/tfk8s_airflow-*-py3-none-any.whl /tmp/wheels/
 RUN python3 -m pip install --no-cache-dir --no-deps /tmp/wheels/tfk8s_airflow-*-py3-none-any.whl \
     && rm -rf /tmp/wheels \
-    && python3 -c "import tfk8s_airflow.runtime, tfk8s_airflow.codefetch, tfk8s_airflow.trainer.cli, tfk8s_airflow.trainer.dataset, tfk8s_airflow.trainer.state"
+    && python3 -c "import tfk8s_airflow.pod.runtime, tfk8s_airflow.pod.codefetch, tfk8s_airflow.pod.trainer.cli, tfk8s_airflow.pod.trainer.dataset, tfk8s_airflow.pod.trainer.state"
 
 # The trainer's own entry point; a job spec sets its command (docs/runtime.md).
 CMD ["python3", "-m", "tfk8s_airflow.trainer", "--help"]

@@ -44,7 +44,7 @@ def test_the_recipe_installs_from_a_file_with_no_dependencies():
 
 def test_what_the_recipe_installs_imports_with_the_standard_library_alone(tmp_path):
     modules = _recipe_imports()
-    assert {"tfk8s_airflow.runtime", "tfk8s_airflow.codefetch", "tfk8s_airflow.trainer.cli"} <= set(modules)
+    assert {"tfk8s_airflow.pod.runtime", "tfk8s_airflow.pod.codefetch", "tfk8s_airflow.pod.trainer.cli"} <= set(modules)
     # Built from a copy: a build leaves build/ beside its source, which a later build would reuse.
     src = tmp_path / "src"
     shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
@@ -71,4 +71,4 @@ def test_what_the_recipe_installs_imports_with_the_standard_library_alone(tmp_pa
     stdlib = set(result["stdlib"])
     foreign = [m for m in result["loaded"] if m.split(".")[0] not in stdlib and m.split(".")[0] != "tfk8s_airflow"]
     assert foreign == [], f"the pod side loaded modules beyond the standard library: {foreign}"
-    assert any(m == "tfk8s_airflow.codefetch" for m in result["loaded"])
+    assert any(m == "tfk8s_airflow.pod.codefetch" for m in result["loaded"])

@@ -2,6 +2,6 @@
 
 import sys
 
-from tfk8s_airflow.trainer.cli import main
+from tfk8s_airflow.pod.trainer.cli import main
 
 sys.exit(main())
