@@ -24,6 +24,8 @@ PLANTS = {
                        "tfk8s_airflow.job.naming -> tfk8s_airflow.operators"),
     "imports-pod-side": ("tfk8s_airflow/pod/runtime.py", "\nimport airflow  # noqa\n",
                          "tfk8s_airflow.pod.runtime is not allowed to import airflow"),
+    "imports-pod-ground": ("tfk8s_airflow/pod/trainer/state.py", "\nfrom tfk8s_airflow import redaction  # noqa\n",
+                           "tfk8s_airflow.pod.trainer.state is not allowed to import tfk8s_airflow.redaction"),
     "shell": ("devstack/down", '\nfor f in $(ls /tmp); do echo "$f"; done\n', "SC2045"),
 }
 

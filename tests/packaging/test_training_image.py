@@ -26,6 +26,13 @@ print(json.dumps({{"loaded": loaded, "stdlib": sorted(sys.stdlib_module_names), 
 """
 
 
+def _recipe_prune() -> str:
+    """The recipe's `python3 -c "..."` that removes all of the package but the pod side."""
+    m = re.search(r'python3 -c "(import pathlib, shutil, tfk8s_airflow;[^"]+)"', RECIPE.read_text())
+    assert m, f"{RECIPE.name} does not remove the Airflow side"
+    return m.group(1)
+
+
 def _recipe_imports() -> list[str]:
     """The modules the recipe's `python3 -c "import ..."` line imports."""
     m = re.search(r'python3 -c "import ([\w., ]+)"', RECIPE.read_text())
@@ -62,6 +69,13 @@ def test_what_the_recipe_installs_imports_with_the_standard_library_alone(tmp_pa
     site = subprocess.run([str(python), "-c", "import sys; print([p for p in sys.path if p])"],
                           check=True, capture_output=True, text=True, cwd=tmp_path).stdout
     assert "site-packages" in site and str(ROOT) not in site and str(src) not in site
+    subprocess.run([str(python), "-c", _recipe_prune()], check=True, capture_output=True, timeout=60, cwd=tmp_path)
+    left = subprocess.run([str(python), "-c", "import pathlib, tfk8s_airflow; print(sorted(p.name for p in "
+                           "pathlib.Path(tfk8s_airflow.__file__).parent.iterdir() if p.name != '__pycache__'))"],
+                          check=True, capture_output=True, text=True, cwd=tmp_path).stdout
+    assert json.loads(left.replace("'", '"')) == ["__init__.py", "_moved.py", "codefetch.py", "contract.py",
+                                                   "exceptions.py", "pathrules.py", "pod", "py.typed", "runtime.py",
+                                                   "trainer"]
     code = CHECK.format(imports="\n".join(f"import {m}" for m in modules) + "\nimport tfk8s_airflow")
     out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path,
                          env={"PATH": os.environ.get("PATH", "")})
