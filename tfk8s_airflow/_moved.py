@@ -35,9 +35,15 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.InspectLoader):
     def find_spec(self, fullname: str, path: object = None,
                   target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
         new = self._target(fullname)
-        if new is None or importlib.util.find_spec(new) is None:
+        found = importlib.util.find_spec(new) if new is not None else None
+        if found is None:
             return None
-        return importlib.util.spec_from_loader(fullname, self)
+        # The file's origin, so that `python -m <old>.<x>` has its sys.argv[0] and __file__.
+        spec = importlib.util.spec_from_loader(fullname, self, origin=found.origin,
+                                               is_package=found.submodule_search_locations is not None)
+        if spec is not None:
+            spec.has_location = found.has_location
+        return spec
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
         return importlib.import_module(str(self._target(spec.name)))

@@ -23,9 +23,9 @@ PLANTS = {
     "imports-layers": ("tfk8s_airflow/job/naming.py", "\nfrom tfk8s_airflow.operators import setup  # noqa\n",
                        "tfk8s_airflow.job.naming -> tfk8s_airflow.operators"),
     "imports-pod-side": ("tfk8s_airflow/pod/runtime.py", "\nimport airflow  # noqa\n",
-                         "tfk8s_airflow.pod.runtime is not allowed to import airflow"),
+                         "tfk8s_airflow.pod.runtime -> airflow"),
     "imports-pod-ground": ("tfk8s_airflow/pod/trainer/state.py", "\nfrom tfk8s_airflow import redaction  # noqa\n",
-                           "tfk8s_airflow.pod.trainer.state is not allowed to import tfk8s_airflow.redaction"),
+                           "tfk8s_airflow.pod.trainer.state -> tfk8s_airflow.redaction"),
     "shell": ("devstack/down", '\nfor f in $(ls /tmp); do echo "$f"; done\n', "SC2045"),
 }
 

@@ -30,3 +30,7 @@ def test_an_old_python_m_path_runs_the_program(old, usage):
     out = subprocess.run([sys.executable, "-m", old, "--help"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert usage in out.stdout
+    argv0 = subprocess.run([sys.executable, "-c", f"import runpy, sys; sys.argv = ['x', '--help']; "
+                            f"runpy.run_module({old!r}, run_name='__main__', alter_sys=True)"],
+                           capture_output=True, text=True, timeout=60)
+    assert argv0.returncode == 0, argv0.stderr  # sys.argv[0] is the module's file, as programs expect
