@@ -21,7 +21,7 @@ Needs the devstack HDFS and GlusterFS (``devstack/up hdfs gluster``). For each d
   and the local file's recomputed, per file);
 * ``pods N``        : with ``--pods 1,2,4``, the copy as a fan-out of N copy pods
   (``copy_executor="kubernetes"``: :mod:`tfk8s_airflow.staging.fanout` on the Airflow side,
-  :mod:`tfk8s_airflow.stagecopy` in node agent pods reading WebHDFS at the host's name and
+  :mod:`tfk8s_airflow.pod.stagecopy` in node agent pods reading WebHDFS at the host's name and
   writing the GlusterFS mount); needs ``devstack/up k8s nodeagent`` too. The Airflow side (list,
   plan, create the pods, wait polling once a second as the trigger does, read the records,
   verify, publish, manifest) runs in the measured process; the pods are the node agent's.

@@ -1,13 +1,16 @@
-# The training image: TensorFlow and the pod side of tfk8s-airflow (tfk8s_airflow.runtime, the
-# code fetcher tfk8s_airflow.codefetch, the reference trainer python -m tfk8s_airflow.trainer).
-# The pod side imports only the standard library (TensorFlow and numpy for the trainer's modes),
-# so the package goes in with --no-deps: none of Airflow, the Kubernetes client or jinja2.
+# The training image: TensorFlow and the pod side of tfk8s-airflow, tfk8s_airflow.pod (the runtime
+# helpers tfk8s_airflow.pod.runtime, the code fetcher tfk8s_airflow.pod.codefetch, the reference
+# trainer python -m tfk8s_airflow.pod.trainer and the evaluator). The pod side imports only the
+# standard library, the ground floor it shares with the Airflow side (contract, exceptions,
+# pathrules) and itself (TensorFlow and numpy for the trainer's modes), so the package goes in with
+# --no-deps, and everything else of it (the Airflow side) is removed: the image holds the pod side,
+# its ground floor and the old paths of the pod side (until the next release), nothing more.
 #
 # tfk8s-airflow is on no package index: install the wheel you built, never the name.
 #   TFK8S_PURE_PYTHON=1 python3 -m pip wheel --no-deps -w dist .     # dist/tfk8s_airflow-<v>-py3-none-any.whl
 #   docker build -f deploy/training-image.Dockerfile -t registry.example.com/ml/trainer:2.21 .
 # (From the source tree instead of a wheel: COPY . /src and pip install --no-deps /src.)
-# The same image can be [tfk8s] staging_image (the copy pods: python -m tfk8s_airflow.stagecopy).
+# The same image can be [tfk8s] staging_image (the copy pods: python -m tfk8s_airflow.pod.stagecopy).
 # The pure-Python wheel has no C CRC32C accelerator, so its copy pods verify at ~11 MiB/s a pod;
 # for staging, install a wheel built without TFK8S_PURE_PYTHON on the image's platform (a C
 # compiler at build time; ~1 GB/s a pod), docs/staging.md "Copying through pods".
@@ -24,7 +27,8 @@ RUN python3 -m pip install --no-cache-dir "tensorflow-cpu>=2.21,<2.22" "numpy>=1
 COPY dist/tfk8s_airflow-*-py3-none-any.whl /tmp/wheels/
 RUN python3 -m pip install --no-cache-dir --no-deps /tmp/wheels/tfk8s_airflow-*-py3-none-any.whl \
     && rm -rf /tmp/wheels \
-    && python3 -c "import tfk8s_airflow.runtime, tfk8s_airflow.codefetch, tfk8s_airflow.trainer.cli, tfk8s_airflow.trainer.dataset, tfk8s_airflow.trainer.state, tfk8s_airflow.stagecopy"
+    && python3 -c "import pathlib, shutil, tfk8s_airflow; keep = {'__init__.py', 'py.typed', 'contract.py', 'exceptions.py', 'pathrules.py', 'pod', '_moved.py', 'runtime.py', 'codefetch.py', 'trainer', 'staging'}; [shutil.rmtree(p) if p.is_dir() else p.unlink() for p in pathlib.Path(tfk8s_airflow.__file__).parent.iterdir() if p.name not in keep]; [p.unlink() if p.is_file() else shutil.rmtree(p) for p in (pathlib.Path(tfk8s_airflow.__file__).parent / 'staging').iterdir() if p.name != '__init__.py' and not (p.name.startswith('_chunkcrc') and p.suffix == '.so')]" \
+    && python3 -c "import tfk8s_airflow.pod.runtime, tfk8s_airflow.pod.codefetch, tfk8s_airflow.pod.trainer.cli, tfk8s_airflow.pod.trainer.dataset, tfk8s_airflow.pod.trainer.state, tfk8s_airflow.pod.stagecopy"
 
 # The trainer's own entry point; a job spec sets its command (docs/runtime.md).
-CMD ["python3", "-m", "tfk8s_airflow.trainer", "--help"]
+CMD ["python3", "-m", "tfk8s_airflow.pod.trainer", "--help"]

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hdfs import InsecureClient  # noqa: E402
 
-from tfk8s_airflow.trainer.dataset import generate  # noqa: E402
+from tfk8s_airflow.pod.trainer.dataset import generate  # noqa: E402
 
 
 def main() -> int:

@@ -138,6 +138,28 @@ def test_every_documented_import_path_imports():
     assert not missing, missing
 
 
+ARCHITECTURE = REPO / "docs" / "architecture.md"
+
+
+def test_the_architecture_page_names_every_module_and_only_modules_that_exist():
+    text = ARCHITECTURE.read_text()
+    named = set(DOTTED.findall(text))
+    for dotted in sorted(named):  # a module, or a name in one (``job.records.JobRecord``)
+        module, _, attr = dotted.rpartition(".")
+        try:
+            importlib.import_module(dotted)
+        except ImportError:
+            assert hasattr(importlib.import_module(module), attr), dotted
+    package = REPO / "tfk8s_airflow"
+    top = {p.stem for p in package.glob("*.py") if p.stem != "__init__"}
+    top |= {p.name for p in package.iterdir() if (p / "__init__.py").is_file()}
+    unnamed = sorted(m for m in top if not any(n == f"tfk8s_airflow.{m}" or n.startswith(f"tfk8s_airflow.{m}.")
+                                               for n in named))
+    assert not unnamed, f"docs/architecture.md does not say where these live: {unnamed}"
+    for path in re.findall(r"`(tfk8s_airflow/[\w/.]+)`", text):
+        assert (REPO / path).exists(), path
+
+
 # ------------------------------------------------ generated tables and spec examples
 def _cell(text: str) -> str:
     return text.replace("|", "\\|")

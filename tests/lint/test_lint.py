@@ -22,8 +22,10 @@ PLANTS = {
              "Incompatible return value type"),
     "imports-layers": ("tfk8s_airflow/job/naming.py", "\nfrom tfk8s_airflow.operators import setup  # noqa\n",
                        "tfk8s_airflow.job.naming -> tfk8s_airflow.operators"),
-    "imports-pod-side": ("tfk8s_airflow/runtime.py", "\nimport airflow  # noqa\n",
-                         "tfk8s_airflow.runtime is not allowed to import airflow"),
+    "imports-pod-side": ("tfk8s_airflow/pod/runtime.py", "\nimport airflow  # noqa\n",
+                         "tfk8s_airflow.pod.runtime -> airflow"),
+    "imports-pod-ground": ("tfk8s_airflow/pod/trainer/state.py", "\nfrom tfk8s_airflow import redaction  # noqa\n",
+                           "tfk8s_airflow.pod.trainer.state -> tfk8s_airflow.redaction"),
     "shell": ("devstack/down", '\nfor f in $(ls /tmp); do echo "$f"; done\n', "SC2045"),
 }
 

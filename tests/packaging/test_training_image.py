@@ -26,6 +26,13 @@ print(json.dumps({{"loaded": loaded, "stdlib": sorted(sys.stdlib_module_names), 
 """
 
 
+def _recipe_prune() -> str:
+    """The recipe's `python3 -c "..."` that removes all of the package but the pod side."""
+    m = re.search(r'python3 -c "(import pathlib, shutil, tfk8s_airflow;[^"]+)"', RECIPE.read_text())
+    assert m, f"{RECIPE.name} does not remove the Airflow side"
+    return m.group(1)
+
+
 def _recipe_imports() -> list[str]:
     """The modules the recipe's `python3 -c "import ..."` line imports."""
     m = re.search(r'python3 -c "import ([\w., ]+)"', RECIPE.read_text())
@@ -44,7 +51,7 @@ def test_the_recipe_installs_from_a_file_with_no_dependencies():
 
 def test_what_the_recipe_installs_imports_with_the_standard_library_alone(tmp_path):
     modules = _recipe_imports()
-    assert {"tfk8s_airflow.runtime", "tfk8s_airflow.codefetch", "tfk8s_airflow.trainer.cli"} <= set(modules)
+    assert {"tfk8s_airflow.pod.runtime", "tfk8s_airflow.pod.codefetch", "tfk8s_airflow.pod.trainer.cli"} <= set(modules)
     # Built from a copy: a build leaves build/ beside its source, which a later build would reuse.
     src = tmp_path / "src"
     shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
@@ -62,6 +69,20 @@ def test_what_the_recipe_installs_imports_with_the_standard_library_alone(tmp_pa
     site = subprocess.run([str(python), "-c", "import sys; print([p for p in sys.path if p])"],
                           check=True, capture_output=True, text=True, cwd=tmp_path).stdout
     assert "site-packages" in site and str(ROOT) not in site and str(src) not in site
+    subprocess.run([str(python), "-c", _recipe_prune()], check=True, capture_output=True, timeout=60, cwd=tmp_path)
+    left = subprocess.run([str(python), "-c", "import pathlib, tfk8s_airflow; print(sorted(p.name for p in "
+                           "pathlib.Path(tfk8s_airflow.__file__).parent.iterdir() if p.name != '__pycache__'))"],
+                          check=True, capture_output=True, text=True, cwd=tmp_path).stdout
+    assert json.loads(left.replace("'", '"')) == ["__init__.py", "_moved.py", "codefetch.py", "contract.py",
+                                                   "exceptions.py", "pathrules.py", "pod", "py.typed", "runtime.py",
+                                                   "staging", "trainer"]
+    # Of the staging engine only its package marker stays, for the copier's optional C accelerator
+    # (tfk8s_airflow.staging._chunkcrc, absent from this pure-Python wheel).
+    staging = subprocess.run([str(python), "-c", "import pathlib, tfk8s_airflow; print(sorted(p.name for p in "
+                              "(pathlib.Path(tfk8s_airflow.__file__).parent / 'staging').iterdir() "
+                              "if p.name != '__pycache__'))"], check=True, capture_output=True, text=True,
+                             cwd=tmp_path).stdout
+    assert json.loads(staging.replace("'", '"')) == ["__init__.py"]
     code = CHECK.format(imports="\n".join(f"import {m}" for m in modules) + "\nimport tfk8s_airflow")
     out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path,
                          env={"PATH": os.environ.get("PATH", "")})
@@ -71,4 +92,4 @@ def test_what_the_recipe_installs_imports_with_the_standard_library_alone(tmp_pa
     stdlib = set(result["stdlib"])
     foreign = [m for m in result["loaded"] if m.split(".")[0] not in stdlib and m.split(".")[0] != "tfk8s_airflow"]
     assert foreign == [], f"the pod side loaded modules beyond the standard library: {foreign}"
-    assert any(m == "tfk8s_airflow.codefetch" for m in result["loaded"])
+    assert any(m == "tfk8s_airflow.pod.codefetch" for m in result["loaded"])

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pytest
 
-from tfk8s_airflow.codefetch import EXIT_PERMANENT, EXIT_RETRYABLE
+from tfk8s_airflow.pod.codefetch import EXIT_PERMANENT, EXIT_RETRYABLE
 
 REPO = Path(__file__).resolve().parents[2]
 #: The interpreter the fetcher runs under: a training image's python3 may be older than ours.
@@ -571,7 +571,7 @@ def assert_no_secrets(*texts: str) -> None:
 
 
 def test_redact_hides_userinfo_and_secret_parameters():
-    from tfk8s_airflow.codefetch import redact
+    from tfk8s_airflow.pod.codefetch import redact
 
     text = f"fetching https://alice:s3cret@host:8443/a/b.tgz?{SECRET_QUERY}#frag: HTTP 403"
     out = redact(text)

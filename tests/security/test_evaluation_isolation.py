@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.dagrun import states, xcom
-from tfk8s_airflow.trainer.dataset import generate
+from tfk8s_airflow.pod.trainer.dataset import generate
 
 pytestmark = [pytest.mark.tf, pytest.mark.gluster, pytest.mark.airflow, pytest.mark.timeout(900)]
 REPO = Path(__file__).resolve().parents[2]

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from tests.ports import free_port
-from tfk8s_airflow.codefetch import EXIT_PERMANENT, EXIT_RETRYABLE, resolve_url
 from tfk8s_airflow.job.objects import FETCH_CONTAINER
+from tfk8s_airflow.pod.codefetch import EXIT_PERMANENT, EXIT_RETRYABLE, resolve_url
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_SH = b"#!/bin/sh\necho training with $(cat \"$(dirname \"$0\")/lib/params.txt\")\n"

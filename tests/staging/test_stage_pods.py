@@ -1,7 +1,7 @@
 """Staging through a fan-out of copy pods (``copy_executor="kubernetes"``): real HDFS, GlusterFS,
 kube-apiserver and node agent pods, through ``dag.test()`` (the trigger runs inline).
 
-The copy pods run :mod:`tfk8s_airflow.stagecopy` of this checkout (``PYTHONPATH`` through the
+The copy pods run :mod:`tfk8s_airflow.pod.stagecopy` of this checkout (``PYTHONPATH`` through the
 deployment's ``staging_pod_template``) on the node agent, reading WebHDFS at the host's name (which
 the pods' hosts files map to the host address) and writing the GlusterFS mount (hostPath).
 """

@@ -18,11 +18,11 @@ import pytest
 import tensorflow as tf  # noqa: E402,F401  the tf extra (make test installs it); missing = a failure, never a skip
 
 from tests.tf.localjob import LocalJob, free_port, trainer_command, wait_until  # noqa: E402
-from tfk8s_airflow import runtime  # noqa: E402
 from tfk8s_airflow.exceptions import MetricBelowThresholdError, ModelMissingError  # noqa: E402
-from tfk8s_airflow.trainer.dataset import generate  # noqa: E402
-from tfk8s_airflow.trainer.evaluate import evaluate  # noqa: E402
-from tfk8s_airflow.trainer.state import read_json  # noqa: E402
+from tfk8s_airflow.pod import runtime  # noqa: E402
+from tfk8s_airflow.pod.trainer.dataset import generate  # noqa: E402
+from tfk8s_airflow.pod.trainer.evaluate import evaluate  # noqa: E402
+from tfk8s_airflow.pod.trainer.state import read_json  # noqa: E402
 
 pytestmark = pytest.mark.tf
 

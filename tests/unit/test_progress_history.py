@@ -11,7 +11,6 @@ import concurrent.futures
 import io
 import json
 
-from tfk8s_airflow import runtime
 from tfk8s_airflow.job.judge import JobPolicy, JobStatus, ReplicaState
 from tfk8s_airflow.job.objects import JobNames, plan_replicas
 from tfk8s_airflow.job.records import JobProgress
@@ -19,6 +18,7 @@ from tfk8s_airflow.job.resolve import job_record
 from tfk8s_airflow.job.spec import TFJobSpec
 from tfk8s_airflow.job.states import JobState
 from tfk8s_airflow.k8s.watch import HISTORY, BoundedLog, JobWatch, WatchKey
+from tfk8s_airflow.pod import runtime
 
 SPEC = TFJobSpec.from_dict({"name": "hist", "image": "i:1", "ps": 1, "worker": 2})
 TARGET = 1_000_000

@@ -9,13 +9,13 @@ import time
 import pytest
 
 from tests.ports import free_port
-from tfk8s_airflow import runtime
 from tfk8s_airflow.exceptions import (
     DataError,
     PeerTimeoutError,
     RuntimeConfigError,
     SpecError,
 )
+from tfk8s_airflow.pod import runtime
 
 SVC = "job-abc.ns.svc"
 
@@ -317,7 +317,7 @@ def test_runtime_imports_without_airflow_or_tensorflow():
     import subprocess
     import sys
 
-    code = ("import sys; import tfk8s_airflow.runtime; "
+    code = ("import sys; import tfk8s_airflow.pod.runtime; "
             "bad = [m for m in sys.modules if m.split('.')[0] in ('airflow', 'tensorflow')]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tfk8s_airflow import stagecopy
 from tfk8s_airflow.exceptions import SpecError
 from tfk8s_airflow.job.policy import DeploymentPolicy
+from tfk8s_airflow.pod import stagecopy
 from tfk8s_airflow.staging import fanout
 from tfk8s_airflow.staging.checksums import checksums_match, hdfs_md5_crc_checksum
 from tfk8s_airflow.staging.listing import FileEntry
@@ -114,7 +114,7 @@ def test_copy_pod_is_bounded_and_admitted_by_the_policy():
     spec = pod["spec"]
     (c,) = spec["containers"]
     assert spec["restartPolicy"] == "Never" and spec["automountServiceAccountToken"] is False
-    assert c["resources"]["limits"] == {"memory": "300Mi"} and c["command"][-1] == "tfk8s_airflow.stagecopy"
+    assert c["resources"]["limits"] == {"memory": "300Mi"} and c["command"][-1] == "tfk8s_airflow.pod.stagecopy"
     assert [e["name"] for e in c["env"]] == ["TFK8S_COPY_PART", "PYTHONUNBUFFERED", "X"]
     assert c["securityContext"]["allowPrivilegeEscalation"] is False
     assert policy._template({"spec": spec}, "staging", lambda p: p) == []

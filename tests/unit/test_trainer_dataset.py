@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tfk8s_airflow.trainer import dataset, state
+from tfk8s_airflow.pod.trainer import dataset, state
 
 
 def _digest(paths):
@@ -44,7 +44,7 @@ def test_files_are_readable_and_carry_the_signal(tmp_path):
 
 
 def test_shards_json_matches_runtime_layout(tmp_path):
-    from tfk8s_airflow import runtime
+    from tfk8s_airflow.pod import runtime
 
     desc = dataset.generate(str(tmp_path), files=5, rows=2, seed=0, workers=2)
     shards = runtime.all_shards({"TFK8S_SHARDS_FILE": desc["shards_file"]})
@@ -84,8 +84,8 @@ def test_run_recorder_keeps_restart_history(tmp_path):
 
 
 def test_trainer_package_imports_without_tensorflow_or_airflow():
-    code = ("import sys; import tfk8s_airflow.trainer, tfk8s_airflow.trainer.dataset, "
-            "tfk8s_airflow.trainer.state, tfk8s_airflow.trainer.cli; "
+    code = ("import sys; import tfk8s_airflow.pod.trainer, tfk8s_airflow.pod.trainer.dataset, "
+            "tfk8s_airflow.pod.trainer.state, tfk8s_airflow.pod.trainer.cli; "
             "bad = [m for m in sys.modules if m.split('.')[0] in ('airflow', 'tensorflow')]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -56,7 +56,7 @@ class JobNames:
 
     @classmethod
     def for_run(cls, spec: TFJobSpec, run_id: str = "", group: str = "", dag_id: str = "") -> JobNames:
-        """Names for (spec name or dag_id, run_id, group): one function, per DESIGN."""
+        """Names for (spec name or dag_id, run_id, group): one function (docs/architecture.md)."""
         job = naming.job_name(dag_id or spec.name, run_id, group or (spec.name if dag_id else ""))
         identity = {}
         if run_id:

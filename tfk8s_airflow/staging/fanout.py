@@ -11,7 +11,7 @@ then, instead of streaming every byte through the Airflow worker:
    file checksum), small files are grouped; largest first onto the least loaded part.
 2. :func:`copy_pod` is one part's pod (the image, namespace, resources and scheduling come from the
    deployment's ``[tfk8s] staging_*`` settings, :class:`CopySettings`, never from a DAG's form);
-   the program in it is :mod:`tfk8s_airflow.stagecopy` (standard library only).
+   the program in it is :mod:`tfk8s_airflow.pod.stagecopy` (standard library only).
 3. :func:`collect` reads each part's record (``part-<n>.json``, written by the pod) from the volume
    with :mod:`tfk8s_airflow.volume.safe` (no link followed, a regular file, bounded, strict JSON),
    checks it against the plan (every item, every block), composes the checksum of each file split
@@ -36,7 +36,7 @@ from typing import Any
 
 from tfk8s_airflow.exceptions import DataError, PathSafetyError, Problem, SpecError, StagingError
 from tfk8s_airflow.pathrules import is_safe_relative
-from tfk8s_airflow.stagecopy import checksums_match, file_checksum
+from tfk8s_airflow.pod.stagecopy import checksums_match, file_checksum
 from tfk8s_airflow.staging.checksums import DEFAULT_BYTES_PER_CRC
 from tfk8s_airflow.staging.listing import FileEntry
 from tfk8s_airflow.staging.stage import lock_path
@@ -242,7 +242,7 @@ def part_spec(part: int, items: Sequence[Item], files: Sequence[FileEntry], key:
 
 def copy_pod(name: str, labels: Mapping[str, str], spec_doc: Mapping[str, Any], settings: CopySettings,
              volume_host_path: str, pod_mount: str, security: tuple[dict[str, Any], dict[str, Any]]) -> dict[str, Any]:
-    """One copy pod: ``python -m tfk8s_airflow.stagecopy`` with its part in the environment, the
+    """One copy pod: ``python -m tfk8s_airflow.pod.stagecopy`` with its part in the environment, the
     volume's host path mounted where the pods see it, bounded memory, ``restartPolicy: Never``
     (a failed part gets a new pod from the operator, which resumes from the part's journal)."""
     tpl = dict(settings.pod_template)
@@ -251,7 +251,7 @@ def copy_pod(name: str, labels: Mapping[str, str], spec_doc: Mapping[str, Any], 
     env += [dict(e) for e in tpl.get("env") or () if isinstance(e, Mapping) and e.get("name") != "TFK8S_COPY_PART"]
     pod_sc, container_sc = security
     container: dict[str, Any] = {
-        "name": "copy", "image": settings.image, "command": ["python", "-m", "tfk8s_airflow.stagecopy"],
+        "name": "copy", "image": settings.image, "command": ["python", "-m", "tfk8s_airflow.pod.stagecopy"],
         "env": env,
         "resources": {"requests": {"cpu": settings.cpu, "memory": settings.memory},
                       "limits": {"memory": settings.memory}},

@@ -1,9 +1,7 @@
-"""Reference distributed TensorFlow trainer run inside the job's pods.
+"""Moved to :mod:`tfk8s_airflow.pod.trainer`; this path (``python -m tfk8s_airflow.trainer`` and its
+submodules, ``python -m tfk8s_airflow.trainer.evaluate`` too) works until the next release."""
 
-Why it is in the package: the end-to-end tests (and users trying the plugin) need a real
-program that speaks the pods' contract (TF_CONFIG, shard list, model volume, exit codes)
-in both supported styles: TF1 between-graph asynchronous PS training and TF2
-ParameterServerStrategy. Importing this package imports neither TensorFlow nor Airflow;
-the submodules that train (``tf1``, ``tf2``, ``model``, ``export``) import TensorFlow, which
-comes with the ``tf`` extra. Run it as ``python -m tfk8s_airflow.trainer --mode tf1|tf2 ...``.
-"""
+from tfk8s_airflow import _moved
+
+_moved.alias(__name__, "tfk8s_airflow.pod.trainer")
+_moved.moved(__name__, "tfk8s_airflow.pod.trainer")

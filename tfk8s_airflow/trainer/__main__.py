@@ -1,7 +1,5 @@
-"""``python -m tfk8s_airflow.trainer``: see :mod:`tfk8s_airflow.trainer.cli`."""
+"""``python -m tfk8s_airflow.trainer``: the reference trainer, now ``python -m tfk8s_airflow.pod.trainer``."""
 
-import sys
+import runpy
 
-from tfk8s_airflow.trainer.cli import main
-
-sys.exit(main())
+runpy.run_module("tfk8s_airflow.pod.trainer", run_name="__main__", alter_sys=True)

@@ -2,7 +2,7 @@
 
 One LIST of the copy pods per poll (by their ``tfk8s.io/staging`` label), and for each running pod
 one bounded read of its log's last lines for its newest progress line (``tfk8s.staging {...}``,
-printed by :mod:`tfk8s_airflow.stagecopy`): the task log gets bytes, items, MiB/s and an ETA every
+printed by :mod:`tfk8s_airflow.pod.stagecopy`): the task log gets bytes, items, MiB/s and an ETA every
 ``progress_interval`` seconds without the worker slot being held. The event names each part's pod
 phase; the operator reads the parts' records and decides (publish, or retry the failed parts).
 
@@ -21,7 +21,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from tfk8s_airflow.k8s.client import REQUEST_TIMEOUT_S
-from tfk8s_airflow.stagecopy import PROGRESS_PREFIX
+from tfk8s_airflow.pod.stagecopy import PROGRESS_PREFIX
 
 __all__ = ["CopyPodsTrigger", "progress_text"]
 

@@ -15,12 +15,12 @@ import logging
 import os
 import time
 
-from tfk8s_airflow import runtime
 from tfk8s_airflow.exceptions import DataError, PeerTimeoutError
-from tfk8s_airflow.trainer import export
-from tfk8s_airflow.trainer.evaluate import evaluate
-from tfk8s_airflow.trainer.inputs import split_files
-from tfk8s_airflow.trainer.state import TRAIN_STATE, read_json, write_json_atomic
+from tfk8s_airflow.pod import runtime
+from tfk8s_airflow.pod.trainer import export
+from tfk8s_airflow.pod.trainer.evaluate import evaluate
+from tfk8s_airflow.pod.trainer.inputs import split_files
+from tfk8s_airflow.pod.trainer.state import TRAIN_STATE, read_json, write_json_atomic
 
 log = logging.getLogger("tfk8s_airflow.trainer.eval_replica")
 

@@ -18,8 +18,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from tfk8s_airflow import runtime
 from tfk8s_airflow.exceptions import RuntimeConfigError
+from tfk8s_airflow.pod import runtime
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -83,7 +83,7 @@ def _run(argv: Sequence[str] | None) -> None:
     logging.getLogger("tfk8s_airflow").info("task %s (%s), mode %s", cfg.task_key, cfg.address, args.mode)
     os.makedirs(args.model_dir, exist_ok=True)
     if cfg.task_type == "evaluator":
-        from tfk8s_airflow.trainer import eval_replica as evaluator
+        from tfk8s_airflow.pod.trainer import eval_replica as evaluator
 
         print(json.dumps({"evaluation": evaluator.run(cfg, args)}), flush=True)
         return
@@ -92,11 +92,11 @@ def _run(argv: Sequence[str] | None) -> None:
     metrics = impl.train(cfg, args)
     if metrics is None:
         return
-    from tfk8s_airflow.trainer.state import write_metrics  # noqa: PLC0415
+    from tfk8s_airflow.pod.trainer.state import write_metrics  # noqa: PLC0415
 
     if args.heldout:
-        from tfk8s_airflow.trainer.evaluate import evaluate  # noqa: PLC0415
-        from tfk8s_airflow.trainer.inputs import split_files  # noqa: PLC0415
+        from tfk8s_airflow.pod.trainer.evaluate import evaluate  # noqa: PLC0415
+        from tfk8s_airflow.pod.trainer.inputs import split_files  # noqa: PLC0415
 
         metrics["heldout"] = evaluate(args.model_dir, split_files(args.heldout))
     print(json.dumps({"metrics": write_metrics(args.model_dir, **metrics)}), flush=True)

@@ -24,12 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from tfk8s_airflow import runtime
 from tfk8s_airflow.contract import TERMINATION_LOG, TERMINATION_LOG_ENV
 from tfk8s_airflow.exceptions import DataError, MetricBelowThresholdError, ModelMissingError
-from tfk8s_airflow.trainer.dataset import read_csv
-from tfk8s_airflow.trainer.inputs import split_files
-from tfk8s_airflow.trainer.state import write_json_atomic
+from tfk8s_airflow.pod import runtime
+from tfk8s_airflow.pod.trainer.dataset import read_csv
+from tfk8s_airflow.pod.trainer.inputs import split_files
+from tfk8s_airflow.pod.trainer.state import write_json_atomic
 
 log = logging.getLogger("tfk8s_airflow.trainer.evaluate")
 
@@ -52,8 +52,8 @@ def _load_heldout(files: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
 def _probabilities(model_dir: str, x: np.ndarray, source: str) -> tuple[np.ndarray, int, str]:
     import tensorflow as tf  # noqa: PLC0415 - heavy; imported when actually evaluating
 
-    from tfk8s_airflow.trainer import export  # noqa: PLC0415 - imports TensorFlow
-    from tfk8s_airflow.trainer.model import predict_numpy  # noqa: PLC0415
+    from tfk8s_airflow.pod.trainer import export  # noqa: PLC0415 - imports TensorFlow
+    from tfk8s_airflow.pod.trainer.model import predict_numpy  # noqa: PLC0415
 
     saved = os.path.join(model_dir, export.SAVED_MODEL_DIR)
     if source in ("auto", "saved_model") and os.path.exists(os.path.join(saved, "saved_model.pb")):

@@ -1,6 +1,6 @@
 """The copy pod of a staging fan-out: one part of an HDFS partition onto the mounted volume, verified.
 
-Runs inside a staging copy pod (``python -m tfk8s_airflow.stagecopy``) that the staging operator
+Runs inside a staging copy pod (``python -m tfk8s_airflow.pod.stagecopy``) that the staging operator
 creates with ``executor="kubernetes"`` (:mod:`tfk8s_airflow.staging.fanout` plans the parts and
 reads what this writes). The standard library only, like the rest of the pod side: the image the
 deployment names for these pods needs Python and this package, nothing else.

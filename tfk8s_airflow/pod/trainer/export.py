@@ -20,7 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfk8s_airflow.exceptions import ModelMissingError
-from tfk8s_airflow.trainer import model as mdl
+from tfk8s_airflow.pod.trainer import model as mdl
 
 SAVED_MODEL_DIR = "saved_model"
 _STEP_KEYS = ("global_step", "step/.ATTRIBUTES/VARIABLE_VALUE")

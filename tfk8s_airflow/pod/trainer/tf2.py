@@ -29,14 +29,14 @@ import time
 
 import tensorflow as tf
 
-from tfk8s_airflow import runtime
 from tfk8s_airflow.exceptions import RuntimeConfigError
-from tfk8s_airflow.trainer import export
-from tfk8s_airflow.trainer import inputs as data
-from tfk8s_airflow.trainer import model as mdl
-from tfk8s_airflow.trainer.dataset import count_features
-from tfk8s_airflow.trainer.state import RunRecorder
-from tfk8s_airflow.trainer.summaries import TF2Summaries
+from tfk8s_airflow.pod import runtime
+from tfk8s_airflow.pod.trainer import export
+from tfk8s_airflow.pod.trainer import inputs as data
+from tfk8s_airflow.pod.trainer import model as mdl
+from tfk8s_airflow.pod.trainer.dataset import count_features
+from tfk8s_airflow.pod.trainer.state import RunRecorder
+from tfk8s_airflow.pod.trainer.summaries import TF2Summaries
 
 log = logging.getLogger("tfk8s_airflow.trainer.tf2")
 

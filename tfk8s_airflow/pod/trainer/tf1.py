@@ -32,13 +32,13 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from tfk8s_airflow import runtime
 from tfk8s_airflow.exceptions import ModelMissingError, PeerTimeoutError
-from tfk8s_airflow.trainer import export
-from tfk8s_airflow.trainer import inputs as data
-from tfk8s_airflow.trainer import model as mdl
-from tfk8s_airflow.trainer.state import RunRecorder
-from tfk8s_airflow.trainer.summaries import TF1Summaries
+from tfk8s_airflow.pod import runtime
+from tfk8s_airflow.pod.trainer import export
+from tfk8s_airflow.pod.trainer import inputs as data
+from tfk8s_airflow.pod.trainer import model as mdl
+from tfk8s_airflow.pod.trainer.state import RunRecorder
+from tfk8s_airflow.pod.trainer.summaries import TF1Summaries
 
 log = logging.getLogger("tfk8s_airflow.trainer.tf1")
 v1 = tf.compat.v1

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tfk8s_airflow import runtime
 from tfk8s_airflow.exceptions import DataError, RuntimeConfigError
-from tfk8s_airflow.trainer.dataset import read_csv
+from tfk8s_airflow.pod import runtime
+from tfk8s_airflow.pod.trainer.dataset import read_csv
 
 
 def split_files(values: Sequence[str] | None) -> list[str]:
