@@ -35,8 +35,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
-from collections.abc import Iterator
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from tfk8s_airflow.volume.safe import SafeDir

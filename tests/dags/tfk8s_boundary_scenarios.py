@@ -61,5 +61,6 @@ with DAG("tfk8s_t_setup_volumes", schedule=None, start_date=START, catchup=False
                              "node_selector": {"type": "kwok"}, "ps": 1, "worker": 1, "restart_policy": "OnFailure",
                              "volumes": [{"name": "scratch", "mount_path": "/scratch",
                                           "host_path": "{{ params.root }}/scratch"},
-                                         {"name": "x", "mount_path": "/x", "host_path": "{{ params.root }}/scratch/x"}]},
+                                         {"name": "x", "mount_path": "/x",
+                                          "host_path": "{{ params.root }}/scratch/x"}]},
                        shards={"worker-0": ["/data/a"]}, retries=0)

@@ -92,7 +92,8 @@ def test_a_link_planted_before_a_recovery_is_refused_at_recreation(k8s_cluster, 
     dr = scenarios.setup_volumes.test(run_conf={"namespace": ns, "root": str(gluster_dir)})
     assert states(dr)[("setup", -1)] == "success", states(dr)
     record = JobRecord.from_xcom(xcom(dr, "setup", key="job"))
-    before = {p.metadata.name: p.metadata.uid for p in core.list_namespaced_pod(ns, label_selector=record.selector).items}
+    before = {p.metadata.name: p.metadata.uid
+              for p in core.list_namespaced_pod(ns, label_selector=record.selector).items}
     assert len(before) == 2
 
     # What a replica does through its writable mount of scratch/ (the same GlusterFS directory on the node):
@@ -114,7 +115,8 @@ def test_a_link_planted_before_a_recovery_is_refused_at_recreation(k8s_cluster, 
     text = str(info.value)
     assert "recreated pod" in text and "volumes[x].hostPath.path" in text, text
     assert "resolves (through a symbolic link) to" in text, text
-    after = {p.metadata.name: p.metadata.uid for p in core.list_namespaced_pod(ns, label_selector=record.selector).items}
+    after = {p.metadata.name: p.metadata.uid
+             for p in core.list_namespaced_pod(ns, label_selector=record.selector).items}
     assert after == before  # refused before anything was deleted or recreated
     svc = core.read_namespaced_service(record.service, ns)
     assert "tfk8s.io/attempts" not in (svc.metadata.annotations or {})  # no attempt recorded either

@@ -8,8 +8,8 @@ import pytest
 
 from tfk8s_airflow.contract import EVAL_RESULT_MAX_BYTES
 from tfk8s_airflow.exceptions import EvaluationResultError
-from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.evaluation import evaluation_names, evaluation_pod, printable, read_result
+from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.spec import TFJobSpec
 
 ROOT = Path(__file__).resolve().parents[2]

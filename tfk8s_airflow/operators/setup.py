@@ -36,6 +36,7 @@ from tfk8s_airflow.exceptions import Problem, QuotaExceededError, SpecError
 from tfk8s_airflow.job import naming, quota
 from tfk8s_airflow.job.admission import admit_pod, admit_pods
 from tfk8s_airflow.job.judge import JobPolicy
+from tfk8s_airflow.job.network import network_policy_manifest
 from tfk8s_airflow.job.objects import (
     JobNames,
     configmap_manifest,
@@ -46,7 +47,6 @@ from tfk8s_airflow.job.objects import (
     pod_manifest,
     service_manifest,
 )
-from tfk8s_airflow.job.network import network_policy_manifest
 from tfk8s_airflow.job.records import JOB_ID_KEY, JobRecord
 from tfk8s_airflow.job.resolve import as_spec_input, job_record, resolve_spec
 from tfk8s_airflow.job.shardmap import normalize_shards
