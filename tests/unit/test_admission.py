@@ -111,3 +111,23 @@ def test_recovery_state_read_back_from_the_service_is_bounded():
     with pytest.raises(ValueError):  # no oom_memory_factor: no memory is ever overridden
         read_attempts(json.dumps({"overrides": {"worker-0": {"memory": 2**30}}}), _record({}))
     assert read_attempts(None, rec) == ([], {})
+
+
+def test_the_network_policy_admits_the_jobs_pods_and_tensorboard_from_where_the_deployment_says():
+    from tfk8s_airflow.job.network import network_policy_manifest
+
+    spec = TFJobSpec.from_dict({"name": "j", "image": "i", "worker": 1, "ps": 1, "tensorboard": {"log_dir": "/m"},
+                                "volumes": [{"name": "m", "mount_path": "/m", "host_path": f"{GLUSTER}/m"}]})
+    names = JobNames.for_run(spec, "r", "g", "d")
+    policy = DeploymentPolicy.from_env({"TFK8S_TENSORBOARD_INGRESS": "10.1.2.3/16, namespace:proxy"})
+    assert policy.tensorboard_ingress == ("10.1.0.0/16", "namespace:proxy")
+    np = network_policy_manifest(spec, names, policy)
+    job = {"podSelector": {"matchLabels": {"tfk8s.io/job": names.job}}}
+    assert np["spec"]["podSelector"] == job["podSelector"] and np["spec"]["policyTypes"] == ["Ingress"]
+    tf, tb = np["spec"]["ingress"]
+    assert tf == {"from": [job], "ports": [{"port": 2222, "protocol": "TCP"}]}
+    assert tb["from"] == [job, {"ipBlock": {"cidr": "10.1.0.0/16"}},
+                          {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "proxy"}}}]
+    assert tb["ports"] == [{"port": 6006, "protocol": "TCP"}]
+    with pytest.raises(SpecError):
+        DeploymentPolicy.from_env({"TFK8S_TENSORBOARD_INGRESS": "anywhere"})
