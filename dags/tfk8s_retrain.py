@@ -112,9 +112,10 @@ def pipeline(data_path: str, key: str, promote: bool) -> None:
                                 manifest_path=f"{cache}/_heldout_manifest.json")
     train = tf_job("train", spec=training_spec(model_dir), shards=stage.output, poll_interval=2,
                    archive_dir=f"{ROOT}/logs")
-    # A pod of the job's kind (its image, node placement, volumes read-only) runs the evaluator.
+    # A pod of the job's kind (its node placement, volumes read-only) runs the evaluator, in the deployment's
+    # [tfk8s] evaluation_image: never the form's image, whose owner would then write the accuracy.
     evaluate = TFEvaluateOperator(task_id="evaluate", spec=training_spec(model_dir), model_dir=model_dir,
-                                  heldout=f"{cache}/heldout.csv", threshold="{{ params.threshold }}")
+                                  heldout=f"{cache}/heldout.csv", threshold="{{ params.threshold }}", env=POD_ENV)
     wait >> [stage, heldout]
     stage >> train
     [train, heldout] >> evaluate

@@ -10,7 +10,14 @@ its own. A child that evaluates an untrusted model gets none of that:
   ``HOME`` and ``TMPDIR`` inside a fresh directory; nothing else, whatever its name;
 * **a fresh, private working directory** (mode 0700), removed afterwards;
 * **no inherited descriptors** (only stdin from ``/dev/null`` and stdout/stderr to a file
-  in that directory), **its own session**, killed as a group at the timeout.
+  in that directory), **its own session**, killed as a group at the timeout;
+* **no sight of other processes**: it runs in its own user, PID and mount namespaces with its
+  own ``/proc`` (util-linux ``unshare -r -p -f -m --mount-proc``), so ``/proc/<ppid>/environ``
+  of the worker (or of its supervisor, or any process of the same user) does not exist for it.
+  Where the kernel or the container refuses unprivileged namespaces, the worker is made
+  non-dumpable while the child runs (``PR_SET_DUMPABLE``): a child of the same non-root user
+  can then not read the worker's ``/proc/<pid>/environ``; a worker running as root, or other
+  processes of its user, are not protected that way (docs/security.md).
 
 What it cannot do: stop the child from reading files the worker's user may read (the Airflow
 configuration among them) or from writing where that user may write. Isolation from those
@@ -21,16 +28,19 @@ that are trusted, or where no cluster can run the evaluation.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from tfk8s_airflow.volume.safe import SafeDir
 
-__all__ = ["ALLOWED_ENV", "ChildRun", "child_env", "run_isolated"]
+__all__ = ["ALLOWED_ENV", "ChildRun", "child_env", "namespaces_available", "run_isolated"]
 
 #: Variables a child keeps from the worker's environment (and every ``LC_*``).
 ALLOWED_ENV = ("PATH", "LANG", "LANGUAGE", "TZ", "PYTHONPATH", "LD_LIBRARY_PATH", "TF_CPP_MIN_LOG_LEVEL",
@@ -59,6 +69,40 @@ def child_env(workdir: str, extra: Mapping[str, str] | None = None,
     return env
 
 
+_UNSHARE = ("--user", "--map-root-user", "--pid", "--fork", "--mount", "--mount-proc", "--kill-child", "--")
+_PR_GET_DUMPABLE, _PR_SET_DUMPABLE = 3, 4
+
+
+@functools.cache
+def namespaces_available() -> bool:
+    """Whether this machine lets an unprivileged process make user, PID and mount namespaces (tried once)."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return False
+    try:
+        return subprocess.run([unshare, *_UNSHARE, "true"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, timeout=30, check=False).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@contextlib.contextmanager
+def _not_dumpable() -> Iterator[None]:
+    """This process non-dumpable meanwhile (its /proc/<pid>/environ then readable by root only)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        before = libc.prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0)
+        libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        yield
+        return
+    try:
+        yield
+    finally:
+        if before > 0:
+            libc.prctl(_PR_SET_DUMPABLE, before, 0, 0, 0)
+
+
 def run_isolated(command: Callable[[str], Sequence[str]], *, timeout: float, result_name: str = "result.json",
                  result_limit: int = 4096, env: Mapping[str, str] | None = None) -> ChildRun:
     """Run ``command(result_path)`` in a fresh directory with a scrubbed environment.
@@ -70,7 +114,11 @@ def run_isolated(command: Callable[[str], Sequence[str]], *, timeout: float, res
     with tempfile.TemporaryDirectory(prefix="tfk8s-isolated-") as work:
         os.chmod(work, 0o700)
         argv = list(command(os.path.join(work, result_name)))
-        with open(os.path.join(work, _OUTPUT), "wb") as out:
+        contained = namespaces_available()
+        if contained:
+            argv = [str(shutil.which("unshare")), *_UNSHARE, *argv]
+        guard = contextlib.nullcontext() if contained else _not_dumpable()
+        with guard, open(os.path.join(work, _OUTPUT), "wb") as out:
             proc = subprocess.Popen(argv, cwd=work, env=child_env(work, env), stdin=subprocess.DEVNULL,
                                     stdout=out, stderr=subprocess.STDOUT, close_fds=True, start_new_session=True)
             try:

@@ -32,7 +32,7 @@ KWOK = {"type": "kwok"}
 @pytest.fixture(autouse=True)
 def allowed_secrets(monkeypatch):
     """The examples read the Secrets db and registry-creds, which the deployment allows ([tfk8s] allowed_secrets)."""
-    monkeypatch.setenv("AIRFLOW__TFK8S__ALLOWED_SECRETS", "db,registry-creds")
+    monkeypatch.setenv("AIRFLOW__TFK8S__ALLOWED_SECRETS", "db,registry-creds,ml-team/db,ml-team/registry-creds")
 
 
 def example(name: str) -> dict:

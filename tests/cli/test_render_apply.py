@@ -15,7 +15,8 @@ TFK8S = str(Path(sys.executable).with_name("tfk8s"))
 
 #: What the examples need of the deployment's policy (examples/full.yaml's ServiceAccount, the Secrets of
 #: examples/secrets.yaml); everything else is the default policy.
-POLICY = {"TFK8S_ALLOWED_SERVICE_ACCOUNTS": "tf-trainer", "TFK8S_ALLOWED_SECRETS": "db,registry-creds"}
+POLICY = {"TFK8S_ALLOWED_SERVICE_ACCOUNTS": "tf-trainer", "TFK8S_ALLOWED_SECRETS":
+          "db,registry-creds,ml-team/db,ml-team/registry-creds"}
 
 
 def render(*args):

@@ -38,14 +38,15 @@ with DAG("tfk8s_t_eval_subprocess", schedule=None, start_date=START, catchup=Fal
 EVAL_SPEC = {"name": "evil", "namespace": "{{ params.namespace }}", "image": "tfk8s/trainer:0.1",
              "node_selector": {"type": "local"},
              "tolerations": [{"key": "tfk8s.io/node-agent", "operator": "Exists", "effect": "NoSchedule"}],
-             "command": ["python", "-m", "tfk8s_airflow.trainer"], "env": {"PYTHONPATH": "{{ params.pythonpath }}"},
+             "command": ["python", "-m", "tfk8s_airflow.trainer"],
              "resources": {"cpu": "500m", "memory": "1Gi"},
              "volumes": [{"name": "model", "mount_path": "{{ params.root }}", "host_path": "{{ params.root }}"}],
              "ps": 1, "worker": 1}
 
 with DAG("tfk8s_t_eval_pod", schedule=None, start_date=START, catchup=False, params=EVAL_PARAMS,
          render_template_as_native_obj=True, tags=["tfk8s-test"]) as eval_pod:
+    # The evaluator's code is the deployment's: on the node agent, this checkout (the DAG author's env).
     TFEvaluateOperator(task_id="evaluate", spec=EVAL_SPEC, model_dir=MODEL, heldout=HELDOUT, timeout=300, retries=0,
-                       poll_interval=1)
+                       poll_interval=1, env={"PYTHONPATH": "{{ params.pythonpath }}"})
     TFEvaluateOperator(task_id="gate", spec=EVAL_SPEC, model_dir=MODEL, heldout=HELDOUT, threshold=0.9, timeout=300,
-                       retries=0, poll_interval=1)
+                       retries=0, poll_interval=1, env={"PYTHONPATH": "{{ params.pythonpath }}"})

@@ -33,7 +33,8 @@ DOCS = [REPO / "README.md", REPO / "CHANGELOG.md", *sorted((REPO / "docs").glob(
 SPEC_DOC = REPO / "docs" / "spec.md"
 SECURITY_DOC = REPO / "docs" / "security.md"
 #: The policy the docs' spec examples assume (docs/spec.md says so above its examples).
-DOC_POLICY = {"TFK8S_ALLOWED_SERVICE_ACCOUNTS": "tf-trainer", "TFK8S_ALLOWED_SECRETS": "db,registry-creds"}
+DOC_POLICY = {"TFK8S_ALLOWED_SERVICE_ACCOUNTS": "tf-trainer",
+              "TFK8S_ALLOWED_SECRETS": "db,registry-creds,ml-team/db,ml-team/registry-creds"}
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^(?:<!-- runnable: (?P<kind>[a-z0-9 ]+) -->\n)?"
                    r"(?P<indent> *)```(?P<lang>\w*)\n(?P<body>.*?)\n(?P=indent)```", re.S | re.M)

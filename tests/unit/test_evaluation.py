@@ -9,6 +9,7 @@ import pytest
 from tfk8s_airflow.contract import EVAL_RESULT_MAX_BYTES
 from tfk8s_airflow.exceptions import EvaluationResultError
 from tfk8s_airflow.job.evaluation import evaluation_names, evaluation_pod, printable, read_result
+from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.spec import TFJobSpec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,14 +54,13 @@ def test_the_evaluation_pod_is_a_read_only_pod_of_the_jobs_kind():
     (container,) = podspec["containers"]
     assert meta["name"] == names.job and meta["namespace"] == "ml" and "tfk8s.io/job" not in meta["labels"]
     assert meta["labels"]["tfk8s.io/evaluation"] == names.job
-    assert container["image"] == "registry.example.com/ml/trainer:2.21"
+    assert container["image"] == "tfk8s/trainer:0.1"  # the deployment's evaluation_image, never the spec's
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
     assert podspec["nodeSelector"] == {"pool": "gpu"} and podspec["tolerations"][0]["key"] == "gpu"
     assert container["command"] == ["python", "-m", "tfk8s_airflow.trainer.evaluate"]
     assert container["args"] == ["--model-dir", "/model", "--source", "auto", "--heldout", "/data/heldout.csv",
                                  "--threshold", "0.6", "--termination-log"]
-    env = {e["name"]: e["value"] for e in container["env"]}
-    assert env["LOG_LEVEL"] == "info" and not {"TF_CONFIG", "TFK8S_ROLE", "TFK8S_CODE_DIR"} & set(env)
+    assert container["env"] == []  # nothing of the spec's environment (a PYTHONPATH would replace the evaluator)
     assert all(m["readOnly"] for m in container["volumeMounts"])
     assert {v["name"] for v in podspec["volumes"]} == {"data", "model"}  # no code, no shards
     assert next(v for v in podspec["volumes"] if v["name"] == "model")["persistentVolumeClaim"]["readOnly"]
@@ -68,6 +68,20 @@ def test_the_evaluation_pod_is_a_read_only_pod_of_the_jobs_kind():
     assert podspec["restartPolicy"] == "Never" and podspec["activeDeadlineSeconds"] == 900
     assert podspec["automountServiceAccountToken"] is False and podspec["enableServiceLinks"] is False
     assert container["terminationMessagePolicy"] == "FallbackToLogsOnError"
+
+
+def test_the_evaluation_image_is_the_deployments_or_the_one_the_dag_author_names():
+    spec = TFJobSpec.from_dict({"name": "ctr", "image": "form/chosen:1", "worker": 1,
+                                "env": {"PYTHONPATH": "/data/evil"},
+                                "pod_template": {"spec": {"containers": [{"name": "spy", "image": "form/spy:1"}]}}})
+    names = evaluation_names(spec, "d", "r", "evaluate")
+    policy = DeploymentPolicy(evaluation_image="registry.example.com/tfk8s/evaluator:7")
+    pod = evaluation_pod(spec, names, model_dir="/m", heldout=["/h"], policy=policy)
+    (container,) = pod["spec"]["containers"]  # no sidecar of the template
+    assert container["image"] == "registry.example.com/tfk8s/evaluator:7" and container["env"] == []
+    own = evaluation_pod(spec, names, model_dir="/m", heldout=["/h"], policy=policy, image="form/chosen:1")
+    assert own["spec"]["containers"][0]["image"] == "form/chosen:1"
+    assert DeploymentPolicy.from_env({"TFK8S_EVALUATION_IMAGE": "x/y:1"}).evaluation_image == "x/y:1"
 
 
 def test_text_from_a_pod_is_made_printable():

@@ -20,7 +20,7 @@ from tfk8s_airflow.job.tfjob import is_tfjob, to_native
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = sorted((ROOT / "examples").glob("tfjob-*.yaml"))
-POLICY_ENV = {"TFK8S_ALLOWED_SECRETS": "db,registry-creds"}
+POLICY_ENV = {"TFK8S_ALLOWED_SECRETS": "db,registry-creds,ml-team/db,ml-team/registry-creds"}
 
 
 def container(**extra):

@@ -42,7 +42,8 @@ REFUSED = {
     "26-katib-trialspec-7bf3922.yaml": ("metadata.name", "Kubernetes names every object by name or generateName"),
 }
 #: Manifests the default policy refuses (a Secret the pods read), admitted once the setting allows it.
-POLICY = {"18-website-tensorflow-md-77.yaml": ("allowed_secrets", {"TFK8S_ALLOWED_SECRETS": "user-gcp-sa"})}
+POLICY = {"18-website-tensorflow-md-77.yaml": ("allowed_secrets",
+                                              {"TFK8S_ALLOWED_SECRETS": "your-user-namespace/user-gcp-sa"})}
 
 
 def source(path: Path) -> dict[str, str]:

@@ -16,8 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tfk8s_airflow.job.attempts import read_attempts
 from tfk8s_airflow.job.judge import JobPolicy, JobStatus, evaluate, read_replica
+from tfk8s_airflow.job.records import JobRecord, ReplicaRef
+from tfk8s_airflow.job.recovery_policy import RecoveryPolicy
+from tfk8s_airflow.job.recoverystate import read_attempts as read_for
 from tfk8s_airflow.job.states import JobState
 from tfk8s_airflow.job.tensorboard import tensorboard_state
 from tfk8s_airflow.job.verdict import VERDICT_ANNOTATION, read_verdict
@@ -76,6 +78,16 @@ POLICY = JobPolicy(replicas={"ps": 1, "worker": 2}, tracked={"ps": False, "worke
                    restart_policy={"ps": "Never", "worker": "OnFailure"}, success=(("worker", 0),), max_restarts=3,
                    schedule_timeout=60.0, startup_timeout=60.0, active_deadline=3600.0, straggler_timeout=30.0,
                    lead=("worker", 0))
+
+
+#: The job whose Service carries the recovery state (an OOM factor, so memory overrides are allowed).
+RECORD = JobRecord(job="j", namespace="ns", service="j", configmap="j-shards", selector="tfk8s.io/job=j",
+                   policy={}, replicas=(ReplicaRef("worker-0", "worker", 0, "j-worker-0", True),), created_at=0.0,
+                   recovery=RecoveryPolicy.from_dict({"oom_memory_factor": 2.0}))
+
+
+def read_attempts(raw):
+    return read_for(raw, RECORD)
 
 
 @FUZZ
@@ -171,7 +183,7 @@ def test_the_recovery_state_is_read_whole_or_refused(doc):
 def test_a_memory_override_of_1e15_is_bounded_by_type_and_a_string_is_refused():
     with pytest.raises(ValueError, match="memory"):
         read_attempts('{"attempts": [], "overrides": {"worker-0": {"memory": "1e15"}}}')
-    with pytest.raises(ValueError, match="not a JSON object"):
+    with pytest.raises(ValueError, match="must be an object"):
         read_attempts('["attempts"]')
     with pytest.raises(ValueError, match="number"):
         read_attempts('{"attempts": [{"number": "x", "failure_class": "code", "reason": "", "at": 1}]}')

@@ -5,11 +5,13 @@ and write anywhere it may), so loading it inside the Airflow worker gives it the
 environment (connection passwords) and file system. The evaluation pod is a pod of the
 job's kind, built by the same builders as the job's replicas
 (:func:`~tfk8s_airflow.job.objects.plan_replicas`, :func:`~tfk8s_airflow.job.objects.pod_manifest`):
-the role's image, resources (GPUs included), node selector, tolerations and the spec's
-volumes, so it sees the model and the held-out data where the job saw them. It differs
-from a replica where evaluating needs less:
+the role's resources (GPUs included), node selector, tolerations and the spec's volumes, so
+it sees the model and the held-out data where the job saw them. It differs from a replica
+where evaluating needs less, and where the job's form must not steer it:
 
-* it runs ``python -m tfk8s_airflow.trainer.evaluate`` and nothing of the job's command or code;
+* it runs the deployment's ``evaluation_image`` (``[tfk8s]``), not the job's (the form may
+  choose that one): ``python -m tfk8s_airflow.trainer.evaluate`` and nothing of the job's
+  command, code, environment, sidecars or init containers;
 * every volume is mounted read-only, so the model cannot change itself or the data;
 * no TF_CONFIG, no shard list, no Service (no peers), no service-account token;
 * ``restartPolicy: Never`` and ``activeDeadlineSeconds`` of the evaluation's timeout;
@@ -30,23 +32,20 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tfk8s_airflow.contract import (
-    CODE_DIR_ENV,
     CODE_VOLUME,
     EVAL_RESULT_KEYS,
     EVAL_RESULT_MAX_BYTES,
-    INDEX_ENV,
     LABEL_EVALUATION,
     LABEL_JOB,
-    ROLE_ENV,
-    SHARDS_FILE_ENV,
     SHARDS_VOLUME,
-    TF_CONFIG_ENV,
 )
 from tfk8s_airflow.exceptions import EvaluationResultError, SpecError
 from tfk8s_airflow.job.objects import JobNames, plan_replicas, pod_manifest
+from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.spec import TFJobSpec
 
-__all__ = ["EVALUATOR", "SOURCES", "evaluator_args", "evaluation_pod", "evaluation_names", "read_result",
+__all__ = ["EVALUATOR", "SOURCES", "evaluator_args", "evaluation_pod", "evaluation_names", "evaluation_role",
+           "read_result",
            "printable"]
 
 #: The evaluator's command in the pod (and, with the worker's interpreter, in a child process).
@@ -54,7 +53,6 @@ EVALUATOR = ("python", "-m", "tfk8s_airflow.trainer.evaluate")
 SOURCES = ("auto", "saved_model", "checkpoint")
 #: The role whose pod settings the evaluation pod takes: the first the spec has.
 ROLE_PREFERENCE = ("evaluator", "worker", "chief")
-_DROPPED_ENV = frozenset({TF_CONFIG_ENV, SHARDS_FILE_ENV, ROLE_ENV, INDEX_ENV, CODE_DIR_ENV})
 _SOURCE = re.compile(r"^(saved_model|checkpoint:[A-Za-z0-9._-]{1,200})$")
 _MAX_COUNT = 10**12
 
@@ -73,7 +71,7 @@ def evaluator_args(model_dir: str, heldout: Sequence[str], threshold: float | No
     return args
 
 
-def _role(spec: TFJobSpec) -> str:
+def evaluation_role(spec: TFJobSpec) -> str:
     role = next((r for r in ROLE_PREFERENCE if spec.replicas(r)), None)
     if role is None:
         raise SpecError("the spec has no evaluator, worker or chief to take the evaluation pod's settings from",
@@ -83,12 +81,21 @@ def _role(spec: TFJobSpec) -> str:
 
 def evaluation_pod(spec: TFJobSpec, names: JobNames, *, model_dir: str, heldout: Sequence[str],
                    threshold: float | None = None, source: str = "auto", timeout: int = 600,
-                   env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The evaluation pod of ``spec``: named ``names.job``, in ``names.namespace``; paths as the pod sees them."""
-    role = _role(spec)
-    base = next(r for r in plan_replicas(spec, names) if r.role == role and r.index == 0)
-    keep = [e for e in base.env if e["name"] not in _DROPPED_ENV]
-    keep += [{"name": str(k), "value": str(v)} for k, v in (env or {}).items()]
+                   env: Mapping[str, str] | None = None, policy: DeploymentPolicy | None = None,
+                   image: str | None = None) -> dict[str, Any]:
+    """The evaluation pod of ``spec``: named ``names.job``, in ``names.namespace``; paths as the pod sees them.
+
+    ``image``: the evaluator's image; by default the deployment's ``evaluation_image`` (``policy``'s),
+    never the spec's. Of the spec, the pod takes only where it runs (resources, node placement,
+    the pod template's scheduling fields) and what it reads (the volumes, read-only): none of its
+    environment, sidecars or init containers, whose values the job's form may choose (a
+    ``PYTHONPATH`` on the shared volume would replace the evaluator's code). ``env``: the DAG
+    author's (the operator's).
+    """
+    policy = policy or DeploymentPolicy()
+    role = evaluation_role(spec)
+    base = next(r for r in plan_replicas(spec, names, policy=policy) if r.role == role and r.index == 0)
+    keep = [{"name": str(k), "value": str(v)} for k, v in (env or {}).items()]
     labels = {k: v for k, v in base.labels.items() if not k.startswith("tfk8s.io/") or k in names.identity}
     labels.pop(LABEL_JOB, None)
     labels.update({"app.kubernetes.io/component": "evaluation", LABEL_EVALUATION: names.job})
@@ -104,11 +111,13 @@ def evaluation_pod(spec: TFJobSpec, names: JobNames, *, model_dir: str, heldout:
     replica = dataclasses.replace(
         base, pod_name=names.job, hostname="evaluation", command=list(EVALUATOR),
         args=[*evaluator_args(model_dir, heldout, threshold, source), "--termination-log"],
-        env=keep, tf_config=None, labels=labels, restart_policy="Never", volumes=volumes,
-        volume_mounts=mounts, init_containers=[])
+        env=keep, env_from=[], tf_config=None, labels=labels, restart_policy="Never", volumes=volumes,
+        volume_mounts=mounts, init_containers=[], sidecars=[], image=image or policy.evaluation_image,
+        extra_ports=[], container_extra={})
     pod = pod_manifest(spec, names, replica)
     pod_spec = pod["spec"]
     pod_spec.pop("subdomain", None)
+    pod_spec.pop("shareProcessNamespace", None)
     pod_spec["activeDeadlineSeconds"] = int(timeout)
     pod_spec["automountServiceAccountToken"] = False
     container = pod_spec["containers"][0]

@@ -98,6 +98,11 @@ def templates_name(job: str) -> str:
     return f"{job}-pods"
 
 
+def network_policy_name(job: str) -> str:
+    """The job's NetworkPolicy (:mod:`tfk8s_airflow.job.network`)."""
+    return f"{job}-network"
+
+
 def sanitize_label_value(value: str) -> str:
     """A valid label value for any string; over-long or altered values get a hash tail.
 

@@ -22,8 +22,10 @@ parameter servers forever (they never exit on their own). The pods get it as
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import posixpath
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
@@ -45,6 +47,9 @@ DEFAULT_ACTIVE_DEADLINE_S = 24 * 3600
 #: Where the nodes (and the Airflow workers) mount the GlusterFS volume (``TFK8S_GLUSTER_MOUNT``).
 DEFAULT_GLUSTER_MOUNT = "/mnt/tfk8s-gluster"
 ANY = "*"
+#: The evaluation pods' image when the deployment names none: the package's own trainer image.
+DEFAULT_EVALUATION_IMAGE = "tfk8s/trainer:0.1"
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 # --------------------------------------------------------------------- reading the settings
@@ -84,6 +89,49 @@ def _host_paths(raw: Any) -> tuple[str, ...] | Problem:
 
 def _names(raw: Any) -> tuple[str, ...]:
     return tuple(_words(raw))
+
+
+def _namespace(raw: Any) -> str | Problem:
+    text = str(raw).strip()
+    if not _DNS_LABEL.match(text):
+        return Problem("", f"must be a namespace name, got {show(raw)}", "correct the deployment's setting")
+    return text
+
+
+def _secret_names(raw: Any) -> tuple[str, ...] | Problem:
+    """``name``, ``*``, ``namespace/name`` or ``namespace/*``."""
+    out = []
+    for word in _words(raw):
+        ns, _, name = word.rpartition("/")
+        if (ns and not _DNS_LABEL.match(ns)) or not name or "/" in ns:
+            return Problem("", f"entries are name, *, namespace/name or namespace/*, got {show(word)}",
+                           "correct the deployment's setting")
+        out.append(word)
+    return tuple(out)
+
+
+def _image(raw: Any) -> str | Problem:
+    text = str(raw).strip()
+    if not text or any(c.isspace() for c in text):
+        return Problem("", f"must be an image reference, got {show(raw)}", "correct the deployment's setting")
+    return text
+
+
+def _ingress(raw: Any) -> tuple[str, ...] | Problem:
+    out = []
+    for word in _words(raw):
+        if word.startswith("namespace:"):
+            if not _DNS_LABEL.match(word[len("namespace:"):]):
+                return Problem("", f"namespace:<name> needs a namespace name, got {show(word)}",
+                               "correct the deployment's setting")
+        else:
+            try:
+                word = str(ipaddress.ip_network(word, strict=False))
+            except ValueError:
+                return Problem("", f"entries are CIDRs (10.0.0.0/8) or namespace:<name>, got {show(word)}",
+                               "correct the deployment's setting")
+        out.append(word)
+    return tuple(out)
 
 
 def _bool(raw: Any) -> bool | Problem:
@@ -138,8 +186,8 @@ class DeploymentPolicy:
     allow_service_account_token: bool = field(default=False, metadata=setting(
         "whether a spec may ask for automount_service_account_token: true", "false", _bool))
     allowed_secrets: tuple[str, ...] = field(default=(), metadata=setting(
-        "Secrets of the job's namespace a spec may read through env, env_from and volumes "
-        "(comma-separated, or *)", "none", _names))
+        "Secrets a spec may read through env, env_from and volumes (comma-separated): `namespace/name`, "
+        "`namespace/*`, or a plain `name` (or *) for the default_namespace only", "none", _secret_names))
     allowed_image_pull_secrets: tuple[str, ...] = field(default=(ANY,), metadata=setting(
         "Secrets of the job's namespace a pod template may name in imagePullSecrets (comma-separated, or *): "
         "the kubelet reads them to pull the image, the pods never do", "*: every Secret of the namespace",
@@ -152,6 +200,19 @@ class DeploymentPolicy:
     allowed_volume_types: tuple[str, ...] = field(default=(), metadata=setting(
         "volume kinds past the cluster's claims a pod template may use: csi (inline), nfs (comma-separated, "
         "or *)", "none", _names))
+    default_namespace: str = field(default="default", metadata=setting(
+        "the namespace plain allowed_secrets entries (a name without `namespace/`, or *) apply to",
+        "default", _namespace))
+    read_only_host_paths: tuple[str, ...] = field(default=(), metadata=setting(
+        "host paths a volume may mount read-only only, and everything under them (comma-separated): every "
+        "pod mounts them read-only, sidecars included; a writable mount of a directory above one is refused",
+        "none", _host_paths))
+    evaluation_image: str = field(default=DEFAULT_EVALUATION_IMAGE, metadata=setting(
+        "the image of every evaluation pod (its evaluator's code): never the job's form's; the DAG author may "
+        "choose the job's own with TFEvaluateOperator(use_job_image=True)", DEFAULT_EVALUATION_IMAGE, _image))
+    tensorboard_ingress: tuple[str, ...] = field(default=(), metadata=setting(
+        "where a job's TensorBoard port may be reached from, beyond the job's own pods (comma-separated CIDRs "
+        "such as 10.0.0.0/8, or `namespace:<name>`)", "none: the job's pods only", _ingress))
     tensorboard_url: str = field(default="", metadata=setting(
         "where a browser opens a job's TensorBoard: a URL template with {job} {namespace} {service} {pod} "
         "{port} {host} {pod_ip}, e.g. http://{pod_ip}:{port}/", "unset: TensorBoard runs, without a link",
@@ -226,11 +287,9 @@ class DeploymentPolicy:
                                "the deployment does not give pods their ServiceAccount's API token",
                                "remove it, or an administrator sets [tfk8s] allow_service_account_token = true"))
         for fld, secret in secret_references(spec):
-            if not _allowed(secret, self.allowed_secrets):
-                out.append(Problem(fld, f"Secret {secret} is not among the allowed secrets "
-                                        f"({', '.join(self.allowed_secrets) or 'none'})",
-                                   "an administrator adds it to [tfk8s] allowed_secrets (or * for every Secret "
-                                   "of the namespace)"))
+            problem = self.secret_problem(fld, spec.namespace, secret)
+            if problem:
+                out.append(problem)
         out += self._templates(spec, realpath)
         out += self._spec_confinement(spec)
         return out
@@ -247,8 +306,13 @@ class DeploymentPolicy:
                         if not any(q.message == p.message for q in out)]
         return out
 
+    def host_path_problems(self, fld: str, host_path: str, realpath: Callable[[str], str] = os.path.realpath
+                           ) -> list[Problem]:
+        """Why a hostPath ``host_path`` may not be mounted, resolved through ``realpath`` now: [] when it may."""
+        return self._host_path(fld, host_path, realpath)
+
     def _host_path(self, fld: str, host_path: str, realpath: Callable[[str], str]) -> list[Problem]:
-        roots = self.allowed_host_paths
+        roots = tuple(dict.fromkeys((*self.allowed_host_paths, *self.read_only_host_paths)))
         shown = ", ".join(roots) or "none"
         path = posixpath.normpath(host_path)
         fix = ("use a path under them, or an administrator adds it to [tfk8s] allowed_host_paths "
@@ -271,19 +335,21 @@ class DeploymentPolicy:
 
         A role's problem that its template inherited from the job's is named once, at the job's.
         """
-        top = self._template(spec.pod_template, "pod_template", realpath) if spec.pod_template else []
+        top = self._template(spec.pod_template, "pod_template", realpath, spec.namespace) if spec.pod_template \
+            else []
         seen = {(p.field, p.message) for p in top}
         out = list(top)
         for role, rs in spec.roles.items():
             if not rs.pod_template or rs.replicas <= 0:
                 continue
             prefix = f"{role}.pod_template"
-            for p in self._template(rs.pod_template, prefix, realpath):
+            for p in self._template(rs.pod_template, prefix, realpath, spec.namespace):
                 if ("pod_template" + p.field[len(prefix):], p.message) not in seen:
                     out.append(p)
         return out
 
-    def _template(self, tpl: Mapping[str, Any], prefix: str, realpath: Callable[[str], str]) -> list[Problem]:
+    def _template(self, tpl: Mapping[str, Any], prefix: str, realpath: Callable[[str], str],
+                  namespace: str = "") -> list[Problem]:
         out: list[Problem] = []
         pod_default, container_default, _ = self.pod_security(None)
         spec = tpl.get("spec") or {}
@@ -300,15 +366,7 @@ class DeploymentPolicy:
                                        "the deployment does not give pods a ServiceAccount's API token",
                                        "remove it, or an administrator sets [tfk8s] allow_service_account_token "
                                        "= true"))
-        for found, allowed, what, setting in (
-                (template_secrets(tpl, p), self.allowed_secrets, "secrets", "allowed_secrets"),
-                (template_pull_secrets(tpl, p), self.allowed_image_pull_secrets, "image pull secrets",
-                 "allowed_image_pull_secrets")):
-            out.extend(Problem(fld, f"Secret {secret} is not among the allowed {what} "
-                                    f"({', '.join(allowed) or 'none'})",
-                               f"an administrator adds it to [tfk8s] {setting} (or * for every Secret "
-                               "of the namespace)")
-                       for fld, secret in found if not _allowed(secret, allowed))
+        out += self.template_secret_problems(tpl, p, namespace)
         pod_sc = merge(pod_default, spec.get("securityContext") or {}, {})
         if self.restricted_security_context:
             out += apparmor_annotation_problems((tpl.get("metadata") or {}).get("annotations"),
@@ -333,6 +391,49 @@ class DeploymentPolicy:
                                                f"or {admin}"))
                 out += self._non_root(sc, f"{cp}.securityContext")
         return out
+
+    # ----------------------------------------------------------------- Secrets, by namespace
+    def secret_allowed(self, namespace: str, secret: str) -> bool:
+        """Whether pods of ``namespace`` may read Secret ``secret``: an entry ``namespace/name`` or
+        ``namespace/*`` of ``allowed_secrets``, or a plain ``name`` or ``*`` where ``namespace`` is the
+        deployment's ``default_namespace`` (a plain name never reaches another namespace's Secret)."""
+        for entry in self.allowed_secrets:
+            ns, _, name = entry.rpartition("/")
+            if (ns or self.default_namespace) == namespace and name in (ANY, secret):
+                return True
+        return False
+
+    def secret_problem(self, fld: str, namespace: str, secret: str) -> Problem | None:
+        if self.secret_allowed(namespace, secret):
+            return None
+        shown = ", ".join(self.allowed_secrets) or "none"
+        if namespace == self.default_namespace:
+            return Problem(fld, f"Secret {secret} is not among the allowed secrets ({shown})",
+                           "an administrator adds it to [tfk8s] allowed_secrets (or * for every Secret of the "
+                           "namespace)")
+        return Problem(fld, f"Secret {secret} of namespace {namespace} is not among the allowed secrets ({shown}; "
+                            f"plain names are namespace {self.default_namespace}'s only)",
+                       f"an administrator adds {namespace}/{secret} to [tfk8s] allowed_secrets (or {namespace}/* "
+                       "for every Secret of the namespace)")
+
+    def template_secret_problems(self, tpl: Mapping[str, Any], prefix: str, namespace: str) -> list[Problem]:
+        """The Secrets and image pull secrets a pod (template) names that the deployment does not allow."""
+        out = [p for fld, secret in template_secrets(tpl, prefix)
+               if (p := self.secret_problem(fld, namespace, secret)) is not None]
+        allowed = self.allowed_image_pull_secrets
+        out.extend(Problem(fld, f"Secret {secret} is not among the allowed image pull secrets "
+                                f"({', '.join(allowed) or 'none'})",
+                           "an administrator adds it to [tfk8s] allowed_image_pull_secrets (or * for every Secret "
+                           "of the namespace)")
+                   for fld, secret in template_pull_secrets(tpl, prefix) if not _allowed(secret, allowed))
+        return out
+
+    def service_account_allowed(self, account: str) -> bool:
+        return _allowed(account, self.allowed_service_accounts)
+
+    def non_root_problems(self, sc: Mapping[str, Any], fld: str) -> list[Problem]:
+        """What ``run_as_non_root`` refuses in one securityContext (as the pod has it)."""
+        return self._non_root(sc, fld)
 
     def _non_root(self, sc: Mapping[str, Any], fld: str) -> list[Problem]:
         if not self.run_as_non_root:
@@ -451,6 +552,11 @@ def _restricted(sc: Mapping[str, Any], fld: str, admin: str, container: bool = F
     if sc.get("procMount") not in (None, "Default"):
         out.append(Problem(f"{fld}.procMount", "the deployment's containers see the default /proc", fix))
     return out
+
+
+def restricted_problems(sc: Mapping[str, Any], fld: str, admin: str, container: bool = False) -> list[Problem]:
+    """What a restricted security context refuses in one pod or container securityContext."""
+    return _restricted(sc, fld, admin, container)
 
 
 def _under(path: str, roots: tuple[str, ...] | list[str]) -> bool:

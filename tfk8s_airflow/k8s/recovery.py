@@ -21,6 +21,7 @@ import copy
 import hashlib
 import json
 import lzma
+import os
 import time
 import zlib
 from collections.abc import Mapping, Sequence
@@ -29,10 +30,13 @@ from typing import Any
 from tfk8s_airflow.contract import CONTAINER_NAME, GANG_GATE, LABEL_ATTEMPT, LABEL_INDEX, LABEL_ROLE
 from tfk8s_airflow.exceptions import KubernetesApiError, PermanentKubernetesApiError, SpecError
 from tfk8s_airflow.job import kueue
-from tfk8s_airflow.job.attempts import read_attempts
+from tfk8s_airflow.job.admission import admit_pods
+from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.quantity import quantity_to_float
 from tfk8s_airflow.job.records import Attempt, JobRecord
 from tfk8s_airflow.job.recovery import REPLACE, RESTART_GROUP, Decision
+from tfk8s_airflow.job.recoverystate import read_attempts
+from tfk8s_airflow.job.settings import lookup
 from tfk8s_airflow.job.verdict import read_verdict, verdict_body
 from tfk8s_airflow.k8s.client import GATE_PATCH, GATE_PATCH_TYPE, REQUEST_TIMEOUT_S, wrap_api_error
 
@@ -169,9 +173,10 @@ def rebuilt(template: Mapping[str, Any], attempt: int, override: Mapping[str, An
 class Recoverer:
     """The recovery side of one job's watch: its attempts, its templates, and the actions."""
 
-    def __init__(self, record: JobRecord, api: Any) -> None:
+    def __init__(self, record: JobRecord, api: Any, policy: DeploymentPolicy | None = None) -> None:
         self.record = record
         self.api = api
+        self._policy = policy
         self.attempts: list[Attempt] = []
         self.overrides: dict[str, dict[str, Any]] = {}
         self._templates: dict[str, dict[str, Any]] | None = None
@@ -199,8 +204,9 @@ class Recoverer:
                                                                                   _request_timeout=REQUEST_TIMEOUT_S))
         self._version = svc.metadata.resource_version
         self.verdict = read_verdict(svc.metadata.annotations)
-        # Anyone who may write Services may write it: checked whole, a ValueError naming what is wrong.
-        self.attempts, self.overrides = read_attempts((svc.metadata.annotations or {}).get(ATTEMPTS_ANNOTATION))
+        # Anyone who may write Services may have written it: bounded and validated (ValueError), never trusted.
+        self.attempts, self.overrides = read_attempts((svc.metadata.annotations or {}).get(ATTEMPTS_ANNOTATION),
+                                                      rec)
 
     @property
     def attempt(self) -> int:
@@ -277,6 +283,8 @@ class Recoverer:
         # The templates first: when they cannot be used (rewritten, unreadable), no attempt is recorded
         # that could never be made, and every watch of the job fails naming them, not a spent budget.
         templates = await self.templates()
+        group = (kueue.group_name(rec.job, attempt.number), len(keys)) if rec.queue else None
+        pods = self._admitted([rebuilt(templates[k], attempt.number, overrides.get(k, {}), group) for k in keys])
         if self.verdict is not None or not await self._lease(attempt, overrides):
             return None  # another watch acted first, or the job has its verdict (teardown may be deleting it)
         what = "restarting the group" if whole else f"replacing {', '.join(keys)}"
@@ -284,13 +292,12 @@ class Recoverer:
             what += f" as Kueue pod group {kueue.group_name(rec.job, attempt.number)} in queue {rec.queue}"
         log.warning("TF job %s: attempt %d: %s (%s: %s)", rec.job, attempt.number, what, attempt.failure_class,
                     attempt.reason)
-        pods = await self._current_pods(keys)
+        current = await self._current_pods(keys)
         if rec.queue:  # the old group's Workload first: Kueue then lets its pods go and frees the quota
             await self._delete_workloads()
-        await self._delete(pods)
+        await self._delete(current)
         await asyncio.sleep(backoff)
-        group = (kueue.group_name(rec.job, attempt.number), len(keys)) if rec.queue else None
-        await self._create([rebuilt(templates[k], attempt.number, overrides.get(k, {}), group) for k in keys])
+        await self._create(pods)
         return attempt
 
     async def _current_pods(self, keys: Sequence[str]) -> list[str]:
@@ -323,6 +330,23 @@ class Recoverer:
             except async_client.ApiException as exc:
                 if exc.status != 404:
                     raise wrap_api_error(f"deleting Workload {rec.namespace}/{name}", exc) from exc
+
+    def policy(self) -> DeploymentPolicy:
+        """The deployment's policy, read as the ``tfk8s`` command reads it (Airflow's variables and
+        file, then ``TFK8S_*``): the watch runs in the triggerer, under the deployment's configuration."""
+        if self._policy is None:
+            self._policy = DeploymentPolicy.from_settings(lookup(os.environ))
+        return self._policy
+
+    def _admitted(self, pods: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """The pods to recreate as the deployment admits them now (host paths resolved again: a link
+        planted through a writable mount since setup is refused here); nothing is deleted when refused."""
+        try:
+            return admit_pods(pods, self.policy(), what="recreated pod")
+        except SpecError as exc:
+            raise PermanentKubernetesApiError(
+                f"recreating the pods of job {self.record.job}", None,
+                f"the deployment's policy refuses them now: {exc}; the job cannot be recovered") from None
 
     async def _delete(self, pods: Sequence[str]) -> None:
         from kubernetes_asyncio import client as async_client

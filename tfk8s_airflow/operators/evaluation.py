@@ -7,8 +7,10 @@ and the worker only takes its small result, validated
 (:func:`tfk8s_airflow.job.evaluation.read_result`), and applies the threshold itself:
 
 * ``mode="pod"`` (given a ``spec``): an evaluation pod of the job's kind on Kubernetes, with
-  the job's image, resources, node placement and volumes (read-only), reporting through its
-  termination message (:mod:`tfk8s_airflow.job.evaluation`, :mod:`tfk8s_airflow.k8s.evaluation`).
+  the deployment's evaluation image (``[tfk8s] evaluation_image``), the job's resources, node
+  placement and volumes (read-only), reporting through its termination message
+  (:mod:`tfk8s_airflow.job.evaluation`, :mod:`tfk8s_airflow.k8s.evaluation`). The spec and the
+  pod pass the deployment's policy as setup's do (:func:`tfk8s_airflow.job.admission.admit_pod`).
   The isolation is the pod's: nothing of the worker is in it.
 * ``mode="subprocess"``: a child process with a scrubbed environment, a fresh working
   directory and no inherited descriptors (:mod:`tfk8s_airflow.isolation`), writing its result
@@ -30,12 +32,15 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from tfk8s_airflow.contract import is_retryable_exit
+from tfk8s_airflow.deployment import deployment_policy
 from tfk8s_airflow.exceptions import DataError, MetricBelowThresholdError, SpecError
 from tfk8s_airflow.isolation import run_isolated
+from tfk8s_airflow.job.admission import admit_pod
 from tfk8s_airflow.job.evaluation import (
     EVALUATOR,
     evaluation_names,
     evaluation_pod,
+    evaluation_role,
     evaluator_args,
     printable,
     read_result,
@@ -63,6 +68,10 @@ class TFEvaluateOperator(BaseOperator):
     :param env: extra environment of the evaluation pod or child process (templated).
     :param python: subprocess mode: an interpreter with TensorFlow (default: this one).
     :param timeout: seconds the evaluation may take (the pod's ``activeDeadlineSeconds``).
+    :param use_job_image: pod mode: run the evaluator in the job's own image (the spec's role image)
+        instead of the deployment's ``evaluation_image``. Not templated, so no form value sets it: it
+        trusts whoever may set the spec's image (through ``params``, anyone who may trigger the DAG)
+        with the accuracy the gate reads (docs/security.md).
     """
 
     template_fields: Sequence[str] = ("model_dir", "heldout", "threshold", "spec", "env")
@@ -71,7 +80,8 @@ class TFEvaluateOperator(BaseOperator):
     def __init__(self, *, model_dir: str, heldout: str | list[str], threshold: float | None = None,
                  spec: Any = None, mode: str | None = None, source: str = "auto",
                  env: Mapping[str, str] | None = None, python: str | None = None, timeout: float = 600,
-                 kubernetes_conn_id: str = "kubernetes_default", poll_interval: float = 2.0, **kwargs: Any) -> None:
+                 kubernetes_conn_id: str = "kubernetes_default", poll_interval: float = 2.0,
+                 use_job_image: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         mode = mode or ("pod" if spec is not None else "subprocess")
         if mode not in MODES:
@@ -89,6 +99,9 @@ class TFEvaluateOperator(BaseOperator):
         self.timeout = timeout
         self.kubernetes_conn_id = kubernetes_conn_id
         self.poll_interval = poll_interval
+        if not isinstance(use_job_image, bool):
+            raise SpecError(f"must be True or False, got {use_job_image!r}", field="use_job_image")
+        self.use_job_image = use_job_image
 
     def _threshold(self) -> float | None:
         return None if self.threshold in (None, "") else float(self.threshold)
@@ -121,13 +134,17 @@ class TFEvaluateOperator(BaseOperator):
     def _in_pod(self, context: Any, files: list[str], threshold: float | None) -> tuple[int | None, str, str]:
         dag = context["dag"]
         base_dir = os.path.dirname(dag.fileloc) if getattr(dag, "fileloc", None) else None
-        spec = resolve_spec(self.spec, base_dir=base_dir)
+        policy = deployment_policy()
+        spec = resolve_spec(self.spec, base_dir=base_dir, policy=policy)
         ti = context.get("ti")
         task = self.task_id if ti is None or getattr(ti, "map_index", -1) in (None, -1) \
             else f"{self.task_id}-{ti.map_index}"
         names = evaluation_names(spec, dag.dag_id, context["run_id"], task)
-        pod = evaluation_pod(spec, names, model_dir=str(self.model_dir), heldout=files, threshold=threshold,
-                             source=self.source, timeout=int(self.timeout), env=self.env)
+        role_image = spec.roles[evaluation_role(spec)].image if self.use_job_image else None
+        pod = admit_pod(evaluation_pod(spec, names, model_dir=str(self.model_dir), heldout=files,
+                                       threshold=threshold, source=self.source, timeout=int(self.timeout),
+                                       env=self.env, policy=policy, image=role_image), policy,
+                        what="evaluation pod")
         self.log.info("evaluating %s in pod %s/%s (image %s)", self.model_dir, names.namespace, names.job,
                       pod["spec"]["containers"][0]["image"])
         client = JobClient.from_conn(self.kubernetes_conn_id, pool_size=2)

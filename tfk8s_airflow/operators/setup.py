@@ -7,8 +7,11 @@ created in one batch (parallel, bounded) with every pod held by the scheduling g
 ``tfk8s.io/gang``, and the gates are released together once all exist: no member is
 scheduled (and holds a node) while a peer is still missing. Creation is idempotent: a
 retried setup adopts the pods its earlier try created (same job and run), never
-duplicating one. If creation fails midway, everything of the job is deleted again before
-the error is raised.
+duplicating one; its Service, ConfigMaps and NetworkPolicy carry setup's mark, and one of
+their names that setup did not create is refused before anything is created
+(:mod:`tfk8s_airflow.job.ownership`). Every pod passes the deployment's admission
+(:func:`tfk8s_airflow.job.admission.admit_pods`). If creation fails midway, everything of
+the job is deleted again before the error is raised.
 
 A job with a ``pod_template`` first creates one pod per role with a server-side dry run
 (validation and admission, nothing stored): a template is Kubernetes' own pod spec, which
@@ -36,8 +39,10 @@ from airflow.sdk import BaseOperator
 from tfk8s_airflow.deployment import deployment_policy
 from tfk8s_airflow.exceptions import PermanentError, Problem, QuotaExceededError, SpecError
 from tfk8s_airflow.job import kueue, naming, quota
+from tfk8s_airflow.job.admission import admit_pod, admit_pods
 from tfk8s_airflow.job.defaults import POLL_INTERVAL_S
 from tfk8s_airflow.job.judge import JobPolicy
+from tfk8s_airflow.job.network import network_policy_manifest
 from tfk8s_airflow.job.objects import (
     JobNames,
     configmap_manifest,
@@ -56,6 +61,7 @@ from tfk8s_airflow.job.tensorboard import plan_tensorboard, tensorboard_manifest
 from tfk8s_airflow.k8s import capacity
 from tfk8s_airflow.k8s.client import DEFAULT_CONCURRENCY, JobClient
 from tfk8s_airflow.k8s.kueue import release_quota
+from tfk8s_airflow.k8s.owned import check_absent_or_own, create_own
 from tfk8s_airflow.k8s.recovery import check_templates_fit, templates_configmap, templates_digest
 from tfk8s_airflow.operators.base import fail_permanently
 
@@ -185,6 +191,8 @@ class TFJobSetupOperator(BaseOperator):
             priority = f" (priority class {spec.priority_class})" if spec.priority_class else ""
             self.log.info("queue %s: the %d pods form the Kueue pod group %s%s; Kueue admits them together", queue,
                           len(pods), group_id, priority)
+        # Every pod as the deployment admits it now (host paths resolved, read-only ones mounted read-only).
+        pods = admit_pods(pods, policy)
         check_templates_fit(pods)  # recovery's copy of the pods must fit its ConfigMap: refuse before creating
         if any(rs.pod_template for rs in spec.active_roles):
             self._dry_run(client, replicas, pods)
@@ -193,33 +201,40 @@ class TFJobSetupOperator(BaseOperator):
                            mode=policy.preflight if self.preflight is None else check_mode(self.preflight),
                            publish=lambda r: context["ti"].xcom_push(key=PREFLIGHT_KEY, value=r.to_xcom()))
         tensorboard = plan_tensorboard(spec, names, policy)
+        tensorboard_pod = admit_pod(tensorboard_manifest(tensorboard, names), policy) if tensorboard else None
+        service = service_manifest(spec, names)
+        configmaps = [configmap_manifest(spec, names, shards)] if shards is not None else []
+        templates = templates_configmap(names.job, names.namespace, naming.templates_name(names.job),
+                                        job_labels(spec, names), pods)
+        network = network_policy_manifest(spec, names, policy, pods)
+        # Before anything is created: an object of the job's names that setup did not make is refused, and
+        # setup's clean-up below never deletes it.
+        check_absent_or_own(client, [service, *configmaps, templates, network])
         try:
             # The Service first: every other object of the job is its dependent, so deleting it
             # (teardown, or by hand when teardown never ran) lets Kubernetes remove them all.
-            created, uid = client.ensure_service(service_manifest(spec, names))
-            self.log.info("Service %s %s", names.service, "created" if created else "reused (retry or cleared run)")
-            owner = owner_reference(names.service, uid)
+            created, svc = create_own(client, service)
+            self.log.info("Service %s %s", names.service, "created" if created else "of an earlier try, taken")
+            owner = owner_reference(names.service, svc["metadata"]["uid"])
             pods = [owned_by(p, owner) for p in pods]
-            if shards is not None:
-                obj = configmap_manifest(spec, names, shards)
-                verb = "created" if client.create_if_absent(owned_by(obj, owner)) else "reused (retry or cleared run)"
-                self.log.info("ConfigMap %s %s", obj["metadata"]["name"], verb)
             # The pods as created: recovery recreates replicas from them (docs/recovery.md), and only
-            # while the ConfigMap holds what the digest in the job record says. Written over whatever
-            # has that name: a retry's, or one made before setup ran.
+            # while the ConfigMap holds what the digest in the job record says.
             templates = owned_by(templates_configmap(names.job, names.namespace, naming.templates_name(names.job),
                                                      job_labels(spec, names), pods), owner)
             digest = templates_digest(templates)
-            verb = "created" if client.create_or_replace_configmap(templates) else "replaced"
-            self.log.info("ConfigMap %s %s (%s)", templates["metadata"]["name"], verb, digest)
+            for obj in [*configmaps, templates, network]:
+                created, _ = create_own(client, owned_by(obj, owner))
+                self.log.info("%s %s %s", obj["kind"], obj["metadata"]["name"],
+                              "created" if created else "of an earlier try, taken")
+            self.log.info("the pods' templates: digest %s", digest)
             batch = client.create_pods(pods, self.create_concurrency,
                                        inspect=_managed_by_kueue(queue) if queue else None)
             released = client.release_gates(names.namespace, [p["metadata"]["name"] for p in pods],
                                             self.create_concurrency)
-            if tensorboard is not None:
+            if tensorboard is not None and tensorboard_pod is not None:
                 # Not gated: nothing waits for it. Created after the replicas' gates are released, so
                 # the scheduler sees the replicas first; the judge never counts it (no role label).
-                created = client.create_if_absent(owned_by(tensorboard_manifest(tensorboard, names), owner))
+                created = client.create_if_absent(owned_by(tensorboard_pod, owner))
                 self.log.info("TensorBoard pod %s %s: --logdir %s, tensorboard.%s.%s.svc:%d", tensorboard.pod_name,
                               "created" if created else "reused (retry or cleared run)", tensorboard.args[1],
                               names.service, names.namespace, tensorboard.port)

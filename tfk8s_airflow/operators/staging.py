@@ -171,9 +171,8 @@ class HdfsStageOperator(BaseOperator):
     def _launch(self, state: dict[str, Any], parts: list[int], settings: fanout.CopySettings,
                 volume: GlusterVolume, hdfs: Any) -> None:
         """Create the pods of ``parts`` (admitted by the deployment's policy first) and defer."""
-        import os
-
         from tfk8s_airflow.deployment import deployment_policy
+        from tfk8s_airflow.job.admission import admit_pod
         from tfk8s_airflow.k8s import copypods
         from tfk8s_airflow.triggers.staging import CopyPodsTrigger
 
@@ -187,12 +186,9 @@ class HdfsStageOperator(BaseOperator):
                       "app.kubernetes.io/managed-by": "tfk8s-airflow", "app.kubernetes.io/component": "staging"}
             pod = fanout.copy_pod(name, labels, specs[part], settings, str(volume.mount), str(volume.pod_mount),
                                   (pod_sc, container_sc))
-            # The deployment's admission policy, as for every pod the package makes (host paths,
-            # Secrets, security contexts): the switch point to one public admission function.
-            problems = policy._template({"spec": pod["spec"]}, f"staging copy pod {name}", os.path.realpath)
-            if problems:
-                raise SpecError(problems)
-            pods.append(pod)
+            # The deployment's one admission, as for every pod the package makes (host paths resolved now,
+            # read-only ones mounted read-only, Secrets, security contexts): SpecError, nothing created.
+            pods.append(admit_pod(pod, policy, what=f"staging copy pod {name}"))
             names[str(part)] = name
         api = copypods.core(settings.kubernetes_conn_id)
         copypods.create(api, pods)
