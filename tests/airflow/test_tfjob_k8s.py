@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -131,7 +132,10 @@ def test_restart_budget_exceeded(k8s_cluster, k8s_namespace, airflow_db):
     dr = run_dag("tfk8s_t_restarts", k8s_namespace)
     assert dr.state == "failed"
     reason = xcom(dr, "train.wait", "summary")["reason"]
-    assert "restarted 2 times, more than max_restarts 1" in reason and "last exit code 3" in reason
+    # The pod restarts on its own (KWOK, restartPolicy OnFailure) while the watch polls: the judge reports
+    # the count it saw, at least 2, never the budget's 1 (a late poll under load saw 3).
+    seen = re.search(r"restarted (\d+) times, more than max_restarts 1", reason)
+    assert seen and int(seen.group(1)) >= 2 and "last exit code 3" in reason, reason
 
 
 def test_quota_exceeded_fails_before_any_pod(k8s_cluster, k8s_namespace, airflow_db):
