@@ -285,6 +285,22 @@ def test_manifest_required_without_cache(hdfs_server, hdfs_dir):
         stage_hdfs(webhdfs(hdfs_server), f"{hdfs_dir}/p", 2)
 
 
+def test_a_local_manifest_path_is_confined_like_cache_dir(hdfs_server, hdfs_dir, gluster_dir, tmp_path):
+    """Without a cache, a local manifest_path (a form's value) may only name a file on the volume under its
+    roots: a worker file outside it, or a link planted on the volume, is refused before anything is written."""
+    write_partition(hdfs_server.client(), f"{hdfs_dir}/p", [10, 20])
+    victim = tmp_path / "airflow.cfg"
+    victim.write_text("[core]\n")
+    with pytest.raises(PathSafetyError, match="manifest_path"):
+        stage_hdfs(webhdfs(hdfs_server), f"{hdfs_dir}/p", 1, manifest_path=str(victim))  # no volume given
+    (gluster_dir / "planted").symlink_to(tmp_path)
+    with pytest.raises(PathSafetyError, match="manifest_path"):
+        stage_hdfs(webhdfs(hdfs_server), f"{hdfs_dir}/p", 1, manifest_path=str(gluster_dir / "planted" / "airflow.cfg"))
+    assert victim.read_text() == "[core]\n"
+    res = stage_hdfs(webhdfs(hdfs_server), f"{hdfs_dir}/p", 1, manifest_path=str(gluster_dir / "m.json"))
+    assert res["files"] == 2 and read_local(gluster_dir / "m.json")["files"]
+
+
 def test_verify_off_records_the_streamed_checksum(hdfs_server, hdfs_dir, gluster_dir):
     client = hdfs_server.client()
     written = write_partition(client, f"{hdfs_dir}/p", [0, 700, 3 * MiB + 1], small_blocks=3)

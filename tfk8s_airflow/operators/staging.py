@@ -119,8 +119,11 @@ class HdfsStageOperator(BaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         with fail_permanently():
             cache_dir = _opt(self.cache_dir)
+            manifest_path = _opt(self.manifest_path)
+            local_manifest = manifest_path is not None and not manifest_path.startswith("hdfs:")
+            # The volume confines the cache and a local manifest alike (the deployment's mount and roots).
             volume = (GlusterVolume(self.volume_path, self.allowed_roots, self.pod_mount_path)
-                      if cache_dir else None)
+                      if cache_dir or local_manifest else None)
             hdfs = webhdfs(self.webhdfs_conn_id)
             if cache_dir and volume is not None and self.copy_executor != "local":
                 started = self._maybe_pods(context, hdfs, volume, cache_dir)

@@ -619,10 +619,13 @@ def stage_hdfs(hdfs: WebHdfs, input_path: str, num_workers: Any, *,
     hdfs_manifest = _hdfs_path(manifest_at)
     local_manifest: Path | None = None
     if hdfs_manifest is None:
-        local_manifest = (volume.safe_path(manifest_at, "manifest_path") if volume
-                          else Path(manifest_at))
         if has_parent_segment(manifest_at):
             raise PathSafetyError(f"manifest_path {manifest_at!r} contains a '..' segment")
+        # A local manifest is confined like cache_dir: on the GlusterFS volume, under its allowed roots,
+        # never through a link; a form's value can never name a file of the worker's own.
+        volume = volume or GlusterVolume()
+        local_manifest = volume.safe_path(manifest_at, "manifest_path")
+        volume.check_mounted()
 
     root, files = hdfs.list_files(input_path, pattern=pattern, include_hidden=include_hidden,
                                   with_checksums=dest is None, parallelism=parallelism)
