@@ -207,3 +207,14 @@ def test_a_running_status_is_not_disturbed_by_what_was_ignored():
                "status": {"phase": "Running"}} for k in ("ps-0", "worker-1")]
     status = evaluate([pod, *others], POLICY, 1.8e9, 1.8e9 - 10)
     assert status.state == JobState.RUNNING and len(status.ignored) == 2
+
+
+def test_an_integer_too_large_for_a_float_is_no_number_not_an_overflow():
+    """JSON holds integers of any size; float() of one past 1.8e308 raises OverflowError (found by fuzzing)."""
+    huge = 10 ** 400
+    progress, _ = read_progress(f'tfk8s.progress {{"step": 3, "loss": {huge}, "examples_per_sec": {huge}}}\n')
+    assert progress == {"step": 3}
+    with pytest.raises(ValueError, match="at"):
+        read_attempts(json.dumps({"attempts": [{"number": 2, "failure_class": "code", "reason": "", "at": huge}]}))
+    with pytest.raises(ValueError, match="memory"):
+        read_attempts(json.dumps({"overrides": {"worker-0": {"memory": huge}}}))

@@ -102,6 +102,18 @@ def parse_int(value: Any) -> int | None:
 _DECIMAL_NUMBER = re.compile(r"^[0-9]{1,12}(\.[0-9]{1,12})?$")
 
 
+def finite_float(value: Any) -> float | None:
+    """An int or a float read from data that nobody checked (JSON can hold an int of any size) as a
+    finite float; None for anything else, never an OverflowError."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        out = float(value)
+    except OverflowError:
+        return None
+    return out if math.isfinite(out) else None
+
+
 def parse_number(value: Any) -> float | None:
     """A finite non-negative number from an int, a float or a plain decimal string ("1.5"); None otherwise."""
     if isinstance(value, bool):

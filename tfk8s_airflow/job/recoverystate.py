@@ -11,11 +11,11 @@ job's watch then recovers nothing (the job is judged as it stands).
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Mapping
 from typing import Any
 
+from tfk8s_airflow.job.fields import finite_float
 from tfk8s_airflow.job.judge import FAILURE_CLASSES
 from tfk8s_airflow.job.records import Attempt, JobRecord
 from tfk8s_airflow.job.recovery import REPLACE, RESTART_GROUP
@@ -50,7 +50,7 @@ def _attempt(doc: Any, keys: set[str], i: int) -> Attempt:
         raise ValueError(f"{where}.failure_class is not one of {', '.join(FAILURE_CLASSES)}")
     if not isinstance(reason, str) or len(reason) > _MAX_REASON:
         raise ValueError(f"{where}.reason must be text of at most {_MAX_REASON} characters")
-    if isinstance(at, bool) or not isinstance(at, (int, float)) or not math.isfinite(at) or at < 0:
+    if finite_float(at) is None or at < 0:
         raise ValueError(f"{where}.at must be a time")
     if action not in (RESTART_GROUP, REPLACE):
         raise ValueError(f"{where}.action must be {RESTART_GROUP} or {REPLACE}")
@@ -69,8 +69,7 @@ def _override(key: str, doc: Any, memory_bound: float | None) -> dict[str, Any]:
         memory = doc["memory"]
         if memory_bound is None:
             raise ValueError(f"{where}.memory: the job sets no oom_memory_factor, so no memory is ever overridden")
-        if isinstance(memory, bool) or not isinstance(memory, (int, float)) or not math.isfinite(memory) \
-                or not 0 < memory <= memory_bound:
+        if finite_float(memory) is None or not 0 < memory <= memory_bound:
             raise ValueError(f"{where}.memory must be a number of bytes in (0, {memory_bound:.0f}]")
         out["memory"] = memory
     if doc.get("avoid_nodes") is not None:

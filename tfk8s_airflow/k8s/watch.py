@@ -45,6 +45,7 @@ from typing import Any
 
 from tfk8s_airflow.contract import CONTAINER_NAME, PROGRESS_PREFIX
 from tfk8s_airflow.exceptions import DataError, KubernetesApiError, PermanentKubernetesApiError
+from tfk8s_airflow.job.fields import finite_float
 from tfk8s_airflow.job.judge import INFRASTRUCTURE, STALLED, JobPolicy, JobStatus
 from tfk8s_airflow.job.kueue import Admission
 from tfk8s_airflow.job.observe import judge_pods
@@ -160,9 +161,9 @@ def read_progress(text: str) -> tuple[dict[str, Any] | None, str | None]:
         assert isinstance(doc, dict)
         out: dict[str, Any] = {"step": step}
         for key in ("loss", "examples_per_sec"):
-            value = doc.get(key)
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-                out[key] = float(value)
+            value = finite_float(doc.get(key))
+            if value is not None:
+                out[key] = value
         target = _step(doc.get("target_step"))
         if target is not None:
             out["target_step"] = target
