@@ -125,6 +125,10 @@ class StagingError(TFK8sError):
     """Copying or verifying staged data failed (may be transient)."""
 
 
+class NameTooLongError(StagingError, DataError):
+    """A file's name (with the hidden name it is written under) is longer than the volume allows."""
+
+
 class HdfsUnavailableError(StagingError):
     """No NameNode answered (all HA NameNodes tried)."""
 

@@ -301,6 +301,24 @@ def test_a_local_manifest_path_is_confined_like_cache_dir(hdfs_server, hdfs_dir,
     assert res["files"] == 2 and read_local(gluster_dir / "m.json")["files"]
 
 
+def test_a_name_hdfs_takes_is_staged_and_updated_though_its_partial_name_would_be_too_long(
+        hdfs_server, hdfs_dir, gluster_dir):
+    """HDFS takes a 250-byte name. Updated in place, a file is written as ``.<name>.tfk8s-partial`` first:
+    265 bytes, more than a file name may have, which was a raw OSError (ENAMETOOLONG). Such a file's
+    partial name is now a digest of its name; both the first copy and the update arrive whole."""
+    client = hdfs_server.client()
+    long_name = "x" * 250
+    client.write(f"{hdfs_dir}/p/{long_name}", data=b"first", overwrite=True)
+    client.write(f"{hdfs_dir}/p/short", data=b"def", overwrite=True)
+    volume, cache = GlusterVolume(gluster_dir.parent.parent), gluster_dir / "c"
+    stage_hdfs(webhdfs(hdfs_server), f"{hdfs_dir}/p", 1, volume=volume, cache_dir=str(cache))
+    assert (cache / long_name).read_bytes() == b"first"
+    client.write(f"{hdfs_dir}/p/{long_name}", data=b"second, longer", overwrite=True)
+    res = stage_hdfs(webhdfs(hdfs_server), f"{hdfs_dir}/p", 1, volume=volume, cache_dir=str(cache))
+    assert res["copied"] == 1 and (cache / long_name).read_bytes() == b"second, longer"
+    assert sorted(p.name for p in cache.iterdir()) == sorted([long_name, "short", MANIFEST_NAME])
+
+
 def test_verify_off_records_the_streamed_checksum(hdfs_server, hdfs_dir, gluster_dir):
     client = hdfs_server.client()
     written = write_partition(client, f"{hdfs_dir}/p", [0, 700, 3 * MiB + 1], small_blocks=3)

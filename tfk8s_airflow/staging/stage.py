@@ -43,6 +43,7 @@ The HDFS to GlusterFS copy, and why it is shaped this way:
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import logging
 import os
@@ -57,7 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from tfk8s_airflow.exceptions import DataError, PathSafetyError, SpecError, StagingError
+from tfk8s_airflow.exceptions import DataError, NameTooLongError, PathSafetyError, SpecError, StagingError
 from tfk8s_airflow.pathrules import has_parent_segment, is_safe_relative
 from tfk8s_airflow.staging import manifest as mf
 from tfk8s_airflow.staging.checksums import HdfsChecksum, checksums_match, file_checksum, params_from_remote
@@ -78,10 +79,12 @@ class Logger(Protocol):
     def warning(self, event: Any, *args: Any, **kw: Any) -> Any: ...
 
 __all__ = ["CopyStats", "copy_to_volume", "stage_hdfs", "stage_volume", "PARTIAL_SUFFIX",
-           "DEFAULT_VERIFY", "VERIFY_LEVELS", "parse_verify", "LOCK_SUFFIX", "lock_path", "partial_path",
-           "staging_dir", "verifiable"]
+           "DEFAULT_VERIFY", "VERIFY_LEVELS", "parse_verify", "LOCK_SUFFIX", "lock_path", "partial_name",
+           "partial_path", "staging_dir", "verifiable"]
 
 PARTIAL_SUFFIX = ".tfk8s-partial"
+#: The longest file name, in bytes, of the file systems a volume is on (and of HDFS's default limit).
+NAME_MAX = 255
 LOCK_SUFFIX = ".tfk8s-lock"
 DEFAULT_CHUNK = 4 << 20  # per stream; bigger pieces mean fewer Python-level iterations
 #: How a copy is checked against HDFS (see :func:`copy_to_volume`).
@@ -117,9 +120,19 @@ def parse_verify(value: Any) -> str:
                     f"'hdfs', False for 'size'), got {value!r}", field="verify")
 
 
+def partial_name(name: str) -> str:
+    """The hidden name a file ``name`` is written under until it is verified: ``.<name>.tfk8s-partial``,
+    or, when that would pass the 255 bytes a file name may have (HDFS takes names of up to 255 bytes, so
+    the prefix and suffix can push a valid name over), ``.<sha256 of the name>.tfk8s-partial``."""
+    hidden = f".{name}{PARTIAL_SUFFIX}"
+    if len(os.fsencode(hidden)) <= NAME_MAX:
+        return hidden
+    return f".{hashlib.sha256(os.fsencode(name)).hexdigest()[:40]}{PARTIAL_SUFFIX}"
+
+
 def partial_path(target: Path) -> Path:
     """Where ``target`` is written until it is verified."""
-    return target.with_name(f".{target.name}{PARTIAL_SUFFIX}")
+    return target.with_name(partial_name(target.name))
 
 
 def verifiable(checksum: Mapping[str, Any] | None) -> bool:
@@ -250,14 +263,20 @@ def _copy_one(hdfs: WebHdfs, entry: FileEntry, where: SafeDir, name: str, progre
     ``in_place`` (the target directory is visible, so the file was written under a partial
     name), rename. The caller runs that step on another thread: waiting for the disk then
     overlaps the next file's stream (an fsync per 64 MB file cost the copy ~12% inline)."""
-    partial = f".{name}{PARTIAL_SUFFIX}" if in_place else name
+    partial = partial_name(name) if in_place else name
     block = entry.block_size or 128 * 2**20
     expected = entry.checksum
     bytes_per_crc = params_from_remote(expected)  # HDFS's default (512) when not known yet
     summer = (HdfsChecksum(block, bytes_per_crc)
               if expected is None or verifiable(expected) else None)
     written = 0
-    out = _open_partial(where, partial)  # closed by the finisher pool
+    try:
+        out = _open_partial(where, partial)  # closed by the finisher pool
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:
+            raise
+        raise NameTooLongError(f"cannot stage {entry.path}: the volume does not take its name "
+                               f"({len(os.fsencode(name))} bytes): {exc.strerror}") from None
     try:
         with hdfs.open_chunks(entry.path, chunk_size=chunk_size) as chunks:
             for chunk in chunks:
