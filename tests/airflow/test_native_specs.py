@@ -30,9 +30,12 @@ KWOK = {"type": "kwok"}
 
 
 @pytest.fixture(autouse=True)
-def allowed_secrets(monkeypatch):
-    """The examples read the Secrets db and registry-creds, which the deployment allows ([tfk8s] allowed_secrets)."""
+def allowed_secrets(monkeypatch, request):
+    """The examples read the Secrets db and registry-creds, which the deployment allows ([tfk8s] allowed_secrets):
+    plain names in its default namespace, here the test's own namespace."""
     monkeypatch.setenv("AIRFLOW__TFK8S__ALLOWED_SECRETS", "db,registry-creds,ml-team/db,ml-team/registry-creds")
+    if "k8s_namespace" in request.fixturenames:
+        monkeypatch.setenv("AIRFLOW__TFK8S__DEFAULT_NAMESPACE", request.getfixturevalue("k8s_namespace"))
 
 
 def example(name: str) -> dict:

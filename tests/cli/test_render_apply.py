@@ -20,7 +20,9 @@ POLICY = {"TFK8S_ALLOWED_SERVICE_ACCOUNTS": "tf-trainer", "TFK8S_ALLOWED_SECRETS
 
 
 def render(*args):
-    env = {**os.environ, **POLICY}
+    # Plain Secret names are allowed in the deployment's default namespace: the one the test renders into.
+    ns = [a.split("=", 1)[1] for a in args if a.startswith("namespace=")]
+    env = {**os.environ, **POLICY, **({"TFK8S_DEFAULT_NAMESPACE": ns[0]} if ns else {})}
     return subprocess.run([TFK8S, "render", *args], check=True, capture_output=True, text=True, timeout=60,
                           env=env).stdout
 

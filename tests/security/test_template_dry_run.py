@@ -23,14 +23,16 @@ from tfk8s_airflow.k8s.client import JobClient
 
 pytestmark = pytest.mark.k8s
 ROOT = Path(__file__).resolve().parents[2]
-POLICY = DeploymentPolicy(allowed_secrets=("db", "registry-creds"))
+#: The Secrets the examples read, allowed in the deployment's default namespace (each test's own).
+SECRETS = ("db", "registry-creds")
 EXAMPLES = [ROOT / "examples" / "pod-template.yaml", *sorted((ROOT / "examples").glob("tfjob-*.yaml"))]
 
 
 def pods_of(doc, namespace):
+    policy = DeploymentPolicy(allowed_secrets=SECRETS, default_namespace=namespace)
     spec = TFJobSpec.from_dict({**doc, "namespace": namespace} if "kind" not in doc else
-                               {**doc, "metadata": {**doc["metadata"], "namespace": namespace}}, policy=POLICY)
-    return [o for o in job_manifests(spec, JobNames.for_run(spec, "dry"), policy=POLICY) if o["kind"] == "Pod"]
+                               {**doc, "metadata": {**doc["metadata"], "namespace": namespace}}, policy=policy)
+    return [o for o in job_manifests(spec, JobNames.for_run(spec, "dry"), policy=policy) if o["kind"] == "Pod"]
 
 
 def dry_run(core, pod):
