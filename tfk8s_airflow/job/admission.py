@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from tfk8s_airflow.exceptions import Problem, SpecError
-from tfk8s_airflow.job.policy import DeploymentPolicy, restricted_problems
+from tfk8s_airflow.job.policy import DeploymentPolicy, host_namespace_problems, restricted_problems
 
 __all__ = ["admit_pod", "admit_pods", "pod_problems"]
 
@@ -152,10 +152,7 @@ def _security_problems(spec: Mapping[str, Any], policy: DeploymentPolicy, p: str
     out: list[Problem] = []
     pod_sc = spec.get("securityContext") or {}
     if policy.restricted_security_context:
-        for k in ("hostNetwork", "hostPID", "hostIPC"):
-            if spec.get(k) is True:
-                out.append(Problem(f"{p}.{k}", "the deployment's pods do not share the node's namespaces",
-                                   f"remove it, or {_ADMIN}"))
+        out += host_namespace_problems(spec, p, _ADMIN)
         out += restricted_problems(pod_sc, f"{p}.securityContext", _ADMIN)
     out += policy.non_root_problems(pod_sc, f"{p}.securityContext")
     for kind, c in _containers(spec):

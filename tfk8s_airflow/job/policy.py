@@ -371,10 +371,7 @@ class DeploymentPolicy:
         if self.restricted_security_context:
             out += apparmor_annotation_problems((tpl.get("metadata") or {}).get("annotations"),
                                                 f"{prefix}.metadata.annotations", admin)
-            for k in ("hostNetwork", "hostPID", "hostIPC"):
-                if spec.get(k) is True:
-                    out.append(Problem(f"{p}.{k}", "the deployment's pods do not share the node's namespaces",
-                                       f"remove it, or {admin}"))
+            out += host_namespace_problems(spec, p, admin)
             out += _restricted(pod_sc, f"{p}.securityContext", admin)
         out += self._non_root(pod_sc, f"{p}.securityContext")
         for kind in ("containers", "initContainers"):
@@ -552,6 +549,13 @@ def _restricted(sc: Mapping[str, Any], fld: str, admin: str, container: bool = F
     if sc.get("procMount") not in (None, "Default"):
         out.append(Problem(f"{fld}.procMount", "the deployment's containers see the default /proc", fix))
     return out
+
+
+def host_namespace_problems(spec: Mapping[str, Any], p: str, admin: str) -> list[Problem]:
+    """A pod spec that shares the node's network, PID or IPC namespace (refused under
+    ``restricted_security_context``)."""
+    return [Problem(f"{p}.{k}", "the deployment's pods do not share the node's namespaces", f"remove it, or {admin}")
+            for k in ("hostNetwork", "hostPID", "hostIPC") if spec.get(k) is True]
 
 
 def restricted_problems(sc: Mapping[str, Any], fld: str, admin: str, container: bool = False) -> list[Problem]:
