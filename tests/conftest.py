@@ -9,6 +9,7 @@ How ``scripts/test`` runs the suite (docs/development.md, "Tests"): first the te
 its module fixtures are made once; the modules of :data:`ONE_AT_A_TIME` are one unit
 together, run one after another in one process.
 """
+import asyncio
 import os
 
 import pytest
@@ -52,6 +53,22 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if any(item.get_closest_marker(m) for m in HEAVY_MARKS) and not item.nodeid.startswith(ONE_AT_A_TIME):
         pytest.fail(f"marked {' or '.join(HEAVY_MARKS)} but not in a module of ONE_AT_A_TIME (tests/conftest.py), "
                     "so under -n it could run beside another of its kind: add its module there", pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def _no_running_event_loop_left_behind(request):
+    """A test that leaves an event loop marked running on the main thread fails itself.
+
+    Otherwise every later test in its process that calls ``asyncio.run()`` fails instead, far from the cause
+    (a sync Playwright left open did that). The mark is cleared so that the tests after it are judged on their own.
+    """
+    yield
+    loop = asyncio._get_running_loop()
+    if loop is not None:
+        asyncio._set_running_loop(None)
+        pytest.fail(f"{request.node.nodeid} left an event loop marked running on the main thread ({loop!r}): "
+                    "close what runs it (a sync Playwright, a loop run in a greenlet) before the test ends",
+                    pytrace=False)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -74,9 +74,14 @@ def token(stack, user: str) -> str:
     return resp.json()["access_token"]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def playwright_driver():
-    """The Playwright driver (sync API), installed by scripts/browser if missing."""
+    """The Playwright driver (sync API), installed by scripts/browser if missing.
+
+    One per test, never per session: while a sync Playwright is open it marks its event loop as the main
+    thread's running loop between calls, so any later ``asyncio.run()`` in the same process (a trigger under
+    ``dag.test()``, a unit test of a watch) would fail with "cannot be called from a running event loop".
+    """
     res = subprocess.run([str(REPO_DIR / "scripts" / "browser"), sys.executable], capture_output=True, text=True,
                          timeout=900, stdin=subprocess.DEVNULL)
     if res.returncode != 0:
