@@ -239,6 +239,10 @@ def test_untracked_replica_outcomes():
     assert out.state == "failed" and "exit code 137" in out.reason
     other = [pod("ps", 0), pod("worker", 0), pod("worker", 1, "Failed", exit_code=1)]
     assert outcome(other, "ps-0", False).state == "succeeded"  # healthy when the job failed
+    # still in its init containers (fetching code) when the job failed: it never served, so it is skipped
+    waiting = [pod("ps", 0, "Pending"), pod("worker", 0), pod("worker", 1, "Failed", exit_code=1)]
+    out = outcome(waiting, "ps-0", False)
+    assert out.state == "skipped" and "had not started when the job failed" in out.reason
     missing = [pod("ps", 0), pod("worker", 0)]
     from tfk8s_airflow.job.judge import replica_outcome
     st = evaluate(missing, policy(), T0 + 1, T0)

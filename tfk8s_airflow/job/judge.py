@@ -601,6 +601,11 @@ class ReplicaOutcome:
     replica: ReplicaState | None
 
 
+def _never_ran(st: ReplicaState) -> bool:
+    """Its training container has not run yet: still in its init containers, gated, or unscheduled."""
+    return st.phase == "Pending" and st.exit_code is None and st.last_exit_code is None
+
+
 def replica_outcome(status: JobStatus, key: str, tracked: bool) -> ReplicaOutcome | None:
     """The replica task's outcome, or None while it still has none.
 
@@ -611,7 +616,8 @@ def replica_outcome(status: JobStatus, key: str, tracked: bool) -> ReplicaOutcom
       teardown stops it), and is skipped if the job failed because of another replica (it was
       healthy, but it did not finish).
     * An untracked replica (a PS, a TF2 worker) succeeds when the job ended with it healthy,
-      and fails if it died first (or is what failed the job).
+      and fails if it died first (or is what failed the job). One whose training container had
+      not started when the job failed (still fetching code, say) was never healthy: skipped.
     """
     st = status.replicas.get(key)
     mine = (st is not None and status.failed_pod == st.pod) or (
@@ -640,9 +646,12 @@ def replica_outcome(status: JobStatus, key: str, tracked: bool) -> ReplicaOutcom
             return ReplicaOutcome(EndState.SUCCEEDED, f"{key} had not finished when the job succeeded "
                                   f"({status.reason}); teardown stops it", st)
         case JobState.FAILED:
-            if not tracked:
+            if not tracked and st is not None and not _never_ran(st):
                 return ReplicaOutcome(EndState.SUCCEEDED, f"{key} was healthy when the job failed: {status.reason}",
                                       st)
+            if st is None or _never_ran(st):
+                return ReplicaOutcome(EndState.SKIPPED, f"{key} had not started when the job failed "
+                                      f"({status.reason})", st)
             return ReplicaOutcome(EndState.SKIPPED, f"{key} did not finish: the job failed ({status.reason})", st)
         case JobState.RUNNING | JobState.QUEUED | JobState.HELD:
             return None
