@@ -50,7 +50,7 @@ from tfk8s_airflow.job.judge import INFRASTRUCTURE, STALLED, JobPolicy, JobStatu
 from tfk8s_airflow.job.kueue import Admission
 from tfk8s_airflow.job.observe import judge_pods
 from tfk8s_airflow.job.records import Attempt, JobRecord, ProgressPoint
-from tfk8s_airflow.job.recovery import FAIL, REPLACE, RESTART_GROUP, Progress, decide
+from tfk8s_airflow.job.recovery import FAIL, REPLACE, RESTART_GROUP, Decision, Progress, decide
 from tfk8s_airflow.job.states import JobState, is_final
 from tfk8s_airflow.job.tensorboard import TensorBoardState
 from tfk8s_airflow.k8s.admission import QueueWatch
@@ -506,9 +506,14 @@ class JobWatch:
             # truth of a success; a job they do not show ended is ended here as failed (what is on the
             # Service could have been written by anyone who may write Services: it may end a job's
             # watch, never make it succeed).
-            if status.state == JobState.SUCCEEDED or (status.state == JobState.FAILED
-                                                      and status.failure_class != INFRASTRUCTURE):
-                return status  # the pods show the end themselves (lost or deleted pods excepted: teardown's)
+            if status.state == JobState.SUCCEEDED:
+                return status
+            if status.state == JobState.FAILED and status.failure_class != INFRASTRUCTURE:
+                # The pods show the end themselves (lost or deleted pods excepted: teardown's). Its reason is the
+                # planner's, as the watch that recorded the verdict gave it (why no recovery: "would exceed
+                # max_memory"), never the Service's text; nothing the planner says is carried out any more.
+                decision = await self._decide(status)
+                return self._failed(status, decision) if decision.action == FAIL else status
             by = verdict["by"] or "another process"
             if verdict["state"] == JobState.FAILED:  # a failure as it was judged: its reason, class and replica
                 known = {r.key for r in self.record.replicas}
@@ -525,10 +530,7 @@ class JobWatch:
                                        reason=f"the job had ended ({verdict['state']}: {verdict['reason'] or '-'}; "
                                               f"recorded on its Service by {by})")
         await self._check_nodes(status)
-        roles = {r.key: r.role for r in self.record.replicas}
-        memory = await self._recoverer.memory() if _oom_possible(status) else {}
-        decision = decide(status, self.recovery, self._recoverer.attempts, time.time(), roles=roles,
-                          lost_nodes=self._lost, progress=self._progress, memory=memory)
+        decision = await self._decide(status)
         if decision.action in (RESTART_GROUP, REPLACE):
             running = dataclasses.replace(status, state=JobState.RUNNING, reason="")
             what = "restarting the group" if decision.action == RESTART_GROUP else \
@@ -555,16 +557,30 @@ class JobWatch:
                     self._progress = dataclasses.replace(self._progress, changed_at=time.time()) \
                         if self._progress else None
             return None
-        if decision.action == FAIL and (status.state != JobState.FAILED or decision.reason != status.reason):
-            lead = self.record.lead
-            pod = status.failed_pod
-            key = status.failed_key
-            if decision.failure_class == STALLED and lead is not None:
-                pod, key = lead.pod, lead.key
-            return dataclasses.replace(status, state=JobState.FAILED, reason=decision.reason,
-                                       failure_class=decision.failure_class, failed_pod=pod, failed_key=key,
-                                       failed_container=status.failed_container or (CONTAINER_NAME if pod else None))
+        if decision.action == FAIL:
+            return self._failed(status, decision)
         return status
+
+    async def _decide(self, status: JobStatus) -> Decision:
+        """The recovery planner's decision on a judged status (the recoverer's attempts and memory overrides)."""
+        assert self._recoverer is not None
+        roles = {r.key: r.role for r in self.record.replicas}
+        memory = await self._recoverer.memory() if _oom_possible(status) else {}
+        return decide(status, self.recovery, self._recoverer.attempts, time.time(), roles=roles,
+                      lost_nodes=self._lost, progress=self._progress, memory=memory)
+
+    def _failed(self, status: JobStatus, decision: Decision) -> JobStatus:
+        """The status failed as the planner says (its reason and class; a stall is the lead's)."""
+        if status.state == JobState.FAILED and decision.reason == status.reason:
+            return status
+        lead = self.record.lead
+        pod = status.failed_pod
+        key = status.failed_key
+        if decision.failure_class == STALLED and lead is not None:
+            pod, key = lead.pod, lead.key
+        return dataclasses.replace(status, state=JobState.FAILED, reason=decision.reason,
+                                   failure_class=decision.failure_class, failed_pod=pod, failed_key=key,
+                                   failed_container=status.failed_container or (CONTAINER_NAME if pod else None))
 
     # ------------------------------------------------------------------ progress
     async def _read_progress(self, status: JobStatus) -> None:
