@@ -128,6 +128,25 @@ def output(capfd) -> str:
     return out.out + out.err
 
 
+def wait_for_said(needle: str, timeout: float) -> str:
+    """Wait until this test's console output (what ``capfd`` holds: fds 1 and 2 point at its files) has a line
+    with ``needle``; that line. Read through /proc from the start of each file, so nothing ``capfd`` holds is
+    consumed: a thread can wait on what the DAG run it runs beside says."""
+    deadline = time.monotonic() + timeout
+    while True:
+        lines: list[str] = []
+        for fd in (1, 2):
+            with open(f"/proc/self/fd/{fd}", "rb") as f:
+                lines += f.read().decode(errors="replace").splitlines()
+        line = next((ln for ln in lines if needle in ln), None)
+        if line is not None:
+            return line
+        if time.monotonic() > deadline:
+            raise AssertionError(f"nothing said {needle!r} within {timeout:.0f}s; the last lines:\n"
+                                 + "\n".join(lines[-15:]))
+        time.sleep(0.2)
+
+
 def sensor_lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if "TF job" in line]
 
@@ -216,7 +235,10 @@ def test_the_second_job_waits_whole_and_is_admitted_whole_after_the_firsts_teard
             ADMISSION_GATE in gates(p) and "tfk8s.io/gang" not in gates(p) for p in job_pods(core, queue_ns)),
             60, "the second job's 3 pods, each held by Kueue's gate only")
         assert pods
-        time.sleep(4)  # a few polls of the sensor while it waits
+        # The first job ends only once a task of the second (a replica task, under dag.test()) has said where
+        # it waits, with its place from Kueue's visibility API: without that line the test would race the
+        # triggers' first polls.
+        wait_for_said(f"Pending (queued in {QUEUE}, position 1, since ", 120)
         held = job_pods(core, queue_ns)
         assert all(p.spec.node_name is None and ADMISSION_GATE in gates(p) for p in held), \
             [(p.metadata.name, p.spec.node_name, gates(p)) for p in held]
@@ -225,7 +247,7 @@ def test_the_second_job_waits_whole_and_is_admitted_whole_after_the_firsts_teard
                  "every pod of the second job bound")
         timeline["bound"] = time.monotonic()
     join = in_background(first_job_ends_while_the_second_waits)
-    dr = run_dag("tfk8s_t_from_conf", queue_ns, spec=spec(queue_ns, workers=2, gpus=2))
+    dr = run_dag("tfk8s_t_from_conf", queue_ns, spec=spec(queue_ns, workers=2, gpus=2, admission_timeout="150s"))
     join()
     text = output(capfd)
     assert dr.state == "success", states(dr)
