@@ -154,7 +154,7 @@ def test_every_single_point_mutation_of_a_template_is_refused_or_rendered():
         for i, doc in enumerate(mutations(base, ("pod_template", "worker", "spec"))):
             if i % MUTATION_STRIDE == 0:
                 seen[refused_or_rendered(doc)] += 1
-    assert seen["refused"] > 1000 and seen["rendered"] > 500, seen  # both outcomes reached, not one path only
+    assert seen["refused"] > 1000 and seen["rendered"] > 400, seen  # both outcomes reached, not one path only
 
 
 hostile_leaf = st.sampled_from(HOSTILE)

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from tests.dagrun import states
+from tfk8s_airflow.exceptions import SpecError
 from tfk8s_airflow.job.objects import JobNames, job_manifests
 from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.spec import TFJobSpec
@@ -108,3 +109,72 @@ def test_a_roles_merged_template_is_what_the_server_sees(k8s_cluster, k8s_namesp
     ps = next(p for p in pods if p["metadata"]["labels"]["tfk8s.io/role"] == "ps")
     refusal = JobClient(k8s_cluster.core_v1).dry_run_pod(ps)
     assert refusal and "no-such-class" in refusal
+
+
+def _worker_pod(doc, namespace, policy=None):
+    spec = TFJobSpec.from_dict(doc, policy=policy)
+    return next(p for p in job_manifests(spec, JobNames.for_run(spec, "dry"), policy=policy) if p["kind"] == "Pod"
+                and p["metadata"]["labels"]["tfk8s.io/role"] == "worker")
+
+
+def test_a_misspelt_template_field_is_refused_not_dropped(k8s_cluster, k8s_namespace):
+    # `resource` for `resources`: without strict field validation the server drops it with a warning nobody reads,
+    # and the sidecar would run without its limits.
+    doc = _bad_template(k8s_namespace)
+    doc["worker"]["pod_template"] = {"spec": {"containers": [
+        {"name": "sidecar", "image": "busybox:1.36", "resource": {"limits": {"memory": "64Mi"}}}]}}
+    refusal = JobClient(k8s_cluster.core_v1).dry_run_pod(_worker_pod(doc, k8s_namespace))
+    assert refusal and 'unknown field "spec.containers[1].resource"' in refusal, refusal
+    assert k8s_cluster.core_v1.list_namespaced_pod(k8s_namespace).items == []
+
+
+def test_template_label_values_written_as_numbers_reach_the_pods_as_text(k8s_cluster, k8s_namespace):
+    doc = yaml.safe_load((ROOT / "examples" / "kwok-job.yaml").read_text())
+    doc["namespace"] = k8s_namespace
+    doc["pod_template"] = {"metadata": {"labels": {"version": 2, "canary": True},
+                                        "annotations": {"example.com/replicas": 3}}}
+    pod = _worker_pod(doc, k8s_namespace)
+    assert pod["metadata"]["labels"]["version"] == "2" and pod["metadata"]["labels"]["canary"] == "true"
+    assert pod["metadata"]["annotations"]["example.com/replicas"] == "3"
+    assert JobClient(k8s_cluster.core_v1).dry_run_pod(pod) is None  # JSON numbers would be a 400 here
+
+
+def test_a_sample_of_accepted_template_mutations_reaches_no_pod_the_strict_server_refuses(
+        k8s_cluster, k8s_namespace, training_priority_class):
+    """Validation checks the template fields tfk8s-airflow reads; the rest of a template is Kubernetes' own schema,
+    and the API server's strict dry run, which setup makes before it creates anything, is its check. Over a sample
+    of the fuzzer's single-point template mutations that validation accepts, setup's dry run refuses exactly what
+    the strict server refuses, naming the field, and the sample holds both outcomes and unknown fields."""
+    from kubernetes.client.exceptions import ApiException
+
+    from tests.security.fuzz_shapes import GOOD_TEMPLATE, mutations
+
+    tpl = copy.deepcopy(GOOD_TEMPLATE)
+    tpl["spec"]["priorityClassName"] = training_priority_class
+    policy = DeploymentPolicy(allowed_secrets=("*",), allowed_volume_types=("*",), allow_service_account_token=True,
+                              default_namespace=k8s_namespace)
+    base = {"name": "j", "namespace": k8s_namespace, "image": "img:1", "worker": 1, "pod_template": tpl}
+    client = JobClient(k8s_cluster.core_v1)
+    seen = {"accepted": 0, "refused": 0, "unknown field": 0}
+    for i, doc in enumerate(mutations(base, ("pod_template", "spec"))):
+        if i % 7:
+            continue
+        try:
+            pod = _worker_pod(doc, k8s_namespace, policy)
+        except SpecError:
+            continue
+        refusal = client.dry_run_pod(pod)
+        try:
+            k8s_cluster.core_v1.create_namespaced_pod(k8s_namespace, pod, dry_run="All", field_validation="Strict",
+                                                      _preload_content=False)
+            strict = None
+        except ApiException as exc:
+            strict = exc
+        assert (refusal is None) == (strict is None), (doc, refusal, strict)
+        if refusal is not None:
+            # the field (or, from an admission plugin, the object it misses), in the server's words
+            assert any(w in refusal for w in ("spec.", "metadata.", "PriorityClass")), refusal
+            seen["unknown field"] += "unknown field" in refusal
+        seen["accepted" if refusal is None else "refused"] += 1
+    assert seen["accepted"] > 10 and seen["refused"] > 10 and seen["unknown field"] > 2, seen
+    assert k8s_cluster.core_v1.list_namespaced_pod(k8s_namespace).items == []

@@ -328,3 +328,21 @@ def test_run_as_non_root_cannot_be_undone_by_a_template(sc, path):
 def test_a_job_wide_problem_is_named_once():
     problems = refused({"pod_template": {"spec": {"hostNetwork": True}}, "chief": 1}, DeploymentPolicy())
     assert [f for f in problems if f.endswith("hostNetwork")] == ["pod_template.spec.hostNetwork"]
+
+
+def test_a_sidecars_quantities_are_checked_offline_naming_the_field():
+    # The API server refuses a bad quantity without naming the field ("quantities must match the regular expression").
+    side = {"name": "side", "image": "busybox:1", "resources": {"limits": {"cpu": "x", "memory": "1Gi"},
+                                                                "requests": {"memory": -1}}}
+    got = refused({"pod_template": {"spec": {"containers": [side], "volumes": [
+        {"name": "v", "emptyDir": {"sizeLimit": "lots"}}]}}})
+    assert set(got) >= {"pod_template.spec.containers[0].resources.limits.cpu",
+                        "pod_template.spec.containers[0].resources.requests.memory",
+                        "pod_template.spec.volumes[0].emptyDir.sizeLimit"}, got
+
+
+def test_template_label_and_annotation_values_are_text_on_the_pods():
+    s = spec(pod_template={"metadata": {"labels": {"version": 2, "canary": True}, "annotations": {"a.io/n": 1.5}}})
+    meta = pods(s)[0]["metadata"]
+    assert meta["labels"]["version"] == "2" and meta["labels"]["canary"] == "true"
+    assert meta["annotations"]["a.io/n"] == "1.5"

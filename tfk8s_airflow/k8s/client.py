@@ -224,13 +224,16 @@ class JobClient:
     def dry_run_pod(self, pod: Mapping[str, Any]) -> str | None:
         """Create a pod with a server-side dry run (validation and admission, nothing stored).
 
+        Strict field validation: a field the pod schema does not have (a template's typo) is refused, not
+        dropped with a warning nobody reads.
+
         Returns the API server's refusal (4xx), None when it accepts the pod or the pod exists
         already (a retried setup); other errors raise, to be retried.
         """
         meta = pod["metadata"]
         try:
             discard(self.core.create_namespaced_pod(namespace=meta["namespace"], body=pod, dry_run="All",
-                                                    _preload_content=False))
+                                                    field_validation="Strict", _preload_content=False))
             return None
         except ApiException as exc:
             if exc.status == 409:

@@ -104,7 +104,7 @@ def pod_template(r: Reader, d: Mapping[str, Any], key: str, fld: str) -> Mapping
         return EMPTY
     _directives(r, raw, fld)
     r.unknown(raw, _TEMPLATE_KEYS, fld + ".")
-    _metadata(r, raw.get("metadata"), fld + ".metadata")
+    meta = _metadata(r, raw.get("metadata"), fld + ".metadata")
     spec = raw.get("spec")
     if spec is not None:
         if not isinstance(spec, Mapping):
@@ -114,7 +114,10 @@ def pod_template(r: Reader, d: Mapping[str, Any], key: str, fld: str) -> Mapping
             check_shapes(r, spec, fld + ".spec")
     if len(r.problems) > before:
         return EMPTY  # refused already: nothing of it reaches the checks that read a well-formed template
-    return pt.freeze({k: raw[k] for k in _TEMPLATE_KEYS if k in raw and isinstance(raw[k], Mapping)})
+    out = {k: raw[k] for k in _TEMPLATE_KEYS if k in raw and isinstance(raw[k], Mapping)}
+    if meta is not None:
+        out["metadata"] = meta  # label and annotation values as the text the pods get (1 -> "1", true -> "true")
+    return pt.freeze(out)
 
 
 def _directives(r: Reader, value: Any, fld: str) -> None:
@@ -133,12 +136,13 @@ def _directives(r: Reader, value: Any, fld: str) -> None:
             stack.extend((child, f"{where}[{i}]") for i, child in enumerate(node))
 
 
-def _metadata(r: Reader, meta: Any, fld: str) -> None:
+def _metadata(r: Reader, meta: Any, fld: str) -> dict[str, Any] | None:
+    """The template's labels and annotations, their values as text (what the API server takes); None without."""
     if meta is None:
-        return
+        return None
     if not isinstance(meta, Mapping):
         r.add(fld, f"must be a mapping, got {type(meta).__name__}", "write metadata: {labels: {...}}")
-        return
+        return None
     for k, val in meta.items():
         if k in _META_KEYS or val is None:  # kubectl writes creationTimestamp: null
             continue
@@ -154,7 +158,8 @@ def _metadata(r: Reader, meta: Any, fld: str) -> None:
         elif lk in metadata.KUEUE_POD_LABELS:
             r.add(f"{fld}.labels.{lk}", "on the pods it would make each pod (or each role) a Kueue Workload of its "
                   "own, not one pod group", "write queue: <LocalQueue> (and priority_class:) at the job's top level")
-    metadata.annotation_map(r, meta, "annotations", fld + ".annotations")
+    annotations = metadata.annotation_map(r, meta, "annotations", fld + ".annotations")
+    return {k: v for k, v in (("labels", labels), ("annotations", annotations)) if k in meta}
 
 
 def _pod_spec(r: Reader, spec: Mapping[str, Any], fld: str) -> None:

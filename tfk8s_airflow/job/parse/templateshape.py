@@ -13,6 +13,7 @@ from typing import Any
 
 from tfk8s_airflow.contract import CONTAINER_NAME
 from tfk8s_airflow.job.parse.reader import Reader
+from tfk8s_airflow.job.quantity import quantity_problem
 
 __all__ = ["check_json", "check_shapes"]
 
@@ -130,6 +131,11 @@ def _container(r: Reader, c: Mapping[str, Any], fld: str, training: str) -> None
     res = c.get("resources")
     if isinstance(res, Mapping) and c.get("name") != training:
         _fields(r, res, {"limits": MAP, "requests": MAP}, fld + ".resources")
+        for kind in ("limits", "requests"):  # the API server's own refusal of a quantity names no field
+            amounts = res.get(kind)
+            if isinstance(amounts, Mapping):
+                r.extend(p for p in (quantity_problem(q, f"{fld}.resources.{kind}.{name}")
+                                     for name, q in amounts.items()) if p is not None)
     for path, e in _items(r, c, "env", fld):
         _fields(r, e, {"name": STR, "value": STR, "valueFrom": MAP}, path)
         source = e.get("valueFrom")
@@ -154,6 +160,10 @@ def _volume(r: Reader, vol: Mapping[str, Any], fld: str) -> None:
     _fields(r, vol, {"name": STR, **{k: MAP for k in _VOLUME_SOURCES}}, fld)
     if vol.get("emptyDir") is not None and not isinstance(vol["emptyDir"], Mapping):
         r.add(f"{fld}.emptyDir", f"must be a mapping, got {type(vol['emptyDir']).__name__}", "write emptyDir: {}")
+    elif isinstance(vol.get("emptyDir"), Mapping) and vol["emptyDir"].get("sizeLimit") is not None:
+        problem = quantity_problem(vol["emptyDir"]["sizeLimit"], f"{fld}.emptyDir.sizeLimit")
+        if problem is not None:
+            r.add(problem.field, problem.message, "write e.g. sizeLimit: 1Gi")
     named = {"secret": {"secretName": STR, "optional": BOOL}, "configMap": {"name": STR, "optional": BOOL},
              "persistentVolumeClaim": {"claimName": STR, "readOnly": BOOL}, "hostPath": {"path": STR, "type": STR},
              "csi": {"driver": STR, "readOnly": BOOL, "nodePublishSecretRef": MAP, "volumeAttributes": MAP},
