@@ -59,9 +59,19 @@ def queue_ns(k8s_cluster, k8s_namespace, kueue, custom):
         "apiVersion": f"{GROUP}/{VERSION}", "kind": "LocalQueue", "metadata": {"name": QUEUE},
         "spec": {"clusterQueue": kueue["TFK8S_KUEUE_CLUSTER_QUEUE"]}})
     yield k8s_namespace
-    # Workloads first, so that Kueue lets the pods go before the namespace is deleted.
-    for wl in custom.list_namespaced_custom_object(GROUP, VERSION, k8s_namespace, "workloads")["items"]:
-        custom.delete_namespaced_custom_object(GROUP, VERSION, k8s_namespace, "workloads", wl["metadata"]["name"])
+    # Workloads first, so that Kueue lets the pods go before the namespace is deleted; and gone before the next
+    # test, which shares the ClusterQueue's quota (the namespace itself is deleted without waiting).
+    from kubernetes.client.exceptions import ApiException
+
+    for name in workloads(custom, k8s_namespace):
+        try:
+            custom.delete_namespaced_custom_object(GROUP, VERSION, k8s_namespace, "workloads", name)
+        except ApiException as exc:
+            if exc.status != 404:  # gone meanwhile (Kueue deletes a finished group's Workload itself)
+                raise
+    core.delete_collection_namespaced_pod(k8s_namespace, grace_period_seconds=0)
+    wait_for(lambda: not workloads(custom, k8s_namespace) and not core.list_namespaced_pod(k8s_namespace).items, 60,
+             f"the Workloads and pods of {k8s_namespace} to be deleted")
 
 
 def workloads(custom, namespace: str) -> list[str]:
@@ -235,10 +245,11 @@ def test_the_second_job_waits_whole_and_is_admitted_whole_after_the_firsts_teard
             ADMISSION_GATE in gates(p) and "tfk8s.io/gang" not in gates(p) for p in job_pods(core, queue_ns)),
             60, "the second job's 3 pods, each held by Kueue's gate only")
         assert pods
-        # The first job ends only once a task of the second (a replica task, under dag.test()) has said where
-        # it waits, with its place from Kueue's visibility API: without that line the test would race the
-        # triggers' first polls.
-        wait_for_said(f"Pending (queued in {QUEUE}, position 1, since ", 120)
+        # The first job ends only once a task of the second has said where it waits, with its place from
+        # Kueue's visibility API: without that line the test would race the triggers' first polls. dag.test()
+        # runs the sensor or a replica task first, whichever it picks: "waiting for worker-0 Pending (held by
+        # ...); queued in lq, position 1, since ..." or "ps-0 Pending (queued in lq, position 1, since ...".
+        wait_for_said(f"queued in {QUEUE}, position 1, since ", 120)
         held = job_pods(core, queue_ns)
         assert all(p.spec.node_name is None and ADMISSION_GATE in gates(p) for p in held), \
             [(p.metadata.name, p.spec.node_name, gates(p)) for p in held]
@@ -253,9 +264,9 @@ def test_the_second_job_waits_whole_and_is_admitted_whole_after_the_firsts_teard
     assert dr.state == "success", states(dr)
     admitted = timeline["bound"] - timeline["teardown"]
     assert admitted < 10, admitted
-    # Whichever of the job's tasks dag.test() runs while the job waits (a replica task here) says where it
-    # waits, in Kueue's words.
-    queued = [line for line in text.splitlines() if f"Pending (queued in {QUEUE}, " in line]
+    # Whichever of the job's tasks dag.test() runs while the job waits (the sensor or a replica task) says
+    # where it waits, in Kueue's words.
+    queued = [line for line in text.splitlines() if f"queued in {QUEUE}, " in line]
     assert queued and "insufficient unused quota for nvidia.com/gpu" in queued[0], sensor_lines(text)[-10:]
     # Its place, from Kueue's visibility API through the API server (the only job waiting: first).
     assert any(f"queued in {QUEUE}, position 1, since " in line for line in queued), queued
