@@ -646,12 +646,12 @@ def replica_outcome(status: JobStatus, key: str, tracked: bool) -> ReplicaOutcom
             return ReplicaOutcome(EndState.SUCCEEDED, f"{key} had not finished when the job succeeded "
                                   f"({status.reason}); teardown stops it", st)
         case JobState.FAILED:
-            if not tracked and st is not None and not _never_ran(st):
-                return ReplicaOutcome(EndState.SUCCEEDED, f"{key} was healthy when the job failed: {status.reason}",
-                                      st)
-            if st is None or _never_ran(st):
+            if st is not None and _never_ran(st):
                 return ReplicaOutcome(EndState.SKIPPED, f"{key} had not started when the job failed "
                                       f"({status.reason})", st)
+            if not tracked:
+                return ReplicaOutcome(EndState.SUCCEEDED, f"{key} was healthy when the job failed: {status.reason}",
+                                      st)
             return ReplicaOutcome(EndState.SKIPPED, f"{key} did not finish: the job failed ({status.reason})", st)
         case JobState.RUNNING | JobState.QUEUED | JobState.HELD:
             return None
