@@ -12,6 +12,7 @@ import copy
 import glob
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -169,24 +170,46 @@ def test_forged_record_fails_naming_the_file(sums_env, gluster_dir, nodeagent, k
 
 
 class Killer(threading.Thread):
-    """Kills the first checksum pod of part 0 (SIGKILL) once its journal lists some, not all, of its files."""
+    """Kills the first checksum pod of part 0 (SIGKILL) once its journal lists some, not all, of its files.
+
+    A part of this size takes well under a second, too short to hit by polling: the pod's process is
+    stopped (SIGSTOP) as soon as it runs and let go in 10 ms steps until its journal lists a file."""
 
     def __init__(self, nodeagent, namespace: str, root: Path, files_in_part: int):
         super().__init__(daemon=True)
         self.nodeagent, self.namespace, self.root, self.files = nodeagent, namespace, root, files_in_part
         self.killed: list[str] = []
+        self.seen = -1
         self.stop = threading.Event()
 
+    def _progress(self) -> tuple[int, bool]:
+        parts = glob.glob(str(self.root.parent / f".{self.root.name}.tfk8s-parts-*"))
+        journals = [j for d in parts for j in glob.glob(f"{d}/part-0.*.journal")]
+        done = Path(journals[0]).read_text().count("\n") if journals else 0
+        return done, any(Path(d, "part-0.json").exists() for d in parts)
+
     def run(self):
-        while not self.stop.is_set() and not self.killed:
+        while not self.stop.is_set():
             for pidfile in glob.glob(str(self.nodeagent.pods_dir / self.namespace / "*-p0-a0" / "copy.pid")):
                 pod = Path(pidfile).parent.name
-                journals = glob.glob(str(self.root.parent / f".{self.root.name}.tfk8s-parts-*" / "part-0.*.journal"))
-                done = Path(journals[0]).read_text().count("\n") if journals else 0
-                if 1 <= done <= self.files - 3 and self.nodeagent.pid(self.namespace, pod, "copy"):
-                    self.nodeagent.kill(self.namespace, pod, "copy")
+                pid = self.nodeagent.pid(self.namespace, pod, "copy")
+                if not pid:
+                    continue
+                os.kill(pid, signal.SIGSTOP)
+                done, recorded = self._progress()
+                while done == 0 and not recorded and self.nodeagent.pid(self.namespace, pod, "copy"):
+                    os.kill(pid, signal.SIGCONT)
+                    time.sleep(0.01)
+                    os.kill(pid, signal.SIGSTOP)
+                    done, recorded = self._progress()
+                self.seen = done
+                if 1 <= done < self.files and not recorded:
+                    os.kill(pid, signal.SIGKILL)
                     self.killed.append(pod)
-            time.sleep(0.02)
+                else:
+                    os.kill(pid, signal.SIGCONT)
+                return
+            time.sleep(0.01)
 
 
 def test_killed_checksum_pod_retries_only_its_part(sums_env, gluster_dir, nodeagent, k8s_cluster, airflow_db):
@@ -207,7 +230,7 @@ def test_killed_checksum_pod_retries_only_its_part(sums_env, gluster_dir, nodeag
     watcher.stop.set()
     killer.join()
     watcher.join()
-    assert killer.killed, f"the pass ended before part 0 could be killed (pods seen: {sorted(watcher.pods)})"
+    assert killer.killed, f"part 0 was not caught mid-part ({killer.seen} files digested; pods {sorted(watcher.pods)})"
     assert states(dr) == {"stage": "success"}
     retried = sorted(p for p in watcher.pods if not p.endswith("-a0"))
     assert retried and all(p.endswith("-p0-a1") for p in retried), sorted(watcher.pods)
