@@ -187,3 +187,15 @@ def test_the_pod_digest_is_the_local_pass_digest(volume, tmp_path):
         local = stage_volume(volume, str(tmp_path / "in"), 1, checksum=algorithm)
         doc = read_local(local["manifest"])
         assert doc["files"][0]["checksum"] == stagesum.digest_doc(algorithm, hashlib.new(algorithm, data))
+
+
+def test_the_progress_line_counts_files_for_checksum_pods():
+    from tfk8s_airflow.triggers.staging import CopyPodsTrigger, progress_text
+
+    line = progress_text(50 * MiB, 100 * MiB, 3, 9, 10.0, 2, "files")
+    assert line == "staging progress: 3/9 files, 50.0/100.0 MiB (50%), 5.0 MiB/s, ETA 10s, 2 pod(s) running"
+    trigger = CopyPodsTrigger(namespace="ns", key="k", pods={"0": "p"}, part_bytes={"0": 1}, part_items={"0": 1},
+                              kubernetes_conn_id=None, started=0.0, unit="files")
+    name, kwargs = trigger.serialize()
+    assert kwargs["unit"] == "files" and CopyPodsTrigger(**kwargs).unit == "files"
+    assert CopyPodsTrigger(**{k: v for k, v in kwargs.items() if k != "unit"}).unit == "items"  # an older event
