@@ -276,3 +276,23 @@ def test_cancel_deletes_the_checksum_pods_and_writes_no_manifest(sums_env, glust
         time.sleep(0.5)
     assert alive() == {}, "checksum processes left after the cancel"
     assert not (root / MANIFEST_NAME).exists(), "a cancelled pass wrote a manifest"
+
+
+def test_auto_uses_pods_from_the_deployment_threshold(sums_env, gluster_dir, nodeagent, k8s_cluster, airflow_db):
+    """The plain GlusterFS scenario (``copy_executor`` left at ``"auto"``): pods for an input of at least
+    ``staging_threshold`` (1 MiB here), the task's own pass below it; the same manifest either way."""
+    import pendulum
+
+    big, small = gluster_dir / "big", gluster_dir / "small"
+    write_input(big, [600_000, 600_000])
+    write_input(small, [1000, 2000])
+    for root, pods in ((big, True), (small, False)):
+        watcher = Watcher(k8s_cluster.core_v1, sums_env, root)
+        watcher.start()
+        dr = scenarios().stage_gluster.test(run_conf={"input": str(root), "workers": 2},
+                                            logical_date=pendulum.parse(DS))
+        watcher.stop.set()
+        watcher.join()
+        assert states(dr) == {"stage": "success"}
+        assert bool(watcher.pods) is pods, (root, watcher.pods)
+        assert read_local(root / MANIFEST_NAME)["total_files"] == 2

@@ -199,3 +199,24 @@ def test_the_progress_line_counts_files_for_checksum_pods():
     name, kwargs = trigger.serialize()
     assert kwargs["unit"] == "files" and CopyPodsTrigger(**kwargs).unit == "files"
     assert CopyPodsTrigger(**{k: v for k, v in kwargs.items() if k != "unit"}).unit == "items"  # an older event
+
+
+def test_the_operator_refuses_bad_arguments_when_the_dag_is_parsed():
+    from tfk8s_airflow.exceptions import SpecError
+    from tfk8s_airflow.operators.staging import GlusterFSStageOperator
+
+    with pytest.raises(SpecError, match="copy_executor"):
+        GlusterFSStageOperator(task_id="s", input_path="in", copy_executor="pods")
+    with pytest.raises(SpecError, match="checksum"):
+        GlusterFSStageOperator(task_id="s", input_path="in", checksum="crc99")
+    op = GlusterFSStageOperator(task_id="s", input_path="in", copy_executor="kubernetes", copy_pods=6)
+    assert (op.copy_executor, op.copy_pods) == ("kubernetes", 6)
+
+
+def test_the_volume_mount_itself_is_not_staged_through_pods(volume, tmp_path):
+    from tfk8s_airflow.exceptions import SpecError
+
+    (tmp_path / "f").write_bytes(b"data")
+    listing = list_volume(volume, str(tmp_path))
+    with pytest.raises(SpecError, match="input_path"):
+        sumfanout.begin(volume, listing, 1, pods=2, algorithm="sha256", key="k", logger=log)
