@@ -175,7 +175,7 @@ class HdfsStageOperator(BaseOperator):
                 volume: GlusterVolume, hdfs: Any) -> None:
         """Create the pods of ``parts`` (admitted by the deployment's policy first) and defer."""
         from tfk8s_airflow.deployment import deployment_policy
-        from tfk8s_airflow.job.admission import admit_pod
+        from tfk8s_airflow.job.builders.admission import admit_pod
         from tfk8s_airflow.k8s import copypods
         from tfk8s_airflow.triggers.staging import CopyPodsTrigger
 
