@@ -358,14 +358,15 @@ def floor(cluster: Cluster, replicas: int, gated: bool = False) -> dict[str, flo
     once all exist, as setup does: the floor of a launch that keeps the group together.
     """
     from tfk8s_airflow.contract import GANG_GATE
-    from tfk8s_airflow.job.objects import JobNames, job_manifests
-    from tfk8s_airflow.job.spec import TFJobSpec
+    from tfk8s_airflow.job.builders.manifests import job_manifests
+    from tfk8s_airflow.job.builders.objects import JobNames
+    from tfk8s_airflow.job.spec import parse_spec
     from tfk8s_airflow.k8s.client import GATE_PATCH, GATE_PATCH_TYPE, discard
 
     ns = cluster.namespace()
     prefix = "floor_gated" if gated else "floor"
     try:
-        spec = TFJobSpec.from_dict(spec_dict(ns, replicas))
+        spec = parse_spec(spec_dict(ns, replicas))
         names = JobNames.for_run(spec, uuid.uuid4().hex)
         objs = job_manifests(spec, names)
         if gated:

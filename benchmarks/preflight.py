@@ -14,9 +14,9 @@ import json
 import time
 from typing import Any
 
-from tfk8s_airflow.job.objects import JobNames, plan_replicas, pod_manifest
-from tfk8s_airflow.job.preflight import bound_usage, judge, node_from_api, pod_demand
-from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.builders.objects import JobNames, plan_replicas, pod_manifest
+from tfk8s_airflow.job.policy.preflight import bound_usage, judge, node_from_api, pod_demand
+from tfk8s_airflow.job.spec import parse_spec
 
 TARGET_S = 1.0
 
@@ -49,13 +49,13 @@ def main() -> None:
     raw = {"name": "bench", "image": "tfk8s/trainer:0.1", "tolerations": [{"key": "gpu", "operator": "Exists"}],
            "ps": {"replicas": 32, "resources": {"cpu": "4", "memory": "16Gi"}},
            "worker": {"replicas": 480, "resources": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": 2}}}
-    spec = TFJobSpec.from_dict(raw)
+    spec = parse_spec(raw)
     names = JobNames.for_run(spec, "manual__1", dag_id="bench")
     pods = [pod_demand(pod_manifest(spec, names, r)) for r in plan_replicas(spec, names)]
     api_nodes = [api_node(i, gpu=8 if i % 2 else 0) for i in range(1000)]
     nodes = [node_from_api(n) for n in api_nodes]
     half = {n.name: {"nvidia.com/gpu": 7000} for n in nodes[1::2]}  # 1 GPU free per GPU node: 500 < 960
-    huge = TFJobSpec.from_dict({**raw, "worker": {**raw["worker"], "resources": {"nvidia.com/gpu": 16}}})
+    huge = parse_spec({**raw, "worker": {**raw["worker"], "resources": {"nvidia.com/gpu": 16}}})
     huge_pods = [pod_demand(pod_manifest(huge, names, r)) for r in plan_replicas(huge, names)]
     others = [bound_pod(i, f"node-{i % 1000:04d}", 1 if i % 2 and i < 2000 else 0) for i in range(10_000)]
     cases = {

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import time
 
-from tfk8s_airflow.job.objects import JobNames, job_manifests
-from tfk8s_airflow.job.render import render_yaml
-from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.builders.manifests import job_manifests
+from tfk8s_airflow.job.builders.objects import JobNames
+from tfk8s_airflow.job.builders.render import render_yaml
+from tfk8s_airflow.job.spec import parse_spec
 
 TARGET_S = 0.3
 
@@ -33,9 +34,9 @@ def main() -> None:
         raw = {"name": "bench", "image": "tfk8s/trainer:0.1", "ps": {"replicas": ps},
                "worker": {"replicas": total - ps, "resources": {"cpu": "2", "memory": "4Gi"}},
                "volumes": [{"name": "data", "mount_path": "/data", "host_path": "/mnt/tfk8s-gluster"}]}
-        spec = TFJobSpec.from_dict(raw)
+        spec = parse_spec(raw)
         names = JobNames.for_run(spec, "scheduled__2026-11-29T00:00:00+00:00", dag_id="bench")
-        t_valid = best(lambda: TFJobSpec.from_dict(raw))
+        t_valid = best(lambda: parse_spec(raw))
         t_build = best(lambda: job_manifests(spec, names))
         t_tmpl = best(lambda: render_yaml(spec, names))
         size = len(render_yaml(spec, names)) / 1e6

@@ -27,7 +27,7 @@ RUN python3 -m pip install --no-cache-dir "tensorflow-cpu>=2.21,<2.22" "numpy>=1
 COPY dist/tfk8s_airflow-*-py3-none-any.whl /tmp/wheels/
 RUN python3 -m pip install --no-cache-dir --no-deps /tmp/wheels/tfk8s_airflow-*-py3-none-any.whl \
     && rm -rf /tmp/wheels \
-    && python3 -c "import pathlib, shutil, tfk8s_airflow; keep = {'__init__.py', 'py.typed', 'contract.py', 'exceptions.py', 'pathrules.py', 'pod', '_moved.py', 'runtime.py', 'codefetch.py', 'trainer', 'staging'}; [shutil.rmtree(p) if p.is_dir() else p.unlink() for p in pathlib.Path(tfk8s_airflow.__file__).parent.iterdir() if p.name not in keep]; [p.unlink() if p.is_file() else shutil.rmtree(p) for p in (pathlib.Path(tfk8s_airflow.__file__).parent / 'staging').iterdir() if p.name != '__init__.py' and not (p.name.startswith('_chunkcrc') and p.suffix == '.so')]" \
+    && python3 -c "import pathlib, shutil, tfk8s_airflow; keep = {'__init__.py', 'py.typed', 'contract.py', 'exceptions.py', 'pathrules.py', 'pod', '_moved.py', 'runtime.py', 'codefetch.py', 'trainer'}; [shutil.rmtree(p) if p.is_dir() else p.unlink() for p in pathlib.Path(tfk8s_airflow.__file__).parent.iterdir() if p.name not in keep]" \
     && python3 -c "import tfk8s_airflow.pod.runtime, tfk8s_airflow.pod.codefetch, tfk8s_airflow.pod.trainer.cli, tfk8s_airflow.pod.trainer.dataset, tfk8s_airflow.pod.trainer.state, tfk8s_airflow.pod.stagecopy"
 
 # The trainer's own entry point; a job spec sets its command (docs/runtime.md).

@@ -20,11 +20,11 @@ from collections.abc import Sequence
 
 from tfk8s_airflow.exceptions import Problem, SpecError, TemplateError
 from tfk8s_airflow.job.defaults import MAX_REPLICAS, MAX_REPLICAS_ENV, max_replicas
-from tfk8s_airflow.job.document import load_spec_file
 from tfk8s_airflow.job.policy import DeploymentPolicy
-from tfk8s_airflow.job.settings import lookup
-from tfk8s_airflow.job.spec import ROLES, TFJobSpec
-from tfk8s_airflow.job.tfjob import API_VERSION, is_tfjob, to_native
+from tfk8s_airflow.job.policy.settings import lookup
+from tfk8s_airflow.job.spec import ROLES, TFJobSpec, parse_spec
+from tfk8s_airflow.job.spec.document import load_spec_file
+from tfk8s_airflow.job.spec.tfjob import API_VERSION, is_tfjob, to_native
 
 
 def _add_spec_args(p: argparse.ArgumentParser) -> None:
@@ -72,7 +72,7 @@ def _load(args: argparse.Namespace, policy: DeploymentPolicy) -> TFJobSpec:
     if is_tfjob(doc):
         for note in to_native(doc).notes:
             print(f"{args.spec}: note: {note}", file=sys.stderr)
-    return TFJobSpec.from_dict(doc, max_replicas=args.max_replicas, overrides=args.overrides, policy=policy)
+    return parse_spec(doc, max_replicas=args.max_replicas, overrides=args.overrides, policy=policy)
 
 
 def _import(args: argparse.Namespace, policy: DeploymentPolicy) -> int:
@@ -90,11 +90,11 @@ def _import(args: argparse.Namespace, policy: DeploymentPolicy) -> int:
     text = "\n".join(lines) + "\n" + yaml.safe_dump(conversion.spec, sort_keys=False, allow_unicode=True)
     sys.stdout.write(text)
     try:
-        spec = TFJobSpec.from_dict(doc, max_replicas=args.max_replicas, overrides=args.overrides)
+        spec = parse_spec(doc, max_replicas=args.max_replicas, overrides=args.overrides)
     except SpecError as exc:
         print(f"{args.spec}: the native spec above is not valid: {exc}", file=sys.stderr)
         return 1
-    again = TFJobSpec.from_dict(yaml.safe_load(text), max_replicas=args.max_replicas, overrides=args.overrides)
+    again = parse_spec(yaml.safe_load(text), max_replicas=args.max_replicas, overrides=args.overrides)
     if again != spec:  # pragma: no cover - a bug of the conversion, never of the input
         raise SpecError(Problem("spec", "the printed spec does not parse back to the TFJob's", "report it"))
     refusals = conversion.renamed(policy.problems(spec))
@@ -108,7 +108,7 @@ def _import(args: argparse.Namespace, policy: DeploymentPolicy) -> int:
 
 def _shards(path: str) -> dict[str, list[str]] | None:
     """The --shards file: JSON of {"worker-0": [paths]} (or a staging result), checked like setup checks it."""
-    from tfk8s_airflow.job.shardmap import MAX_CONFIGMAP_BYTES, normalize_shards
+    from tfk8s_airflow.job.builders.shardmap import MAX_CONFIGMAP_BYTES, normalize_shards
 
     where = f"--shards {path}"
     try:
@@ -128,7 +128,7 @@ def _shards(path: str) -> dict[str, list[str]] | None:
 
 
 def _names(spec: TFJobSpec, args: argparse.Namespace):
-    from tfk8s_airflow.job.objects import JobNames
+    from tfk8s_airflow.job.builders.objects import JobNames
     return JobNames.for_run(spec, args.run_id, args.group, args.dag_id)
 
 
@@ -145,13 +145,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         names = _names(spec, args)
         if args.command == "render":
-            from tfk8s_airflow.job.render import render_yaml
+            from tfk8s_airflow.job.builders.render import render_yaml
             shards = _shards(args.shards) if args.shards else None
             # Always parsed back before printing: a custom template may write anything.
             sys.stdout.write(render_yaml(spec, names, shards, args.template, policy=policy, check=True))
             return 0
         if args.command == "tf-config":
-            from tfk8s_airflow.job.wiring import tf_config_json
+            from tfk8s_airflow.job.builders.wiring import tf_config_json
             n = spec.replicas(args.role)
             if not 0 <= args.index < n:
                 raise SpecError(f"--index {args.index} is out of range: the job has {n} {args.role} "

@@ -1,6 +1,6 @@
 """The pod contract: every name that the objects we create and the code inside the pods must agree on.
 
-Why one module: the builders (:mod:`tfk8s_airflow.job.objects`) write these names into pods,
+Why one module: the builders (:mod:`tfk8s_airflow.job.builders.objects`) write these names into pods,
 and the pod side (:mod:`tfk8s_airflow.runtime`, the code fetcher, the reference trainer)
 reads them back. Spelled once here, the two sides cannot drift. Standard library only: the
 code fetcher runs in an init container with nothing but ``python3`` and this package, and

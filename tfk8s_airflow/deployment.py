@@ -4,7 +4,7 @@ Every setting of :class:`~tfk8s_airflow.job.policy.DeploymentPolicy` is read the
 ``AIRFLOW__TFK8S__ALLOWED_HOST_PATHS=/mnt/a,/mnt/b`` (or ``allowed_host_paths = /mnt/a,/mnt/b``
 under ``[tfk8s]`` in airflow.cfg); without either, ``TFK8S_ALLOWED_HOST_PATHS`` from the
 environment; then the built-in default (the same order as the ``tfk8s`` command's,
-:mod:`tfk8s_airflow.job.settings`). See :mod:`tfk8s_airflow.job.policy` and docs/security.md.
+:mod:`tfk8s_airflow.job.policy.settings`). See :mod:`tfk8s_airflow.job.policy` and docs/security.md.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import os
 from typing import Any
 
 from tfk8s_airflow.job.policy import SECTION, DeploymentPolicy
-from tfk8s_airflow.job.settings import with_fallback
+from tfk8s_airflow.job.policy.settings import with_fallback
 from tfk8s_airflow.staging.fanout import CopySettings
 
 

@@ -76,7 +76,7 @@ class QuotaExceededError(PermanentError):
 
 class CapacityError(PermanentError):
     """The pre-flight found the job can never be placed on the cluster's nodes, or no room freed up for it
-    within its ``schedule_timeout`` (tfk8s_airflow.job.preflight)."""
+    within its ``schedule_timeout`` (tfk8s_airflow.job.policy.preflight)."""
 
 
 class JobFailedError(PermanentError):

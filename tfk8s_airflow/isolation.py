@@ -21,7 +21,7 @@ its own. A child that evaluates an untrusted model gets none of that:
 
 What it cannot do: stop the child from reading files the worker's user may read (the Airflow
 configuration among them) or from writing where that user may write. Isolation from those
-is the evaluation pod's job (:mod:`tfk8s_airflow.job.evaluation`); this mode is for models
+is the evaluation pod's job (:mod:`tfk8s_airflow.job.builders.evaluation`); this mode is for models
 that are trusted, or where no cluster can run the evaluation.
 """
 

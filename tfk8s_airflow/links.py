@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 from airflow.sdk import BaseOperatorLink
 
 from tfk8s_airflow.exceptions import AirflowFeatureMissingError
-from tfk8s_airflow.job.tensorboard_url import http_url
+from tfk8s_airflow.job.policy.tensorboard_url import http_url
 from tfk8s_airflow.viewpaths import PREFIX, replica_log_path
 
 if TYPE_CHECKING:

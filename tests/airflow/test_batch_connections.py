@@ -18,11 +18,11 @@ def _opened(client) -> int:
 
 
 def test_create_and_release_of_a_batch_open_no_more_connections_than_its_concurrency(k8s_cluster, k8s_namespace):
-    from tfk8s_airflow.job.objects import JobNames, plan_replicas, pod_manifest
-    from tfk8s_airflow.job.spec import TFJobSpec
+    from tfk8s_airflow.job.builders.objects import JobNames, plan_replicas, pod_manifest
+    from tfk8s_airflow.job.spec import parse_spec
     from tfk8s_airflow.k8s.client import JobClient
 
-    spec = TFJobSpec.from_dict({"name": "conns", "namespace": k8s_namespace, "image": "tfk8s/trainer:0.1",
+    spec = parse_spec({"name": "conns", "namespace": k8s_namespace, "image": "tfk8s/trainer:0.1",
                                 "node_selector": {"type": "kwok"}, "ps": 1, "worker": PODS - 1})
     names = JobNames.for_run(spec, "run-1")
     pods = [pod_manifest(spec, names, r, gated=True) for r in plan_replicas(spec, names)]

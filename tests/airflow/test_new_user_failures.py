@@ -63,16 +63,17 @@ def test_job_without_a_deadline_ends_at_the_deployment_default(k8s_cluster, k8s_
 
 def _job(core, namespace, command, node_type="kwok"):
     from tests.fixtures.k8s import wait_for
-    from tfk8s_airflow.job.judge import JobPolicy
-    from tfk8s_airflow.job.objects import JobNames, job_manifests, plan_replicas
-    from tfk8s_airflow.job.resolve import job_record
-    from tfk8s_airflow.job.spec import TFJobSpec
+    from tfk8s_airflow.job.builders.manifests import job_manifests
+    from tfk8s_airflow.job.builders.objects import JobNames, plan_replicas
+    from tfk8s_airflow.job.run.judge import JobPolicy
+    from tfk8s_airflow.job.run.resolve import job_record
+    from tfk8s_airflow.job.spec import parse_spec
 
     raw = {"name": "talk", "namespace": namespace, "image": "tfk8s/trainer:0.1", "node_selector": {"type": node_type},
            "ps": 1, "worker": 1}
     if command:
         raw["command"] = ["python", "train.py"]
-    spec = TFJobSpec.from_dict(raw)
+    spec = parse_spec(raw)
     names = JobNames.for_run(spec, "talk-1")
     for obj in job_manifests(spec, names):
         (core.create_namespaced_pod if obj["kind"] == "Pod" else core.create_namespaced_service)(namespace, obj)

@@ -97,7 +97,7 @@ def test_an_untolerated_taint_never_fits_naming_it(k8s_cluster, k8s_namespace, a
 
 def seen_waiting(monkeypatch) -> threading.Event:
     """Set when setup's pre-flight first reaches ``waits`` (the real verdict, observed, not replaced)."""
-    from tfk8s_airflow.job.preflight import WAITS
+    from tfk8s_airflow.job.policy.preflight import WAITS
     from tfk8s_airflow.k8s import capacity
 
     event = threading.Event()
@@ -130,9 +130,9 @@ def occupy_gpus(core, namespace, nodes, gpus=3):
 
 def test_fits_the_quota_but_not_the_free_gpus_waits_then_runs_when_the_other_pods_go(
         k8s_cluster, k8s_namespace, airflow_db, gpu_nodes, monkeypatch):
-    from tfk8s_airflow.job.objects import JobNames, plan_replicas, pod_manifest
-    from tfk8s_airflow.job.preflight import WAITS, bound_usage, judge, node_from_api, pod_demand
-    from tfk8s_airflow.job.spec import TFJobSpec
+    from tfk8s_airflow.job.builders.objects import JobNames, plan_replicas, pod_manifest
+    from tfk8s_airflow.job.policy.preflight import WAITS, bound_usage, judge, node_from_api, pod_demand
+    from tfk8s_airflow.job.spec import parse_spec
     from tfk8s_airflow.k8s.capacity import read_cluster
     from tfk8s_airflow.k8s.client import JobClient
 
@@ -144,7 +144,7 @@ def test_fits_the_quota_but_not_the_free_gpus_waits_then_runs_when_the_other_pod
     doc = job_spec(k8s_namespace, tag, gpus=4, schedule_timeout="2m")
 
     # The verdict setup will reach, for the pods it will create.
-    spec = TFJobSpec.from_dict(doc)
+    spec = parse_spec(doc)
     jn = JobNames.for_run(spec, "manual", dag_id="d")
     nodes, bound = read_cluster(JobClient(core))
     verdict = judge([node_from_api(n) for n in nodes], bound_usage(bound),

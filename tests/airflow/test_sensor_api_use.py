@@ -17,10 +17,11 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.k8s import wait_for
-from tfk8s_airflow.job.judge import JobPolicy
-from tfk8s_airflow.job.objects import JobNames, job_manifests, plan_replicas
-from tfk8s_airflow.job.resolve import job_record
-from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.builders.manifests import job_manifests
+from tfk8s_airflow.job.builders.objects import JobNames, plan_replicas
+from tfk8s_airflow.job.run.judge import JobPolicy
+from tfk8s_airflow.job.run.resolve import job_record
+from tfk8s_airflow.job.spec import parse_spec
 from tfk8s_airflow.k8s import watch as kwatch
 from tfk8s_airflow.triggers.job import TFJobTrigger, TFReplicaTrigger
 
@@ -85,7 +86,7 @@ def counted_identity(k8s_cluster, k8s_namespace, tmp_path, monkeypatch):
 
 
 def create_job(core, namespace, replicas):
-    spec = TFJobSpec.from_dict({"name": "count", "namespace": namespace, "image": "tfk8s/trainer:0.1",
+    spec = parse_spec({"name": "count", "namespace": namespace, "image": "tfk8s/trainer:0.1",
                                 "node_selector": {"type": "kwok"}, "ps": 1, "worker": replicas - 1})
     names = JobNames.for_run(spec, f"count-{replicas}")
     for obj in job_manifests(spec, names):

@@ -260,16 +260,16 @@ def test_replica_task_attaches_to_the_pod_setup_created(k8s_cluster, k8s_namespa
 
     from airflow.sdk.exceptions import TaskDeferred
 
-    from tfk8s_airflow.job.judge import JobPolicy
-    from tfk8s_airflow.job.objects import JobNames, plan_replicas, pod_manifest
-    from tfk8s_airflow.job.resolve import job_record
-    from tfk8s_airflow.job.spec import TFJobSpec
+    from tfk8s_airflow.job.builders.objects import JobNames, plan_replicas, pod_manifest
+    from tfk8s_airflow.job.run.judge import JobPolicy
+    from tfk8s_airflow.job.run.resolve import job_record
+    from tfk8s_airflow.job.spec import parse_spec
     from tfk8s_airflow.k8s.client import JobClient
     from tfk8s_airflow.operators.replica import TFReplicaPodOperator
     from tfk8s_airflow.operators.setup import replica_task_labels
     from tfk8s_airflow.triggers.job import TFReplicaTrigger
 
-    spec = TFJobSpec.from_dict({"name": "attach", "namespace": k8s_namespace, "image": "tfk8s/trainer:0.1",
+    spec = parse_spec({"name": "attach", "namespace": k8s_namespace, "image": "tfk8s/trainer:0.1",
                                 "node_selector": {"type": "kwok"}, "ps": 1, "worker": 2})
     names = JobNames.for_run(spec, "run-1", "train", "d")
     replicas = plan_replicas(spec, names)

@@ -23,12 +23,13 @@ from tests.airflow.test_tfjob_k8s import leftovers, run_dag
 from tests.dagrun import states, xcom
 from tests.fixtures.k8s import wait_for
 from tests.podwatch import PodWatch
-from tfk8s_airflow.job.judge import JobPolicy
-from tfk8s_airflow.job.objects import JobNames, job_manifests, plan_replicas
-from tfk8s_airflow.job.resolve import job_record
-from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.builders.manifests import job_manifests
+from tfk8s_airflow.job.builders.objects import JobNames, plan_replicas
+from tfk8s_airflow.job.run.judge import JobPolicy
+from tfk8s_airflow.job.run.resolve import job_record
+from tfk8s_airflow.job.run.verdict import verdict_body
+from tfk8s_airflow.job.spec import parse_spec
 from tfk8s_airflow.job.states import JobState
-from tfk8s_airflow.job.verdict import verdict_body
 from tfk8s_airflow.k8s import watch as kwatch
 from tfk8s_airflow.triggers.job import TFJobTrigger, TFReplicaTrigger
 
@@ -37,7 +38,7 @@ pytestmark = [pytest.mark.k8s, pytest.mark.airflow]
 
 def create_job(core, namespace: str, run: str, worker_s: int):
     """A PS and two workers on KWOK (the workers exit 0 after ``worker_s`` seconds); its record."""
-    spec = TFJobSpec.from_dict({"name": "life", "namespace": namespace, "image": "tfk8s/trainer:0.1",
+    spec = parse_spec({"name": "life", "namespace": namespace, "image": "tfk8s/trainer:0.1",
                                 "node_selector": {"type": "kwok"}, "ps": 1,
                                 "worker": {"replicas": 2, "annotations": {"tfk8s.io/sim-duration": f"{worker_s}s",
                                                                            "tfk8s.io/sim-exit-code": "0"}}})

@@ -6,7 +6,7 @@ A code block preceded by ``<!-- runnable: tfk8s validate -->`` is a job spec tha
 Airflow must load without import errors (next to the last spec block, as ``specs/<name>.yaml``).
 
 The spec's keys, the job's defaults and limits and the deployment's settings are declared once, in
-tfk8s_airflow/job/spec.py, tfk8s_airflow/job/defaults.py and tfk8s_airflow/job/policy.py; the
+tfk8s_airflow/job/spec/model.py, tfk8s_airflow/job/defaults.py and tfk8s_airflow/job/policy/deployment.py; the
 tables of docs/spec.md and docs/security.md between the
 ``<!-- ...:begin -->`` and ``<!-- ...:end -->`` markers are generated from those declarations
 (``TFK8S_UPDATE_GOLDEN=1`` rewrites them), and every ```` ```yaml spec ```` block there is a

@@ -21,7 +21,7 @@ MYPY = str(Path(sys.executable).parent / "mypy")
 
 #: The consumers of each enum: where a new member must be given a meaning.
 CONSUMERS = {
-    "JobState": {"tfk8s_airflow/job/states.py", "tfk8s_airflow/job/judge.py", "tfk8s_airflow/job/recovery.py",
+    "JobState": {"tfk8s_airflow/job/states.py", "tfk8s_airflow/job/run/judge.py", "tfk8s_airflow/job/run/recovery.py",
                  "tfk8s_airflow/triggers/job.py", "tfk8s_airflow/sensors/job.py", "tfk8s_airflow/ui/rows.py"},
     "EndState": {"tfk8s_airflow/triggers/job.py", "tfk8s_airflow/sensors/job.py", "tfk8s_airflow/sensors/hdfs.py",
                  "tfk8s_airflow/operators/replica.py"},

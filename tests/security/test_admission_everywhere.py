@@ -82,8 +82,8 @@ def test_a_link_planted_before_a_recovery_is_refused_at_recreation(k8s_cluster, 
     from kubernetes_asyncio import config
 
     from tfk8s_airflow.exceptions import PermanentKubernetesApiError
-    from tfk8s_airflow.job.records import JobRecord
-    from tfk8s_airflow.job.recovery import RESTART_GROUP, Decision
+    from tfk8s_airflow.job.run.records import JobRecord
+    from tfk8s_airflow.job.run.recovery import RESTART_GROUP, Decision
     from tfk8s_airflow.k8s.recovery import Recoverer
 
     core, ns = k8s_cluster.core_v1, k8s_namespace

@@ -11,9 +11,10 @@ from __future__ import annotations
 import pytest
 
 from tfk8s_airflow.exceptions import SpecError
-from tfk8s_airflow.job.objects import JobNames, job_manifests
+from tfk8s_airflow.job.builders.manifests import job_manifests
+from tfk8s_airflow.job.builders.objects import JobNames
 from tfk8s_airflow.job.policy import DeploymentPolicy
-from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.spec import parse_spec
 
 pytestmark = pytest.mark.k8s
 
@@ -21,7 +22,7 @@ KEY = "container.apparmor.security.beta.kubernetes.io/tensorflow"
 
 
 def first_pod(doc, policy):
-    spec = TFJobSpec.from_dict(doc, policy=policy)
+    spec = parse_spec(doc, policy=policy)
     return next(o for o in job_manifests(spec, JobNames.for_run(spec, "aa"), policy=policy) if o["kind"] == "Pod")
 
 
@@ -35,7 +36,7 @@ def test_an_unconfined_apparmor_annotation_is_what_the_api_server_runs_and_the_p
     container = next(c for c in pod.spec.containers if c.name == "tensorflow")
     assert container.security_context.app_armor_profile.type == "Unconfined"
     with pytest.raises(SpecError) as err:
-        TFJobSpec.from_dict(doc, policy=DeploymentPolicy())
+        parse_spec(doc, policy=DeploymentPolicy())
     assert [p.field for p in err.value.problems] == [f"annotations[{KEY}]"]
     confined = {**doc, "annotations": {KEY: "runtime/default"}}
     pod = core.create_namespaced_pod(k8s_namespace, first_pod(confined, DeploymentPolicy()), dry_run="All")

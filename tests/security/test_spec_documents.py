@@ -9,9 +9,9 @@ import tracemalloc
 import pytest
 
 from tfk8s_airflow.exceptions import SpecError
-from tfk8s_airflow.job.document import MAX_DEPTH, MAX_NODES, MAX_SPEC_CHARS, load_spec_file
-from tfk8s_airflow.job.resolve import resolve_spec
-from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.run.resolve import resolve_spec
+from tfk8s_airflow.job.spec import parse_spec
+from tfk8s_airflow.job.spec.document import MAX_DEPTH, MAX_NODES, MAX_SPEC_CHARS, load_spec_file
 
 #: A "billion laughs" document of about 500 bytes: nine levels of nine aliases, 9^9 values.
 ALIAS_BOMB = "\n".join(
@@ -54,7 +54,7 @@ def test_a_python_document_sharing_its_parts_is_bounded_too():
     tracemalloc.start()
     try:
         with pytest.raises(SpecError, match=f"holds more than {MAX_NODES} values"):
-            TFJobSpec.from_dict({**MINIMAL, "port": laughs})
+            parse_spec({**MINIMAL, "port": laughs})
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -93,20 +93,20 @@ def test_deep_nesting_non_string_keys_and_lone_surrogates_are_field_errors():
     for _ in range(5000):  # copy.deepcopy alone would hit the recursion limit
         nested = [nested]
     with pytest.raises(SpecError) as info:
-        TFJobSpec.from_dict({**MINIMAL, "args": nested})
+        parse_spec({**MINIMAL, "args": nested})
     assert info.value.problems[0].field.startswith("args[0]")
     with pytest.raises(SpecError) as info:
-        TFJobSpec.from_dict({**MINIMAL, "env": {True: "1"}})  # YAML's unquoted `on:`
+        parse_spec({**MINIMAL, "env": {True: "1"}})  # YAML's unquoted `on:`
     assert info.value.fields == ("env.True",) and "quote it" in str(info.value)
     with pytest.raises(SpecError) as info:
-        TFJobSpec.from_dict({**MINIMAL, "args": ["ok", "\ud800"]})
+        parse_spec({**MINIMAL, "args": ["ok", "\ud800"]})
     assert info.value.fields == ("args[1]",) and "Unicode" in str(info.value)
 
 
 def test_messages_stay_short_whatever_the_input():
     huge = "x" * 20_000
     with pytest.raises(SpecError) as info:
-        TFJobSpec.from_dict({**MINIMAL, "name": huge, "image": huge, huge: 1, "labels": {huge: huge},
+        parse_spec({**MINIMAL, "name": huge, "image": huge, huge: 1, "labels": {huge: huge},
                              "port": 10**4000, "tolerations": [{huge: 1}] * 25})
     assert len(str(info.value)) < 20_000
     assert "... and" in str(info.value)  # more problems than shown

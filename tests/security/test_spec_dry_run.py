@@ -18,10 +18,11 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from tfk8s_airflow.exceptions import SpecError
-from tfk8s_airflow.job.objects import JobNames, job_manifests
+from tfk8s_airflow.job.builders.manifests import job_manifests
+from tfk8s_airflow.job.builders.objects import JobNames
+from tfk8s_airflow.job.builders.render import parse_yaml, render_yaml
 from tfk8s_airflow.job.policy import DeploymentPolicy
-from tfk8s_airflow.job.render import parse_yaml, render_yaml
-from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.spec import parse_spec
 
 pytestmark = pytest.mark.k8s
 
@@ -144,7 +145,7 @@ def corpus(namespace: str) -> tuple[list[tuple[dict, list[dict]]], int]:
     def collect(doc, policy, shards):
         doc = {**doc, "namespace": namespace}
         try:
-            spec = TFJobSpec.from_dict(doc, policy=policy)
+            spec = parse_spec(doc, policy=policy)
         except SpecError:
             refused[0] += 1
             return

@@ -23,11 +23,12 @@ from hypothesis import strategies as st
 
 from tests.security.fuzz_shapes import GOOD_TEMPLATE, GOOD_TFJOB, HOSTILE, mutations
 from tfk8s_airflow.exceptions import SpecError
-from tfk8s_airflow.job.objects import JobNames, job_manifests
+from tfk8s_airflow.job.builders.manifests import job_manifests
+from tfk8s_airflow.job.builders.objects import JobNames
+from tfk8s_airflow.job.builders.render import parse_yaml, render_yaml
 from tfk8s_airflow.job.policy import DeploymentPolicy
-from tfk8s_airflow.job.render import parse_yaml, render_yaml
-from tfk8s_airflow.job.spec import ROLE_KEYS, SPEC_KEYS, TFJobSpec
-from tfk8s_airflow.job.tfjob import to_native
+from tfk8s_airflow.job.spec import ROLE_KEYS, SPEC_KEYS, parse_spec
+from tfk8s_airflow.job.spec.tfjob import to_native
 
 EXAMPLES = 1500
 PEAK_BYTES = 64 * 2**20
@@ -82,12 +83,12 @@ def test_any_document_parses_or_raises_spec_error(doc):
     tracemalloc.start()
     try:
         try:
-            spec = TFJobSpec.from_dict(doc)
+            spec = parse_spec(doc)
         except SpecError as exc:
             assert exc.problems and all(p.field and p.fix for p in exc.problems), exc
             assert len(str(exc)) < 200_000
         else:
-            assert TFJobSpec.from_dict(spec.to_dict()) == spec
+            assert parse_spec(spec.to_dict()) == spec
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -115,7 +116,7 @@ def refused_or_rendered(doc, policy=OPEN_POLICY) -> str:
     """'refused' (a SpecError naming fields, with fixes) or 'rendered'; anything else raises (a traceback)."""
     try:
         native = to_native(doc).spec if isinstance(doc, dict) and doc.get("kind") == "TFJob" else doc
-        spec = TFJobSpec.from_dict(native, policy=policy)
+        spec = parse_spec(native, policy=policy)
     except SpecError as exc:
         assert exc.problems and all(p.field and p.message for p in exc.problems), exc
         return "refused"
@@ -137,14 +138,14 @@ def test_a_yaml_date_as_a_sidecar_image_is_refused_naming_the_field():
     tpl = _copy.deepcopy(GOOD_TEMPLATE)
     tpl["spec"]["containers"][1]["image"] = _dt.date(2024, 1, 2)
     with pytest.raises(SpecError) as err:
-        TFJobSpec.from_dict({"name": "j", "image": "img:1", "worker": 1, "pod_template": tpl}, policy=OPEN_POLICY)
+        parse_spec({"name": "j", "image": "img:1", "worker": 1, "pod_template": tpl}, policy=OPEN_POLICY)
     assert [p.field for p in err.value.problems] == ["pod_template.spec.containers[1].image"], err.value
     assert "quote it" in str(err.value)
 
 
 def test_volumes_of_a_scalar_are_refused_naming_the_item():
     with pytest.raises(SpecError) as err:
-        TFJobSpec.from_dict({"name": "j", "image": "img:1", "worker": 1, "pod_template": {"spec": {"volumes": ["x"]}}})
+        parse_spec({"name": "j", "image": "img:1", "worker": 1, "pod_template": {"spec": {"volumes": ["x"]}}})
     assert "pod_template.spec.volumes[0]" in [p.field for p in err.value.problems]
 
 

@@ -17,8 +17,8 @@ import pytest
 from kubernetes import client
 
 from tests.fixtures.k8s import wait_for
-from tfk8s_airflow.job.judge import JobPolicy
-from tfk8s_airflow.job.records import JobRecord
+from tfk8s_airflow.job.run.judge import JobPolicy
+from tfk8s_airflow.job.run.records import JobRecord
 
 pytestmark = [pytest.mark.k8s, pytest.mark.gluster, pytest.mark.airflow]
 

@@ -17,9 +17,10 @@ import yaml
 
 from tests.dagrun import states
 from tfk8s_airflow.exceptions import SpecError
-from tfk8s_airflow.job.objects import JobNames, job_manifests
+from tfk8s_airflow.job.builders.manifests import job_manifests
+from tfk8s_airflow.job.builders.objects import JobNames
 from tfk8s_airflow.job.policy import DeploymentPolicy
-from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.spec import parse_spec
 from tfk8s_airflow.k8s.client import JobClient
 
 pytestmark = pytest.mark.k8s
@@ -31,7 +32,7 @@ EXAMPLES = [ROOT / "examples" / "pod-template.yaml", *sorted((ROOT / "examples")
 
 def pods_of(doc, namespace):
     policy = DeploymentPolicy(allowed_secrets=SECRETS, default_namespace=namespace)
-    spec = TFJobSpec.from_dict({**doc, "namespace": namespace} if "kind" not in doc else
+    spec = parse_spec({**doc, "namespace": namespace} if "kind" not in doc else
                                {**doc, "metadata": {**doc["metadata"], "namespace": namespace}}, policy=policy)
     return [o for o in job_manifests(spec, JobNames.for_run(spec, "dry"), policy=policy) if o["kind"] == "Pod"]
 
@@ -77,7 +78,7 @@ def _bad_template(namespace):
 
 def test_a_template_the_server_refuses_is_named_by_the_dry_run_before_anything_exists(k8s_cluster, k8s_namespace):
     doc = _bad_template(k8s_namespace)
-    spec = TFJobSpec.from_dict(doc)  # the parser accepts it
+    spec = parse_spec(doc)  # the parser accepts it
     client = JobClient(k8s_cluster.core_v1)
     worker = next(p for p in job_manifests(spec, JobNames.for_run(spec, "dry")) if p["kind"] == "Pod"
                   and p["metadata"]["labels"]["tfk8s.io/role"] == "worker")
@@ -112,7 +113,7 @@ def test_a_roles_merged_template_is_what_the_server_sees(k8s_cluster, k8s_namesp
 
 
 def _worker_pod(doc, namespace, policy=None):
-    spec = TFJobSpec.from_dict(doc, policy=policy)
+    spec = parse_spec(doc, policy=policy)
     return next(p for p in job_manifests(spec, JobNames.for_run(spec, "dry"), policy=policy) if p["kind"] == "Pod"
                 and p["metadata"]["labels"]["tfk8s.io/role"] == "worker")
 

@@ -16,10 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tfk8s_airflow.job.judge import JobPolicy
-from tfk8s_airflow.job.objects import JobNames, plan_replicas
-from tfk8s_airflow.job.resolve import job_record
-from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.builders.objects import JobNames, plan_replicas
+from tfk8s_airflow.job.run.judge import JobPolicy
+from tfk8s_airflow.job.run.resolve import job_record
+from tfk8s_airflow.job.spec import parse_spec
 from tfk8s_airflow.ui import sources
 from tfk8s_airflow.ui.bounded import ViewRequestError, list_pods_bounded
 
@@ -75,7 +75,7 @@ def silent(monkeypatch, tmp_path):
 
 
 def record(conn_id: str, namespace: str = "ns"):
-    spec = TFJobSpec.from_dict({"name": "view", "namespace": namespace, "image": "tfk8s/trainer:0.1", "ps": 1,
+    spec = parse_spec({"name": "view", "namespace": namespace, "image": "tfk8s/trainer:0.1", "ps": 1,
                                 "worker": 2})
     names = JobNames.for_run(spec, "view")
     return job_record(spec, names, plan_replicas(spec, names), policy=JobPolicy.from_spec(spec), has_shards=False,

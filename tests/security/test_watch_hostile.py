@@ -18,10 +18,11 @@ import pytest
 
 from tests.fixtures.k8s import wait_for
 from tests.fixtures.nodeagent import LOCAL_NODE_SELECTOR, LOCAL_TOLERATIONS
-from tfk8s_airflow.job.judge import JobPolicy
-from tfk8s_airflow.job.objects import JobNames, job_manifests, plan_replicas
-from tfk8s_airflow.job.resolve import job_record
-from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.builders.manifests import job_manifests
+from tfk8s_airflow.job.builders.objects import JobNames, plan_replicas
+from tfk8s_airflow.job.run.judge import JobPolicy
+from tfk8s_airflow.job.run.resolve import job_record
+from tfk8s_airflow.job.spec import parse_spec
 from tfk8s_airflow.job.states import JobState
 from tfk8s_airflow.k8s import watch as kwatch
 from tfk8s_airflow.k8s.recovery import ATTEMPTS_ANNOTATION
@@ -61,7 +62,7 @@ def test_a_hostile_annotation_and_an_infinity_step_leave_the_watch_alive_and_the
     import os
 
     core, ns = nodeagent.cluster.core_v1, k8s_namespace
-    spec = TFJobSpec.from_dict({"name": "hostile", "namespace": ns, "image": "python:3.11",
+    spec = parse_spec({"name": "hostile", "namespace": ns, "image": "python:3.11",
                                 "node_selector": LOCAL_NODE_SELECTOR, "tolerations": LOCAL_TOLERATIONS,
                                 "worker": {"replicas": 1, "command": ["python", "-c", PROGRAM]}})
     names = JobNames.for_run(spec, "hostile")

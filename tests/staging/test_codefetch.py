@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.ports import free_port
-from tfk8s_airflow.job.objects import FETCH_CONTAINER
+from tfk8s_airflow.job.builders.objects import FETCH_CONTAINER
 from tfk8s_airflow.pod.codefetch import EXIT_PERMANENT, EXIT_RETRYABLE, resolve_url
 
 REPO = Path(__file__).resolve().parents[2]
@@ -181,10 +181,11 @@ def test_fetch_from_real_hdfs(hdfs_server, hdfs_dir, tmp_path, scheme):
 
 
 def test_rendered_pods_carry_the_init_container():
-    from tfk8s_airflow.job.objects import JobNames, job_manifests
-    from tfk8s_airflow.job.spec import TFJobSpec
+    from tfk8s_airflow.job.builders.manifests import job_manifests
+    from tfk8s_airflow.job.builders.objects import JobNames
+    from tfk8s_airflow.job.spec import parse_spec
 
-    spec = TFJobSpec.from_dict({"name": "algo", "image": "tfk8s/trainer:0.1", "ps": 1, "worker": 2,
+    spec = parse_spec({"name": "algo", "image": "tfk8s/trainer:0.1", "ps": 1, "worker": 2,
                       "code": {"uri": "hdfs://nn:8020/code/algo.tgz", "entrypoint": "run.sh"}})
     names = JobNames.for_run(spec, "manual__1", dag_id="dag")
     pods = [o for o in job_manifests(spec, names) if o["kind"] == "Pod"]

@@ -106,7 +106,7 @@ def test_partition_trigger_says_what_it_waits_for_and_how_long_is_left(airflow_d
     from dataclasses import asdict
 
     from tfk8s_airflow.connections import webhdfs_config
-    from tfk8s_airflow.job.records import TriggerOutcome
+    from tfk8s_airflow.job.run.records import TriggerOutcome
     from tfk8s_airflow.job.states import EndState
     from tfk8s_airflow.triggers.hdfs import HdfsPartitionTrigger
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from tfk8s_airflow.job.judge import JobPolicy
-from tfk8s_airflow.job.objects import JobNames, plan_replicas
-from tfk8s_airflow.job.records import JobProgress, ReplicaResult
-from tfk8s_airflow.job.resolve import job_record
-from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.builders.objects import JobNames, plan_replicas
+from tfk8s_airflow.job.run.judge import JobPolicy
+from tfk8s_airflow.job.run.records import JobProgress, ReplicaResult
+from tfk8s_airflow.job.run.resolve import job_record
+from tfk8s_airflow.job.spec import parse_spec
 from tfk8s_airflow.ui.rows import JobSources, Links, ReplicaTask, job_row
 
 pytestmark = [pytest.mark.ui]
@@ -28,7 +28,7 @@ HOSTILE = '<img src=x onerror="window.__pwned=1">'
 
 
 def rows() -> list[dict]:
-    spec = TFJobSpec.from_dict({"name": "ctr", "image": "i:1", "ps": 1, "worker": 2})
+    spec = parse_spec({"name": "ctr", "image": "i:1", "ps": 1, "worker": 2})
     names = JobNames.for_run(spec, "manual__1", "train", "dag_a")
     record = job_record(spec, names, plan_replicas(spec, names), policy=JobPolicy.from_spec(spec, 600),
                         has_shards=False, kubernetes_conn_id="kubernetes_default", poll_interval=2.0, created_at=1.0)

@@ -1,22 +1,23 @@
-"""The one pod admission (job/admission.py), Secrets by namespace, and recovery state read back bounded."""
+"""The one pod admission (job/builders/admission.py), Secrets by namespace, and recovery state read back bounded."""
 import json
 
 import pytest
 
 from tfk8s_airflow.exceptions import SpecError
-from tfk8s_airflow.job.admission import admit_pod, pod_problems
-from tfk8s_airflow.job.objects import JobNames, job_manifests
+from tfk8s_airflow.job.builders.admission import admit_pod, pod_problems
+from tfk8s_airflow.job.builders.manifests import job_manifests
+from tfk8s_airflow.job.builders.objects import JobNames
 from tfk8s_airflow.job.policy import DeploymentPolicy
-from tfk8s_airflow.job.records import JobRecord, ReplicaRef
-from tfk8s_airflow.job.recovery_policy import RecoveryPolicy
-from tfk8s_airflow.job.recoverystate import read_attempts
-from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.run.records import JobRecord, ReplicaRef
+from tfk8s_airflow.job.run.recovery_policy import RecoveryPolicy
+from tfk8s_airflow.job.run.recoverystate import read_attempts
+from tfk8s_airflow.job.spec import parse_spec
 
 GLUSTER = "/mnt/tfk8s-gluster"
 
 
 def _pods(doc, policy):
-    spec = TFJobSpec.from_dict({"name": "j", "image": "i", "worker": 1, **doc})
+    spec = parse_spec({"name": "j", "image": "i", "worker": 1, **doc})
     return [o for o in job_manifests(spec, JobNames.for_run(spec, "r", "g", "d"), None, policy) if o["kind"] == "Pod"]
 
 
@@ -71,10 +72,10 @@ def test_secrets_by_namespace(allowed, namespace, secret, ok):
     doc = {"name": "j", "image": "i", "worker": 1, "namespace": namespace,
            "env": {"P": {"value_from": {"secret_key_ref": {"name": secret, "key": "k"}}}}}
     if ok:
-        TFJobSpec.from_dict(doc, policy=policy)
+        parse_spec(doc, policy=policy)
     else:
         with pytest.raises(SpecError) as info:
-            TFJobSpec.from_dict(doc, policy=policy)
+            parse_spec(doc, policy=policy)
         assert f"{namespace}/{secret}" in str(info.value) or namespace == "default"
 
 
@@ -115,9 +116,9 @@ def test_recovery_state_read_back_from_the_service_is_bounded():
 
 
 def test_the_network_policy_admits_the_jobs_pods_and_tensorboard_from_where_the_deployment_says():
-    from tfk8s_airflow.job.network import network_policy_manifest
+    from tfk8s_airflow.job.builders.network import network_policy_manifest
 
-    spec = TFJobSpec.from_dict({"name": "j", "image": "i", "worker": 1, "ps": 1, "tensorboard": {"log_dir": "/m"},
+    spec = parse_spec({"name": "j", "image": "i", "worker": 1, "ps": 1, "tensorboard": {"log_dir": "/m"},
                                 "volumes": [{"name": "m", "mount_path": "/m", "host_path": f"{GLUSTER}/m"}]})
     names = JobNames.for_run(spec, "r", "g", "d")
     policy = DeploymentPolicy.from_env({"TFK8S_TENSORBOARD_INGRESS": "10.1.2.3/16, namespace:proxy"})

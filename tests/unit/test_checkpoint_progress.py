@@ -15,8 +15,8 @@ import os
 import pytest
 
 from tfk8s_airflow.exceptions import DataError, PathSafetyError
-from tfk8s_airflow.job.judge import JobPolicy
-from tfk8s_airflow.job.records import JobRecord
+from tfk8s_airflow.job.run.judge import JobPolicy
+from tfk8s_airflow.job.run.records import JobRecord
 from tfk8s_airflow.k8s.watch import CHECKPOINT_FILE_MAX, JobWatch, WatchKey, checkpoint_step
 
 pytestmark = pytest.mark.timeout(60)  # a FIFO opened the wrong way would block

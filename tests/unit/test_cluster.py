@@ -1,14 +1,14 @@
 """TF_CONFIG and legacy flags exactly as TFJob and the tensorflow/ecosystem template wrote them."""
 import json
 
-from tfk8s_airflow.job.spec import TFJobSpec
-from tfk8s_airflow.job.wiring import cluster_spec, legacy_flags, tf_config_dict, tf_config_json
+from tfk8s_airflow.job.builders.wiring import cluster_spec, legacy_flags, tf_config_dict, tf_config_json
+from tfk8s_airflow.job.spec import parse_spec
 
 BASE = {"name": "mnist", "image": "tfk8s/trainer:0.1", "namespace": "ml"}
 
 
 def spec(**kw):
-    return TFJobSpec.from_dict({**BASE, **kw})
+    return parse_spec({**BASE, **kw})
 
 
 def test_tfjob_compatible_tf_config():

@@ -13,7 +13,7 @@ import pytest
 
 from tfk8s_airflow.exceptions import SpecError
 from tfk8s_airflow.job.policy import DeploymentPolicy
-from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.spec import TFJobSpec, parse_spec
 
 BASE = {"name": "conf", "image": "tfk8s/trainer:0.1", "ps": 1, "worker": 2}
 UNCONFINED = {"container.apparmor.security.beta.kubernetes.io/tensorflow": "unconfined"}
@@ -21,12 +21,12 @@ UNCONFINED = {"container.apparmor.security.beta.kubernetes.io/tensorflow": "unco
 
 def refused(doc, policy=None) -> dict[str, str]:
     with pytest.raises(SpecError) as err:
-        TFJobSpec.from_dict({**copy.deepcopy(BASE), **copy.deepcopy(doc)}, policy=policy or DeploymentPolicy())
+        parse_spec({**copy.deepcopy(BASE), **copy.deepcopy(doc)}, policy=policy or DeploymentPolicy())
     return {p.field: str(p) for p in err.value.problems}
 
 
 def admitted(doc, policy=None) -> TFJobSpec:
-    return TFJobSpec.from_dict({**copy.deepcopy(BASE), **copy.deepcopy(doc)}, policy=policy or DeploymentPolicy())
+    return parse_spec({**copy.deepcopy(BASE), **copy.deepcopy(doc)}, policy=policy or DeploymentPolicy())
 
 
 @pytest.mark.parametrize(("doc", "fld"), [

@@ -8,9 +8,9 @@ import pytest
 
 from tfk8s_airflow.contract import EVAL_RESULT_MAX_BYTES
 from tfk8s_airflow.exceptions import EvaluationResultError
-from tfk8s_airflow.job.evaluation import evaluation_names, evaluation_pod, printable, read_result
+from tfk8s_airflow.job.builders.evaluation import evaluation_names, evaluation_pod, printable, read_result
 from tfk8s_airflow.job.policy import DeploymentPolicy
-from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.spec import parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 GOOD = {"accuracy": 0.875, "examples": 400, "global_step": 300, "source": "checkpoint:model.ckpt-300",
@@ -39,7 +39,7 @@ def test_a_result_is_taken_only_as_the_evaluator_writes_it():
 
 
 def test_the_evaluation_pod_is_a_read_only_pod_of_the_jobs_kind():
-    spec = TFJobSpec.from_dict({
+    spec = parse_spec({
         "name": "ctr", "image": "registry.example.com/ml/trainer:2.21", "namespace": "ml",
         "node_selector": {"pool": "gpu"}, "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
         "env": {"LOG_LEVEL": "info"}, "service_account": "trainer", "active_deadline": "6h",
@@ -71,7 +71,7 @@ def test_the_evaluation_pod_is_a_read_only_pod_of_the_jobs_kind():
 
 
 def test_the_evaluation_image_is_the_deployments_or_the_one_the_dag_author_names():
-    spec = TFJobSpec.from_dict({"name": "ctr", "image": "form/chosen:1", "worker": 1,
+    spec = parse_spec({"name": "ctr", "image": "form/chosen:1", "worker": 1,
                                 "env": {"PYTHONPATH": "/data/evil"},
                                 "pod_template": {"spec": {"containers": [{"name": "spy", "image": "form/spy:1"}]}}})
     names = evaluation_names(spec, "d", "r", "evaluate")

@@ -11,8 +11,8 @@ import pytest
 from tfk8s_airflow.exceptions import SpecError
 from tfk8s_airflow.job import kueue
 from tfk8s_airflow.job.policy import DeploymentPolicy
-from tfk8s_airflow.job.spec import TFJobSpec
-from tfk8s_airflow.job.tfjob import to_native
+from tfk8s_airflow.job.spec import parse_spec
+from tfk8s_airflow.job.spec.tfjob import to_native
 
 
 def pod(name: str = "j-worker-0", labels=None, gates=("tfk8s.io/gang",)) -> dict:
@@ -86,23 +86,23 @@ def test_admitted_evicted_and_missing():
 
 def test_queue_and_priority_class_in_the_spec():
     base = {"name": "a", "image": "x", "worker": 2}
-    spec = TFJobSpec.from_dict({**base, "queue": "team-a", "priority_class": "high"})
+    spec = parse_spec({**base, "queue": "team-a", "priority_class": "high"})
     assert (spec.queue, spec.priority_class) == ("team-a", "high")
-    assert TFJobSpec.from_dict(base).queue is None
+    assert parse_spec(base).queue is None
     with pytest.raises(SpecError) as exc:
-        TFJobSpec.from_dict({**base, "priority_class": "high"})
+        parse_spec({**base, "priority_class": "high"})
     assert exc.value.fields == ("priority_class",)
     with pytest.raises(SpecError) as exc:
-        TFJobSpec.from_dict({**base, "queue": "Team_A"})
+        parse_spec({**base, "queue": "Team_A"})
     assert exc.value.fields == ("queue",)
 
 
 def test_kueue_labels_written_by_hand_are_refused_naming_queue():
     with pytest.raises(SpecError) as exc:
-        TFJobSpec.from_dict({"name": "a", "image": "x", "worker": 2, "labels": {kueue.QUEUE_LABEL: "q"}})
+        parse_spec({"name": "a", "image": "x", "worker": 2, "labels": {kueue.QUEUE_LABEL: "q"}})
     assert "write queue:" in str(exc.value)
     with pytest.raises(SpecError) as exc:
-        TFJobSpec.from_dict({"name": "a", "image": "x", "worker": 2,
+        parse_spec({"name": "a", "image": "x", "worker": 2,
                              "pod_template": {"metadata": {"labels": {kueue.GROUP_LABEL: "g"}}}})
     assert "write queue:" in str(exc.value)
 
@@ -115,7 +115,7 @@ def test_a_tfjobs_kueue_labels_become_queue_and_priority_class():
                  {"name": "tensorflow", "image": "tf:2"}]}}}}}}
     native = to_native(tfjob).spec
     assert native["queue"] == "team-a" and native["priority_class"] == "high" and native["labels"] == {"team": "x"}
-    assert TFJobSpec.from_dict(tfjob).queue == "team-a"
+    assert parse_spec(tfjob).queue == "team-a"
 
 
 def test_the_deployment_default_queue():
@@ -127,7 +127,7 @@ def test_the_deployment_default_queue():
 
 
 def test_the_waiting_line_of_the_progress_names_the_queue_or_the_foreign_gate():
-    from tfk8s_airflow.job.judge import JobStatus, ReplicaState
+    from tfk8s_airflow.job.run.judge import JobStatus, ReplicaState
     from tfk8s_airflow.job.states import JobState
     from tfk8s_airflow.k8s.watch import Snapshot
     from tfk8s_airflow.triggers.job import waiting_line

@@ -6,9 +6,10 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 
-from tfk8s_airflow.job.objects import JobNames, job_manifests, plan_replicas
-from tfk8s_airflow.job.render import parse_yaml, render_yaml
-from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.builders.manifests import job_manifests
+from tfk8s_airflow.job.builders.objects import JobNames, plan_replicas
+from tfk8s_airflow.job.builders.render import parse_yaml, render_yaml
+from tfk8s_airflow.job.spec import parse_spec, parse_spec_file
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
@@ -18,7 +19,7 @@ SHARDS = {"worker-0": ["/data/part-0", "/data/part-2"], "worker-1": ["/data/part
 
 
 def load(path):
-    return TFJobSpec.from_file(path)
+    return parse_spec_file(path)
 
 
 def names_for(spec):
@@ -30,7 +31,7 @@ def by_kind(objs, kind):
 
 
 def test_pod_contract_fields():
-    spec = TFJobSpec.from_dict({"name": "mnist", "image": "tfk8s/trainer:0.1", "ps": 1, "worker": 2})
+    spec = parse_spec({"name": "mnist", "image": "tfk8s/trainer:0.1", "ps": 1, "worker": 2})
     names = names_for(spec)
     objs = job_manifests(spec, names, SHARDS)
     pods = by_kind(objs, "Pod")
@@ -121,14 +122,14 @@ def test_golden_yaml(example):
 
 
 def test_replica_plan_is_the_single_source():
-    spec = TFJobSpec.from_dict({"name": "x", "image": "i:1", "chief": 1, "ps": 1, "worker": 3, "evaluator": 1})
+    spec = parse_spec({"name": "x", "image": "i:1", "chief": 1, "ps": 1, "worker": 3, "evaluator": 1})
     plan = plan_replicas(spec, names_for(spec))
     assert [(r.role, r.index) for r in plan] == spec.replica_ids()
     assert len({r.pod_name for r in plan}) == len(plan)
 
 
 def test_kubernetes_form_resources_render_requests_below_limits():
-    spec = TFJobSpec.from_dict({"name": "burst", "image": "i:1", "ps": {"replicas": 1, "resources": {"cpu": 1}},
+    spec = parse_spec({"name": "burst", "image": "i:1", "ps": {"replicas": 1, "resources": {"cpu": 1}},
                                 "worker": {"replicas": 1, "resources": {"requests": {"cpu": "500m", "memory": "1Gi"},
                                                                         "limits": {"cpu": "2"}}}})
     names = names_for(spec)
@@ -164,8 +165,8 @@ def test_env_from_secrets_renders_references_never_values():
     ({"uri": "https://h/a.tgz", "entrypoint": "go", "mount_path": "/code/"}, ["sh", "/code/go"]),
 ])
 def test_code_entrypoints_run_with_python3_or_sh(code, command):
-    spec = TFJobSpec.from_dict({"name": "c", "image": "i:1", "worker": 1, "code": code})
+    spec = parse_spec({"name": "c", "image": "i:1", "worker": 1, "code": code})
     pod = by_kind(job_manifests(spec, names_for(spec)), "Pod")[0]
     assert pod["spec"]["containers"][0]["command"] == command
-    own = TFJobSpec.from_dict({"name": "c", "image": "i:1", "worker": 1, "code": code, "command": ["bash", "x"]})
+    own = parse_spec({"name": "c", "image": "i:1", "worker": 1, "code": code, "command": ["bash", "x"]})
     assert by_kind(job_manifests(own, names_for(own)), "Pod")[0]["spec"]["containers"][0]["command"] == ["bash", "x"]

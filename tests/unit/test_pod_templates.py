@@ -15,8 +15,9 @@ import os
 import pytest
 
 from tfk8s_airflow.exceptions import PermanentKubernetesApiError, SpecError
-from tfk8s_airflow.job.objects import JobNames, job_manifests
-from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.builders.manifests import job_manifests
+from tfk8s_airflow.job.builders.objects import JobNames
+from tfk8s_airflow.job.spec import parse_spec
 from tfk8s_airflow.k8s.recovery import (
     CONFIGMAP_MAX_BYTES,
     LEGACY_TEMPLATES_KEY,
@@ -31,7 +32,7 @@ from tfk8s_airflow.k8s.recovery import (
 def pods_of(replicas: int, **spec) -> list[dict]:
     doc = {"name": "bench", "namespace": "bench-221f261b", "image": "tfk8s/trainer:0.1", "ps": 1,
            "worker": replicas - 1, **spec}
-    s = TFJobSpec.from_dict(doc)
+    s = parse_spec(doc)
     names = JobNames.for_run(s, "manual__2026-12-01T15:12:00.502648+00:00", "train", "tfk8s_t_from_conf")
     return [o for o in job_manifests(s, names) if o["kind"] == "Pod"]
 

@@ -6,11 +6,12 @@ import copy
 import pytest
 
 from tfk8s_airflow.exceptions import SpecError
-from tfk8s_airflow.job import podtemplate as pt
-from tfk8s_airflow.job.objects import JobNames, job_manifests
+from tfk8s_airflow.job.builders.manifests import job_manifests
+from tfk8s_airflow.job.builders.objects import JobNames
+from tfk8s_airflow.job.builders.render import parse_yaml, render_yaml
 from tfk8s_airflow.job.policy import DeploymentPolicy
-from tfk8s_airflow.job.render import parse_yaml, render_yaml
-from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.spec import parse_spec
+from tfk8s_airflow.job.spec import podtemplate as pt
 
 BASE = {"name": "tpl", "image": "tfk8s/trainer:0.1", "ps": 1, "worker": 2}
 SIDECAR = {"name": "shipper", "image": "busybox:1.36", "args": ["tail", "-F", "/scratch/log"],
@@ -39,7 +40,7 @@ POLICY = DeploymentPolicy(allowed_secrets=("db", "registry-creds"))
 
 
 def spec(**extra):
-    return TFJobSpec.from_dict({**copy.deepcopy(BASE), **copy.deepcopy(extra)})
+    return parse_spec({**copy.deepcopy(BASE), **copy.deepcopy(extra)})
 
 
 def pods(s, policy=None):
@@ -48,7 +49,7 @@ def pods(s, policy=None):
 
 def refused(doc, policy=None) -> dict[str, str]:
     with pytest.raises(SpecError) as err:
-        TFJobSpec.from_dict({**copy.deepcopy(BASE), **copy.deepcopy(doc)}, policy=policy)
+        parse_spec({**copy.deepcopy(BASE), **copy.deepcopy(doc)}, policy=policy)
     return {p.field: str(p) for p in err.value.problems}
 
 
@@ -94,7 +95,7 @@ def test_a_roles_template_is_merged_over_the_jobs_and_round_trips():
     assert worker["spec"]["priorityClassName"] == "high"
     assert worker["spec"]["containers"][0]["env"] == [{"name": "X", "value": "role"}, {"name": "Y", "value": "y"}]
     assert pt.thaw(s.roles["ps"].pod_template)["spec"]["priorityClassName"] == "low"
-    assert TFJobSpec.from_dict(s.to_dict()) == s
+    assert parse_spec(s.to_dict()) == s
     assert pt.merge_templates(s.pod_template, s.roles["worker"].pod_template) == s.roles["worker"].pod_template
 
 
@@ -293,7 +294,7 @@ def test_image_pull_secrets_have_their_own_setting_allowed_by_default():
     """The kubelet reads an image pull secret to pull; no container can read it, so allowed_secrets does not
     bound it. A deployment may still bound it (allowed_image_pull_secrets)."""
     pull = {"pod_template": {"spec": {"imagePullSecrets": [{"name": "registry-creds"}]}}}
-    spec = TFJobSpec.from_dict({**BASE, **pull}, policy=DeploymentPolicy())  # allowed_secrets: none
+    spec = parse_spec({**BASE, **pull}, policy=DeploymentPolicy())  # allowed_secrets: none
     pods = [o for o in job_manifests(spec, JobNames.for_run(spec, "r1")) if o["kind"] == "Pod"]
     assert pods and all(p["spec"]["imagePullSecrets"] == [{"name": "registry-creds"}] for p in pods)
     narrow = DeploymentPolicy(allowed_image_pull_secrets=("other",), allowed_secrets=("registry-creds",))
@@ -311,7 +312,7 @@ def test_what_the_policy_allows_it_admits():
     for pod_spec, _path in BYPASSES:
         if "/etc" in str(pod_spec):
             continue
-        TFJobSpec.from_dict({**BASE, "pod_template": {"spec": pod_spec}}, policy=policy)
+        parse_spec({**BASE, "pod_template": {"spec": pod_spec}}, policy=policy)
 
 
 @pytest.mark.parametrize("sc, path", [

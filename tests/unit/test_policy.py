@@ -5,11 +5,12 @@ import kubernetes_validate
 import pytest
 
 from tfk8s_airflow.exceptions import SpecError
-from tfk8s_airflow.job.objects import JobNames, job_manifests, plan_replicas
+from tfk8s_airflow.job.builders.manifests import job_manifests
+from tfk8s_airflow.job.builders.objects import JobNames, plan_replicas
+from tfk8s_airflow.job.builders.render import parse_yaml, render_yaml
 from tfk8s_airflow.job.policy import DEFAULT_GLUSTER_MOUNT, DeploymentPolicy
-from tfk8s_airflow.job.render import parse_yaml, render_yaml
-from tfk8s_airflow.job.resolve import resolve_spec
-from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.run.resolve import resolve_spec
+from tfk8s_airflow.job.spec import parse_spec
 
 MINIMAL = {"name": "job", "image": "tfk8s/trainer:0.1", "worker": 1}
 DEFAULT = DeploymentPolicy()
@@ -17,7 +18,7 @@ DEFAULT = DeploymentPolicy()
 
 def refusals(doc, policy=DEFAULT):
     with pytest.raises(SpecError) as info:
-        TFJobSpec.from_dict({**MINIMAL, **doc}, policy=policy)
+        parse_spec({**MINIMAL, **doc}, policy=policy)
     return {p.field: str(p) for p in info.value.problems}
 
 
@@ -74,7 +75,7 @@ def test_a_symbolic_link_out_of_the_allowed_paths_is_refused(tmp_path):
     (root / "data").mkdir(parents=True)
     (root / "escape").symlink_to("/etc")
     policy = DeploymentPolicy(allowed_host_paths=(str(root),))
-    ok = TFJobSpec.from_dict({**MINIMAL, "volumes": [{"name": "d", "mount_path": "/d", "host_path": f"{root}/data"}]},
+    ok = parse_spec({**MINIMAL, "volumes": [{"name": "d", "mount_path": "/d", "host_path": f"{root}/data"}]},
                              policy=policy)
     assert ok.volumes[0].host_path == f"{root}/data"
     got = refusals({"volumes": [{"name": "d", "mount_path": "/d", "host_path": f"{root}/escape/ssl"}]}, policy)
@@ -86,13 +87,13 @@ def test_service_accounts_and_their_token():
     assert "tf-trainer is not among the allowed ServiceAccounts (none" in got["service_account"]
     assert "[tfk8s] allowed_service_accounts" in got["service_account"]
     assert "[tfk8s] allow_service_account_token" in got["automount_service_account_token"]
-    TFJobSpec.from_dict({**MINIMAL, "service_account": "default"}, policy=DEFAULT)
+    parse_spec({**MINIMAL, "service_account": "default"}, policy=DEFAULT)
     policy = DeploymentPolicy(allowed_service_accounts=("tf-trainer",), allow_service_account_token=True)
-    spec = TFJobSpec.from_dict({**MINIMAL, "service_account": "tf-trainer", "automount_service_account_token": True},
+    spec = parse_spec({**MINIMAL, "service_account": "tf-trainer", "automount_service_account_token": True},
                                policy=policy)
     assert all(r.automount_service_account_token for r in plan_replicas(spec, JobNames.for_run(spec), policy=policy))
     assert not any(r.automount_service_account_token for r in plan_replicas(spec, JobNames.for_run(spec)))
-    assert TFJobSpec.from_dict({**MINIMAL, "service_account": "x"}, policy=DeploymentPolicy(
+    assert parse_spec({**MINIMAL, "service_account": "x"}, policy=DeploymentPolicy(
         allowed_service_accounts=("*",))).service_account == "x"
 
 
@@ -109,7 +110,7 @@ def test_secrets_are_bounded_wherever_the_spec_reads_them():
     assert "[tfk8s] allowed_secrets" in got["volumes[0].secret"]
     partly = DeploymentPolicy(allowed_secrets=("db", "shared", "creds", "other"))
     assert set(refusals(doc, partly)) == {"worker.env_from[0].secret_ref"}
-    TFJobSpec.from_dict({**MINIMAL, **doc}, policy=DeploymentPolicy(allowed_secrets=("*",)))
+    parse_spec({**MINIMAL, **doc}, policy=DeploymentPolicy(allowed_secrets=("*",)))
 
 
 @pytest.mark.parametrize("policy,pod,container", [
@@ -120,7 +121,7 @@ def test_secrets_are_bounded_wherever_the_spec_reads_them():
     (DeploymentPolicy(restricted_security_context=False), None, None),
 ])
 def test_every_pod_and_container_gets_the_policy_security_context(policy, pod, container):
-    spec = TFJobSpec.from_dict({**MINIMAL, "ps": 1, "code": {"uri": "https://h/a.tgz", "sha256": "a" * 64}})
+    spec = parse_spec({**MINIMAL, "ps": 1, "code": {"uri": "https://h/a.tgz", "sha256": "a" * 64}})
     names = JobNames.for_run(spec, "r")
     objs = job_manifests(spec, names, policy=policy)
     for p in (o for o in objs if o["kind"] == "Pod"):

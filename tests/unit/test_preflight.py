@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tfk8s_airflow.exceptions import RecordError, SpecError
-from tfk8s_airflow.job.objects import JobNames, plan_replicas, pod_manifest
+from tfk8s_airflow.job.builders.objects import JobNames, plan_replicas, pod_manifest
 from tfk8s_airflow.job.policy import DeploymentPolicy
-from tfk8s_airflow.job.preflight import (
+from tfk8s_airflow.job.policy.preflight import (
     ENFORCE,
     NEVER,
     OFF,
@@ -32,7 +32,7 @@ from tfk8s_airflow.job.preflight import (
     pod_requests,
     preflight_applies,
 )
-from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.spec import parse_spec
 
 READY = [{"type": "Ready", "status": "True"}]
 
@@ -54,7 +54,7 @@ def nodes(*objs):
 
 def job_pods(doc):
     """The job's pods exactly as setup builds them."""
-    spec = TFJobSpec.from_dict({"name": "pf", "image": "tfk8s/trainer:0.1", **doc})
+    spec = parse_spec({"name": "pf", "image": "tfk8s/trainer:0.1", **doc})
     names = JobNames.for_run(spec, "manual__1", dag_id="d")
     return [pod_demand(pod_manifest(spec, names, r, gated=True))
             for r in plan_replicas(spec, names, None, DeploymentPolicy())]

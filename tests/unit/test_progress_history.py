@@ -11,16 +11,16 @@ import concurrent.futures
 import io
 import json
 
-from tfk8s_airflow.job.judge import JobPolicy, JobStatus, ReplicaState
-from tfk8s_airflow.job.objects import JobNames, plan_replicas
-from tfk8s_airflow.job.records import JobProgress
-from tfk8s_airflow.job.resolve import job_record
-from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.builders.objects import JobNames, plan_replicas
+from tfk8s_airflow.job.run.judge import JobPolicy, JobStatus, ReplicaState
+from tfk8s_airflow.job.run.records import JobProgress
+from tfk8s_airflow.job.run.resolve import job_record
+from tfk8s_airflow.job.spec import parse_spec
 from tfk8s_airflow.job.states import JobState
 from tfk8s_airflow.k8s.watch import HISTORY, BoundedLog, JobWatch, WatchKey
 from tfk8s_airflow.pod import runtime
 
-SPEC = TFJobSpec.from_dict({"name": "hist", "image": "i:1", "ps": 1, "worker": 2})
+SPEC = parse_spec({"name": "hist", "image": "i:1", "ps": 1, "worker": 2})
 TARGET = 1_000_000
 
 

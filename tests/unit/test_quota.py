@@ -1,8 +1,8 @@
 """Quota pre-flight arithmetic against ResourceQuota status as the API returns it."""
-from tfk8s_airflow.job import quota
-from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.builders import quota
+from tfk8s_airflow.job.spec import parse_spec
 
-SPEC = TFJobSpec.from_dict({"name": "j", "image": "i:1",
+SPEC = parse_spec({"name": "j", "image": "i:1",
                             "ps": {"replicas": 1, "resources": {"cpu": "1", "memory": "1Gi"}},
                             "worker": {"replicas": 4, "resources": {"cpu": "2", "memory": "2Gi", "nvidia.com/gpu": 1}}})
 
@@ -26,12 +26,12 @@ def test_fits_and_exceeds_with_numbers():
 
 
 def test_quota_on_cpu_requires_requests():
-    bare = TFJobSpec.from_dict({"name": "j", "image": "i:1", "worker": 1})
+    bare = parse_spec({"name": "j", "image": "i:1", "worker": 1})
     assert "must request cpu" in quota.check(bare, [rq({"requests.cpu": "4"})])[0]
 
 
 def test_requests_count_for_requests_and_limits_for_limits():
-    spec = TFJobSpec.from_dict({"name": "j", "image": "i:1", "worker": {"replicas": 4, "resources": {
+    spec = parse_spec({"name": "j", "image": "i:1", "worker": {"replicas": 4, "resources": {
         "requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}}}})
     need = quota.job_requests(spec)
     assert need["requests.cpu"] == need["cpu"] == 2 and need["limits.cpu"] == 8
@@ -42,7 +42,7 @@ def test_requests_count_for_requests_and_limits_for_limits():
 
 
 def test_a_limits_quota_needs_every_role_to_set_a_limit():
-    spec = TFJobSpec.from_dict({"name": "j", "image": "i:1", "ps": {"replicas": 1, "resources": {"cpu": 1}},
+    spec = parse_spec({"name": "j", "image": "i:1", "ps": {"replicas": 1, "resources": {"cpu": 1}},
                                 "worker": {"replicas": 2, "resources": {"requests": {"cpu": "1"}}}})
     problems = quota.check(spec, [rq({"limits.cpu": "10", "requests.cpu": "10"})])
     assert len(problems) == 1 and "must set a cpu limit" in problems[0] and "worker" in problems[0]

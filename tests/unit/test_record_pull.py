@@ -11,8 +11,8 @@ import asyncio
 import pytest
 
 from tfk8s_airflow.exceptions import RecordError
-from tfk8s_airflow.job.judge import JobPolicy
-from tfk8s_airflow.job.records import JOB_ID_KEY, JobRecord, ReplicaRef
+from tfk8s_airflow.job.run.judge import JobPolicy
+from tfk8s_airflow.job.run.records import JOB_ID_KEY, JobRecord, ReplicaRef
 from tfk8s_airflow.triggers import record_pull
 
 NO_POLICY = JobPolicy(replicas={}, tracked={}, restart_policy={}, success=(), max_restarts=0, schedule_timeout=60.0,

@@ -4,9 +4,9 @@ import json
 import pytest
 
 from tfk8s_airflow.exceptions import RecordError
-from tfk8s_airflow.job.judge import JobPolicy, evaluate
-from tfk8s_airflow.job.objects import JobNames, plan_replicas
-from tfk8s_airflow.job.records import (
+from tfk8s_airflow.job.builders.objects import JobNames, plan_replicas
+from tfk8s_airflow.job.run.judge import JobPolicy, evaluate
+from tfk8s_airflow.job.run.records import (
     RECORD_VERSION,
     JobProgress,
     JobRecord,
@@ -14,11 +14,11 @@ from tfk8s_airflow.job.records import (
     ReplicaResult,
     TriggerOutcome,
 )
-from tfk8s_airflow.job.resolve import job_record
-from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.run.resolve import job_record
+from tfk8s_airflow.job.spec import parse_spec
 from tfk8s_airflow.job.states import EndState, JobState
 
-SPEC = TFJobSpec.from_dict({"name": "rec", "image": "i:1", "chief": 1, "ps": 2, "worker": 3,
+SPEC = parse_spec({"name": "rec", "image": "i:1", "chief": 1, "ps": 2, "worker": 3,
                             "env": {"API_TOKEN": "s3cret"},
                             "volumes": [{"name": "logs", "mount_path": "/logs", "host_path": "/mnt/v/logs"}]})
 
@@ -45,7 +45,7 @@ def test_job_record_round_trips_and_holds_the_plan_in_map_index_order():
 
 
 def test_the_clean_pod_policy_travels_to_teardown_and_older_records_read_as_all():
-    spec = TFJobSpec.from_dict({**SPEC.to_dict(), "clean_pod_policy": "None", "finished_pod_ttl": "3s"})
+    spec = parse_spec({**SPEC.to_dict(), "clean_pod_policy": "None", "finished_pod_ttl": "3s"})
     names = JobNames.for_run(spec, "manual__1", "train", "dag")
     rec = job_record(spec, names, plan_replicas(spec, names), policy=JobPolicy.from_spec(spec, 600),
                      has_shards=False, kubernetes_conn_id="k8s", poll_interval=2.0, created_at=1.5)

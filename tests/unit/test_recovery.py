@@ -1,9 +1,9 @@
 """The recovery planner: which failures restart the group, replace a replica, or end the job."""
 import dataclasses
 
-from tfk8s_airflow.job.judge import JobStatus, ReplicaState
-from tfk8s_airflow.job.records import Attempt
-from tfk8s_airflow.job.recovery import FAIL, NONE, REPLACE, RESTART_GROUP, Progress, RecoveryPolicy, decide
+from tfk8s_airflow.job.run.judge import JobStatus, ReplicaState
+from tfk8s_airflow.job.run.records import Attempt
+from tfk8s_airflow.job.run.recovery import FAIL, NONE, REPLACE, RESTART_GROUP, Progress, RecoveryPolicy, decide
 from tfk8s_airflow.job.states import JobState
 
 ROLES = {"ps-0": "ps", "worker-0": "worker", "worker-1": "worker"}
@@ -90,8 +90,8 @@ def test_no_progress_for_the_timeout_is_a_stall():
 
 # ------------------------------------------------------------------------------ ExitCode, as TFJob does it
 def _exit_code_job():
-    from tfk8s_airflow.job.spec import TFJobSpec
-    return TFJobSpec.from_dict({"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": "ec"},
+    from tfk8s_airflow.job.spec import parse_spec
+    return parse_spec({"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": "ec"},
                                 "spec": {"runPolicy": {"backoffLimit": 2}, "tfReplicaSpecs": {
                                     "PS": {"template": {"spec": {"containers": [
                                         {"name": "tensorflow", "image": "tf:1"}]}}},
@@ -101,8 +101,9 @@ def _exit_code_job():
 
 def _judged(spec, exit_codes):
     """The job's rendered pods, Running, with the workers in exit_codes ended Failed with that code."""
-    from tfk8s_airflow.job.judge import JobPolicy, evaluate
-    from tfk8s_airflow.job.objects import JobNames, job_manifests
+    from tfk8s_airflow.job.builders.manifests import job_manifests
+    from tfk8s_airflow.job.builders.objects import JobNames
+    from tfk8s_airflow.job.run.judge import JobPolicy, evaluate
 
     pods = [o for o in job_manifests(spec, JobNames.for_run(spec, "r1")) if o["kind"] == "Pod"]
     for pod in pods:
@@ -116,7 +117,8 @@ def _judged(spec, exit_codes):
 
 
 def test_exit_code_pods_are_never_restarted_in_place():
-    from tfk8s_airflow.job.objects import JobNames, job_manifests
+    from tfk8s_airflow.job.builders.manifests import job_manifests
+    from tfk8s_airflow.job.builders.objects import JobNames
 
     spec = _exit_code_job()
     policies = {(o["metadata"]["labels"]["tfk8s.io/role"], o["spec"]["restartPolicy"])

@@ -19,17 +19,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tfk8s_airflow.job.judge import JobPolicy
-from tfk8s_airflow.job.objects import JobNames, plan_replicas
-from tfk8s_airflow.job.resolve import job_record
-from tfk8s_airflow.job.spec import TFJobSpec
-from tfk8s_airflow.job.verdict import (
+from tfk8s_airflow.job.builders.objects import JobNames, plan_replicas
+from tfk8s_airflow.job.run.judge import JobPolicy
+from tfk8s_airflow.job.run.resolve import job_record
+from tfk8s_airflow.job.run.verdict import (
     VERDICT_ANNOTATION,
     VERDICT_REASON_MAX,
     read_verdict,
     summary_verdict,
     verdict_body,
 )
+from tfk8s_airflow.job.spec import parse_spec
 from tfk8s_airflow.k8s import logstream
 from tfk8s_airflow.k8s.logstream import LogFollower
 from tfk8s_airflow.operators.teardown import replicas_not_ended
@@ -61,7 +61,7 @@ def test_a_hostile_verdict_annotation_never_raises(raw):
 
 
 def test_teardown_waits_only_for_the_replica_tasks_that_have_not_ended():
-    spec = TFJobSpec.from_dict({"name": "w", "image": "i:1", "ps": 1, "worker": 2})
+    spec = parse_spec({"name": "w", "image": "i:1", "ps": 1, "worker": 2})
     names = JobNames.for_run(spec, "manual__1", "train", "dag")
     record = job_record(spec, names, plan_replicas(spec, names), policy=JobPolicy.from_spec(spec), has_shards=False,
                         kubernetes_conn_id="kubernetes_default", poll_interval=1.0)

@@ -59,7 +59,7 @@ def test_bad_inputs():
 
 
 def test_assignments_are_lists_of_paths_that_fit_a_configmap():
-    from tfk8s_airflow.job.shardmap import MAX_CONFIGMAP_BYTES, normalize_shards, shards_json
+    from tfk8s_airflow.job.builders.shardmap import MAX_CONFIGMAP_BYTES, normalize_shards, shards_json
 
     assert normalize_shards({"shards": {"worker-0": ["a"]}, "files": 1}) == {"worker-0": ["a"]}
     assert normalize_shards({}) is None and normalize_shards(None) is None

@@ -5,7 +5,15 @@ import math
 import pytest
 
 from tfk8s_airflow.exceptions import SpecError
-from tfk8s_airflow.job.spec import EmptyDir, EnvFrom, Resources, TFJobSpec, ValueFrom, apply_overrides
+from tfk8s_airflow.job.spec import (
+    EmptyDir,
+    EnvFrom,
+    Resources,
+    ValueFrom,
+    apply_overrides,
+    parse_spec,
+    parse_spec_file,
+)
 
 MINIMAL = {"name": "mnist", "image": "tfk8s/trainer:0.1", "ps": {"replicas": 1}, "worker": {"replicas": 2}}
 
@@ -31,7 +39,7 @@ FULL = {
 
 
 def test_minimal_spec_defaults():
-    s = TFJobSpec.from_dict(MINIMAL)
+    s = parse_spec(MINIMAL)
     assert (s.namespace, s.port, s.tf_wiring, s.success_policy) == ("default", 2222, "tf_config", "default")
     assert s.replica_ids() == [("ps", 0), ("worker", 0), ("worker", 1)]
     assert s.roles["ps"].restart_policy == "Never" and not s.roles["ps"].tracked
@@ -43,21 +51,21 @@ def test_minimal_spec_defaults():
 
 @pytest.mark.parametrize("value, ttl, kept", [("None", "5s", 5), ("Running", 0, 0), ("All", "2m", 120)])
 def test_clean_pod_policy_and_finished_pod_ttl_parse_and_round_trip(value, ttl, kept):
-    s = TFJobSpec.from_dict({**MINIMAL, "clean_pod_policy": value, "finished_pod_ttl": ttl})
+    s = parse_spec({**MINIMAL, "clean_pod_policy": value, "finished_pod_ttl": ttl})
     assert (s.clean_pod_policy, s.finished_pod_ttl) == (value, kept)
-    assert TFJobSpec.from_dict(s.to_dict()) == s
+    assert parse_spec(s.to_dict()) == s
 
 
 def test_a_bad_clean_pod_policy_or_ttl_names_the_field_and_the_fix():
     with pytest.raises(SpecError) as err:
-        TFJobSpec.from_dict({**MINIMAL, "clean_pod_policy": "Finished", "finished_pod_ttl": "soon"})
+        parse_spec({**MINIMAL, "clean_pod_policy": "Finished", "finished_pod_ttl": "soon"})
     got = {p.field: p.fix for p in err.value.problems}
     assert got["clean_pod_policy"] == "write clean_pod_policy: All"
     assert "duration" in got["finished_pod_ttl"]
 
 
 def test_full_spec_parses_merges_and_round_trips():
-    s = TFJobSpec.from_dict(FULL)
+    s = parse_spec(FULL)
     assert s.schedule_timeout == 300 and s.active_deadline == 7200
     w = s.roles["worker"]
     assert dict(w.env) == {"LOG_LEVEL": "info", "EXTRA": "1"}
@@ -66,16 +74,16 @@ def test_full_spec_parses_merges_and_round_trips():
     assert s.roles["evaluator"].image.endswith("a" * 64)
     assert s.success_replicas() == [("chief", 0), ("worker", 0), ("worker", 1), ("worker", 2),
                                     ("worker", 3), ("evaluator", 0)]
-    assert TFJobSpec.from_dict(s.to_dict()) == s
+    assert parse_spec(s.to_dict()) == s
     with pytest.raises(dataclasses.FrozenInstanceError):
         s.name = "other"  # frozen
 
 
 def test_resources_short_form_and_kubernetes_form():
-    short = TFJobSpec.from_dict({**MINIMAL, "resources": {"cpu": "2", "memory": "4Gi"}})
+    short = parse_spec({**MINIMAL, "resources": {"cpu": "2", "memory": "4Gi"}})
     assert short.resources == Resources({"cpu": "2", "memory": "4Gi"}, {"cpu": "2", "memory": "4Gi"})
     assert short.to_dict()["resources"] == {"cpu": "2", "memory": "4Gi"}
-    long = TFJobSpec.from_dict({**MINIMAL, "worker": {"replicas": 2, "resources": {
+    long = parse_spec({**MINIMAL, "worker": {"replicas": 2, "resources": {
         "requests": {"cpu": "500m", "memory": "1Gi", "nvidia.com/gpu": 1},
         "limits": {"cpu": 2, "nvidia.com/gpu": 1, "ephemeral-storage": "10Gi"}}}})
     res = long.roles["worker"].resources
@@ -83,14 +91,14 @@ def test_resources_short_form_and_kubernetes_form():
                                   "ephemeral-storage": "10Gi"}  # a limit alone is also the request
     assert dict(res.limits) == {"cpu": "2", "nvidia.com/gpu": "1", "ephemeral-storage": "10Gi"}
     assert res.to_kubernetes() == {"requests": dict(res.requests), "limits": dict(res.limits)}
-    assert TFJobSpec.from_dict(long.to_dict()) == long
-    only_requests = TFJobSpec.from_dict({**MINIMAL, "resources": {"requests": {"cpu": 1}}})
+    assert parse_spec(long.to_dict()) == long
+    only_requests = parse_spec({**MINIMAL, "resources": {"requests": {"cpu": 1}}})
     assert only_requests.resources.to_kubernetes() == {"requests": {"cpu": "1"}}
-    assert TFJobSpec.from_dict(only_requests.to_dict()) == only_requests
+    assert parse_spec(only_requests.to_dict()) == only_requests
 
 
 def test_env_values_from_secrets_config_maps_and_the_pod():
-    s = TFJobSpec.from_dict({**MINIMAL, "env": {
+    s = parse_spec({**MINIMAL, "env": {
         "PLAIN": "x", "ON": True,
         "DB_PASSWORD": {"value_from": {"secret_key_ref": {"name": "db", "key": "password"}}},
         "FEATURES": {"value_from": {"config_map_key_ref": {"name": "cfg", "key": "f.json", "optional": True}}},
@@ -108,18 +116,18 @@ def test_env_values_from_secrets_config_maps_and_the_pod():
     assert w.env_from == (EnvFrom("secret_ref", "db", "DB_"), EnvFrom("config_map_ref", "cfg", optional=True),
                           EnvFrom("config_map_ref", "extra"))
     assert s.roles["ps"].env_from == s.env_from
-    assert TFJobSpec.from_dict(s.to_dict()) == s
+    assert parse_spec(s.to_dict()) == s
 
 
 def test_secret_config_map_and_empty_dir_volumes():
-    s = TFJobSpec.from_dict({**MINIMAL, "volumes": [
+    s = parse_spec({**MINIMAL, "volumes": [
         {"name": "creds", "mount_path": "/etc/creds", "secret": "creds", "read_only": True},
         {"name": "cfg", "mount_path": "/etc/cfg", "config_map": "trainer-config"},
         {"name": "tmp", "mount_path": "/tmp/x", "empty_dir": True},
         {"name": "shm", "mount_path": "/dev/shm", "empty_dir": {"medium": "Memory", "size_limit": "2Gi"}}]})
     assert [vol.kind for vol in s.volumes] == ["secret", "config_map", "empty_dir", "empty_dir"]
     assert s.volumes[3].empty_dir == EmptyDir("Memory", "2Gi")
-    assert TFJobSpec.from_dict(s.to_dict()) == s
+    assert parse_spec(s.to_dict()) == s
 
 
 SECRET = "hunter2-do-not-print"
@@ -137,13 +145,13 @@ SECRET = "hunter2-do-not-print"
 ])
 def test_env_errors_never_print_the_value(env):
     with pytest.raises(SpecError) as info:
-        TFJobSpec.from_dict({**MINIMAL, "env": env})
+        parse_spec({**MINIMAL, "env": env})
     assert SECRET not in str(info.value)
     assert all(p.field.startswith("env") and p.fix for p in info.value.problems)
 
 
 def test_tf2_layout_untracked_workers():
-    s = TFJobSpec.from_dict({**MINIMAL, "chief": 1, "worker": {"replicas": 2, "tracked": False}})
+    s = parse_spec({**MINIMAL, "chief": 1, "worker": {"replicas": 2, "tracked": False}})
     assert s.success_replicas() == [("chief", 0)]
 
 
@@ -154,19 +162,19 @@ def test_overrides_apply_yaml_values():
 
 
 def test_role_given_as_an_integer():
-    assert TFJobSpec.from_dict({**MINIMAL, "worker": 3}).replicas("worker") == 3
+    assert parse_spec({**MINIMAL, "worker": 3}).replicas("worker") == 3
 
 
 def test_max_replicas_is_configurable():
     big = {**MINIMAL, "worker": {"replicas": 600}}
     with pytest.raises(SpecError, match="600 replicas|601 replicas"):
-        TFJobSpec.from_dict(big)
-    assert TFJobSpec.from_dict(big, max_replicas=1000).total_replicas == 601
+        parse_spec(big)
+    assert parse_spec(big, max_replicas=1000).total_replicas == 601
 
 
 def test_all_problems_reported_at_once():
     with pytest.raises(SpecError) as info:
-        TFJobSpec.from_dict({"name": "Bad_Name", "image": "x y", "workers": 2, "port": 0})
+        parse_spec({"name": "Bad_Name", "image": "x y", "workers": 2, "port": 0})
     assert set(info.value.fields) >= {"name", "image", "workers", "port", "worker"}
 
 
@@ -318,7 +326,7 @@ BAD = [
 def test_bad_spec_catalogue(mutation, field, text):
     data = {k: val for k, val in {**MINIMAL, **mutation}.items() if val is not None}
     with pytest.raises(SpecError) as info:
-        TFJobSpec.from_dict(data)
+        parse_spec(data)
     matching = [p for p in info.value.problems if p.field == field]
     assert matching, f"no problem for {field}: {info.value}"
     assert any(text in str(p) for p in matching), str(info.value)
@@ -327,13 +335,13 @@ def test_bad_spec_catalogue(mutation, field, text):
 
 def test_spec_must_be_a_mapping():
     with pytest.raises(SpecError, match="must be a mapping"):
-        TFJobSpec.from_dict(["not", "a", "dict"])
+        parse_spec(["not", "a", "dict"])
 
 
 def test_from_file_errors_name_the_file(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: [unclosed\n")
     with pytest.raises(SpecError, match="bad.yaml"):
-        TFJobSpec.from_file(bad)
+        parse_spec_file(bad)
     with pytest.raises(SpecError, match="cannot read"):
-        TFJobSpec.from_file(tmp_path / "missing.yaml")
+        parse_spec_file(tmp_path / "missing.yaml")

@@ -1,8 +1,8 @@
 """The job judge: every success and failure rule, from pod JSON as the API returns it."""
 from datetime import UTC
 
-from tfk8s_airflow.job.judge import JobPolicy, evaluate
-from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.run.judge import JobPolicy, evaluate
+from tfk8s_airflow.job.spec import parse_spec
 from tfk8s_airflow.job.states import JobState
 
 T0 = 1_800_000_000.0
@@ -41,7 +41,7 @@ def policy(straggler_timeout=None, **kw):
     base = {"name": "j", "image": "i:1", "ps": 1, "worker": 2, "schedule_timeout": 60,
             "startup_timeout": 120, "max_restarts": 2}
     base.update(kw)
-    return dataclasses.replace(JobPolicy.from_spec(TFJobSpec.from_dict(base)), straggler_timeout=straggler_timeout)
+    return dataclasses.replace(JobPolicy.from_spec(parse_spec(base)), straggler_timeout=straggler_timeout)
 
 
 def test_default_policy_worker0_success_while_ps_runs():
@@ -210,7 +210,7 @@ def test_deadline_names_what_the_success_policy_waited_for_and_nodes_are_reporte
 
 # ----------------------------------------------------------------------------- replica outcomes
 def outcome(pods, key, tracked, **kw):
-    from tfk8s_airflow.job.judge import replica_outcome
+    from tfk8s_airflow.job.run.judge import replica_outcome
     return replica_outcome(evaluate(pods, policy(**kw), T0 + 30, T0), key, tracked)
 
 
@@ -244,7 +244,7 @@ def test_untracked_replica_outcomes():
     out = outcome(waiting, "ps-0", False)
     assert out.state == "skipped" and "had not started when the job failed" in out.reason
     missing = [pod("ps", 0), pod("worker", 0)]
-    from tfk8s_airflow.job.judge import replica_outcome
+    from tfk8s_airflow.job.run.judge import replica_outcome
     st = evaluate(missing, policy(), T0 + 1, T0)
     assert replica_outcome(st, "worker-1", True).state == "failed"
     assert replica_outcome(st, "worker-0", True).state == "skipped"
@@ -348,7 +348,7 @@ def test_a_pod_held_by_another_controllers_gate_waits_for_admission_not_for_star
 def test_every_replica_whose_fetch_failed_says_the_fetchers_message_in_its_own_outcome():
     """A bad code URI fails every fetcher; the job fails by one of them, and each other replica's
     task (its own log) still says its own fetch error and the job's reason, not just 'failed'."""
-    from tfk8s_airflow.job.judge import replica_outcome
+    from tfk8s_airflow.job.run.judge import replica_outcome
     from tfk8s_airflow.job.states import EndState
 
     msg = "HTTP 404 Not Found fetching http://10.213.0.1:8000/algo.tgz"
@@ -366,7 +366,7 @@ def test_every_replica_whose_fetch_failed_says_the_fetchers_message_in_its_own_o
 
 
 def test_a_failed_replica_names_the_jobs_reason():
-    from tfk8s_airflow.job.judge import replica_outcome
+    from tfk8s_airflow.job.run.judge import replica_outcome
 
     pods = [pod("ps", 0), pod("worker", 0, "Failed", exit_code=3), pod("worker", 1, "Failed", exit_code=3)]
     status = evaluate(pods, policy(), T0 + 30, T0)

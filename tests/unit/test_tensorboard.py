@@ -7,25 +7,31 @@ import pytest
 
 from tests.unit.test_status import T0, iso, pod
 from tfk8s_airflow.exceptions import SpecError
-from tfk8s_airflow.job import quota
-from tfk8s_airflow.job.judge import JobPolicy, evaluate, replica_outcome, replica_state
-from tfk8s_airflow.job.objects import JobNames, job_manifests, plan_replicas
+from tfk8s_airflow.job.builders import quota
+from tfk8s_airflow.job.builders.manifests import job_manifests
+from tfk8s_airflow.job.builders.objects import JobNames, plan_replicas
+from tfk8s_airflow.job.builders.render import parse_yaml, render_yaml
+from tfk8s_airflow.job.builders.tensorboard import (
+    TensorBoardState,
+    plan_tensorboard,
+    tensorboard_state,
+    tensorboard_url,
+)
 from tfk8s_airflow.job.policy import DeploymentPolicy
-from tfk8s_airflow.job.records import JobRecord
-from tfk8s_airflow.job.recovery import RecoveryPolicy, decide
-from tfk8s_airflow.job.render import parse_yaml, render_yaml
-from tfk8s_airflow.job.resolve import job_record
-from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.policy.tensorboard_url import fill_url, static_url, url_template_problem
+from tfk8s_airflow.job.run.judge import JobPolicy, evaluate, replica_outcome, replica_state
+from tfk8s_airflow.job.run.records import JobRecord
+from tfk8s_airflow.job.run.recovery import RecoveryPolicy, decide
+from tfk8s_airflow.job.run.resolve import job_record
+from tfk8s_airflow.job.spec import parse_spec
 from tfk8s_airflow.job.states import JobState
-from tfk8s_airflow.job.tensorboard import TensorBoardState, plan_tensorboard, tensorboard_state, tensorboard_url
-from tfk8s_airflow.job.tensorboard_url import fill_url, static_url, url_template_problem
 
 MODEL = {"name": "model", "mount_path": "/model", "host_path": "/mnt/tfk8s-gluster/models/ctr"}
 BASE = {"name": "ctr", "image": "trainer:2.21", "ps": 1, "worker": 2, "volumes": [MODEL]}
 
 
 def spec(**kw):
-    return TFJobSpec.from_dict({**BASE, **kw})
+    return parse_spec({**BASE, **kw})
 
 
 def names_for(s):
@@ -42,7 +48,7 @@ def test_tensorboard_true_serves_the_model_volume_on_port_6006():
     assert (tb.log_dir, tb.port, tb.image) == ("/model", 6006, None)
     assert spec(tensorboard={"enabled": False}).tensorboard is None and spec().tensorboard is None
     again = spec(tensorboard={"log_dir": "/model/train/", "port": 7007, "image": "tb:2.21"})
-    assert TFJobSpec.from_dict(again.to_dict()) == again and again.tensorboard.log_dir == "/model/train"
+    assert parse_spec(again.to_dict()) == again and again.tensorboard.log_dir == "/model/train"
 
 
 @pytest.mark.parametrize("value,field,words", [
@@ -60,7 +66,7 @@ def test_a_bad_tensorboard_is_refused_naming_the_field(value, field, words):
 
 def test_without_a_model_volume_log_dir_is_required():
     with pytest.raises(SpecError, match="tensorboard.log_dir: is required"):
-        TFJobSpec.from_dict({**BASE, "volumes": [], "tensorboard": True})
+        parse_spec({**BASE, "volumes": [], "tensorboard": True})
 
 
 # ----------------------------------------------------------------------------- the pod

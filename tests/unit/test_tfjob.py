@@ -10,13 +10,14 @@ import yaml
 
 from tests.unit.test_cli import tfk8s
 from tfk8s_airflow.exceptions import SpecError
-from tfk8s_airflow.job import podtemplate as pt
+from tfk8s_airflow.job.builders.manifests import job_manifests
+from tfk8s_airflow.job.builders.objects import JobNames
+from tfk8s_airflow.job.builders.render import parse_yaml, render_yaml
 from tfk8s_airflow.job.defaults import FINISHED_POD_TTL_S as DEFAULT_FINISHED_POD_TTL
-from tfk8s_airflow.job.objects import JobNames, job_manifests
 from tfk8s_airflow.job.policy import DeploymentPolicy
-from tfk8s_airflow.job.render import parse_yaml, render_yaml
-from tfk8s_airflow.job.spec import TFJobSpec
-from tfk8s_airflow.job.tfjob import is_tfjob, to_native
+from tfk8s_airflow.job.spec import TFJobSpec, parse_spec, parse_spec_file
+from tfk8s_airflow.job.spec import podtemplate as pt
+from tfk8s_airflow.job.spec.tfjob import is_tfjob, to_native
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = sorted((ROOT / "examples").glob("tfjob-*.yaml"))
@@ -118,7 +119,7 @@ def test_metadata_replicas_restart_policies_and_the_template_map_to_spec_keys():
     for said in ("cleanPodPolicy Running", "finished pods for 60s", "backoffLimit 4", "restartPolicy is replaced"):
         assert said in notes
     assert native["clean_pod_policy"] == "Running" and native["finished_pod_ttl"] == 60
-    spec = TFJobSpec.from_dict(doc, policy=None)
+    spec = parse_spec(doc, policy=None)
     pod = next(o for o in job_manifests(spec, JobNames.for_run(spec, "r")) if o["kind"] == "Pod"
                and o["metadata"]["labels"]["tfk8s.io/role"] == "worker")
     assert pod["spec"]["priorityClassName"] == "high" and pod["spec"]["restartPolicy"] == "Never"  # ExitCode, as TFJob
@@ -164,7 +165,7 @@ def test_a_field_the_native_spec_refuses_is_named_as_the_tfjob_wrote_it():
     for rtype in ("PS", "Worker"):
         doc["spec"]["tfReplicaSpecs"][rtype]["template"]["spec"]["containers"][0]["image"] = "bad image"
     with pytest.raises(SpecError) as err:
-        TFJobSpec.from_dict(doc, policy=DeploymentPolicy())
+        parse_spec(doc, policy=DeploymentPolicy())
     fields = set(err.value.fields)
     assert "spec.tfReplicaSpecs.Worker.template.spec.hostname" in fields  # not worker.pod_template.spec...
     assert "spec.tfReplicaSpecs.PS.template.spec.containers[tensorflow].image" in fields  # hoisted: the first type
@@ -175,7 +176,7 @@ def test_a_field_the_native_spec_refuses_is_named_as_the_tfjob_wrote_it():
     for rtype in ("PS", "Worker"):
         doc["spec"]["tfReplicaSpecs"][rtype]["template"]["spec"]["containers"][0]["image"] = "tf:1"
     with pytest.raises(SpecError) as err:
-        TFJobSpec.from_dict(doc, policy=DeploymentPolicy())
+        parse_spec(doc, policy=DeploymentPolicy())
     assert list(err.value.fields) == ["spec.tfReplicaSpecs.Worker.template.spec.containers[tensorflow].env[PW]"
                                 ".valueFrom.secretKeyRef.name"]
     assert "worker.env.PW.value_from.secret_key_ref.name" in str(err.value)  # the native key, for import users
@@ -185,7 +186,7 @@ def test_generate_name_names_the_job_and_each_run_gets_its_own_objects():
     doc = {**tfjob(), "metadata": {"generateName": "tfjob-", "namespace": "ml"}}
     conversion = to_native(doc)
     assert conversion.spec["name"] == "tfjob" and any("generateName" in n for n in conversion.notes)
-    spec = TFJobSpec.from_dict(doc)
+    spec = parse_spec(doc)
     one, two = JobNames.for_run(spec, "run-1"), JobNames.for_run(spec, "run-2")
     assert one.service != two.service and one.service.startswith("tfjob")
 
@@ -195,12 +196,12 @@ def test_a_ps_may_restart_on_failure_as_under_tfjob():
     conversion = to_native(doc)
     assert conversion.spec["ps"]["restart_policy"] == "OnFailure"
     assert any("lost every variable" in n for n in conversion.notes)
-    spec = TFJobSpec.from_dict(doc)
+    spec = parse_spec(doc)
     pods = [o for o in job_manifests(spec, JobNames.for_run(spec, "r1")) if o["kind"] == "Pod"]
     assert {(o["metadata"]["labels"]["tfk8s.io/role"], o["spec"]["restartPolicy"]) for o in pods} == {
         ("ps", "OnFailure"), ("worker", "OnFailure")}
     # a native spec's PS does not inherit the job-wide policy: it says its own
-    native = TFJobSpec.from_dict({"name": "j", "image": "tf:1", "restart_policy": "OnFailure", "ps": 1, "worker": 1})
+    native = parse_spec({"name": "j", "image": "tf:1", "restart_policy": "OnFailure", "ps": 1, "worker": 1})
     assert native.roles["ps"].restart_policy == "Never"
 
 
@@ -255,7 +256,7 @@ def test_success_policy_follows_tfjob():
 ])
 def test_clean_pod_policy_and_ttl_map_to_the_spec(run, policy, ttl):
     conv = to_native(tfjob(runPolicy=run))
-    spec = TFJobSpec.from_dict(tfjob(runPolicy=run))
+    spec = parse_spec(tfjob(runPolicy=run))
     assert (spec.clean_pod_policy, spec.finished_pod_ttl) == (policy, ttl)
     if policy != "All":
         assert any(f"cleanPodPolicy {policy}" in n and "deletes the running pods" in n for n in conv.notes)
@@ -264,19 +265,19 @@ def test_clean_pod_policy_and_ttl_map_to_the_spec(run, policy, ttl):
 
 
 def test_the_older_clean_pod_policy_placement_maps_too():
-    spec = TFJobSpec.from_dict(tfjob(cleanPodPolicy="None", ttlSecondsAfterFinished=5))
+    spec = parse_spec(tfjob(cleanPodPolicy="None", ttlSecondsAfterFinished=5))
     assert (spec.clean_pod_policy, spec.finished_pod_ttl) == ("None", 5)
 
 
 def test_a_bad_ttl_names_the_tfjob_field():
     with pytest.raises(SpecError) as err:
-        TFJobSpec.from_dict(tfjob(runPolicy={"cleanPodPolicy": "None", "ttlSecondsAfterFinished": -1}))
+        parse_spec(tfjob(runPolicy={"cleanPodPolicy": "None", "ttlSecondsAfterFinished": -1}))
     assert [p.field for p in err.value.problems] == ["spec.runPolicy.ttlSecondsAfterFinished"]
 
 
 # ------------------------------------------------------------------------------ TF_CONFIG as TFJob writes it
 def test_tf_config_is_tfjobs_format_master_included():
-    spec = TFJobSpec.from_dict(tfjob({"Master": replica(1), "Worker": replica(2), "PS": replica(1),
+    spec = parse_spec(tfjob({"Master": replica(1), "Worker": replica(2), "PS": replica(1),
                                       "Evaluator": replica(1)}))
     names = JobNames.for_run(spec, "r1")
     svc, ns = names.service, "ml"
@@ -293,7 +294,7 @@ def test_tf_config_is_tfjobs_format_master_included():
 
 
 def test_a_one_replica_job_gets_no_tf_config_as_under_tfjob():
-    spec = TFJobSpec.from_dict(tfjob({"Worker": replica(1)}))
+    spec = parse_spec(tfjob({"Worker": replica(1)}))
     assert spec.tf_wiring == "none" and tf_configs(spec) == {"worker-0": None}
 
 
@@ -310,18 +311,18 @@ def test_import_then_render_gives_the_pods_of_rendering_the_tfjob(tmp_path, path
     assert direct.returncode == 0 and again.returncode == 0, direct.stderr + again.stderr
     assert direct.stdout == again.stdout
     assert [d["kind"] for d in yaml.safe_load_all(direct.stdout)].count("Pod") >= 3
-    spec = TFJobSpec.from_file(path)
+    spec = parse_spec_file(path)
     names = JobNames.for_run(spec, "r1")
     assert parse_yaml(render_yaml(spec, names)) == job_manifests(spec, names)
 
 
 def test_the_examples_are_the_jobs_they_say():
-    dist = TFJobSpec.from_file(ROOT / "examples" / "tfjob-dist-mnist.yaml")
+    dist = parse_spec_file(ROOT / "examples" / "tfjob-dist-mnist.yaml")
     assert dist.roles["worker"].restart_policy == "ExitCode" and dist.success_policy == "all_workers"
     assert dist.roles["ps"].restart_policy == "Never" and dist.max_restarts == 3
-    tf2 = TFJobSpec.from_file(ROOT / "examples" / "tfjob-tf2-ps.yaml")
+    tf2 = parse_spec_file(ROOT / "examples" / "tfjob-tf2-ps.yaml")
     assert tf2.success_policy == "default" and tf2.replicas("chief") == 1 and tf2.schedule_timeout == 600
-    est = TFJobSpec.from_file(ROOT / "examples" / "tfjob-estimator.yaml")
+    est = parse_spec_file(ROOT / "examples" / "tfjob-estimator.yaml")
     assert est.chief_name == "master" and est.replicas("evaluator") == 1 and est.roles["evaluator"].tracked
     assert "master" in tf_configs(est)["chief-0"]["cluster"]
 
@@ -372,7 +373,7 @@ def test_import_translates_even_what_the_deployments_policy_refuses(tmp_path):
 
 
 def test_the_pods_carry_the_labels_programs_read_under_tfjob():
-    spec = TFJobSpec.from_dict(tfjob({"Master": replica(1), "PS": replica(1), "Worker": replica(2)}))
+    spec = parse_spec(tfjob({"Master": replica(1), "PS": replica(1), "Worker": replica(2)}))
     pods = {(labels["tfk8s.io/role"], labels["tfk8s.io/index"]): labels
             for labels in (o["metadata"]["labels"] for o in job_manifests(spec, JobNames.for_run(spec, "r1"))
                            if o["kind"] == "Pod")}
@@ -383,12 +384,12 @@ def test_the_pods_carry_the_labels_programs_read_under_tfjob():
     assert kf[("worker", "1")] == {"training.kubeflow.org/job-name": "mnist", "training.kubeflow.org/replica-type":
                                    "worker", "training.kubeflow.org/replica-index": "1"}
     assert all("training.kubeflow.org/operator-name" not in labels for labels in pods.values())
-    no_chief = TFJobSpec.from_dict(tfjob())  # worker 0 is the master role without a chief, as the operator decides
+    no_chief = parse_spec(tfjob())  # worker 0 is the master role without a chief, as the operator decides
     roles = {(o["metadata"]["labels"]["tfk8s.io/role"], o["metadata"]["labels"]["tfk8s.io/index"]):
              o["metadata"]["labels"].get("training.kubeflow.org/job-role")
              for o in job_manifests(no_chief, JobNames.for_run(no_chief, "r1")) if o["kind"] == "Pod"}
     assert {k: v for k, v in roles.items() if v} == {("worker", "0"): "master"}
-    native = TFJobSpec.from_dict({"name": "j", "image": "tf:1", "worker": 2})  # a native spec: only on request
+    native = parse_spec({"name": "j", "image": "tf:1", "worker": 2})  # a native spec: only on request
     assert not any(n.startswith("training.kubeflow.org/") for o in job_manifests(native, JobNames.for_run(native, "r"))
                    if o["kind"] == "Pod" for n in o["metadata"]["labels"])
 
@@ -397,7 +398,7 @@ def test_the_image_pull_policy_is_left_to_kubernetes_unless_set():
     """Kubernetes pulls an image tagged :latest (or untagged) Always, others IfNotPresent; TFJob leaves the field
     alone, and so does a spec that does not set it."""
     def policies(doc):
-        spec = TFJobSpec.from_dict(doc)
+        spec = parse_spec(doc)
         names = JobNames.for_run(spec, "r1")
         pods = [o for o in job_manifests(spec, names) if o["kind"] == "Pod"]
         rendered = [o for o in parse_yaml(render_yaml(spec, names)) if o["kind"] == "Pod"]

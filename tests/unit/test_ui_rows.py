@@ -1,9 +1,9 @@
 """The TF jobs view's rows: assembled from a run's records, each replica field from the latest word."""
-from tfk8s_airflow.job.judge import JobPolicy
-from tfk8s_airflow.job.objects import JobNames, plan_replicas
-from tfk8s_airflow.job.records import Attempt, JobProgress, ReplicaResult
-from tfk8s_airflow.job.resolve import job_record
-from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.builders.objects import JobNames, plan_replicas
+from tfk8s_airflow.job.run.judge import JobPolicy
+from tfk8s_airflow.job.run.records import Attempt, JobProgress, ReplicaResult
+from tfk8s_airflow.job.run.resolve import job_record
+from tfk8s_airflow.job.spec import parse_spec
 from tfk8s_airflow.ui.rows import (
     JobSources,
     Links,
@@ -18,7 +18,7 @@ from tfk8s_airflow.ui.rows import (
 )
 from tfk8s_airflow.volume.logs import archive_path
 
-SPEC = TFJobSpec.from_dict({"name": "ctr", "image": "i:1", "ps": 1, "worker": 2})
+SPEC = parse_spec({"name": "ctr", "image": "i:1", "ps": 1, "worker": 2})
 LINKS = Links(ui="/", app="/tfk8s")
 
 
@@ -134,7 +134,7 @@ def test_a_run_that_ended_without_a_summary_says_so():
 
 def test_the_tensorboard_link_lives_as_long_as_the_tensorboard_and_the_page_says_why_there_is_none():
     model = {"name": "model", "mount_path": "/m", "host_path": "/mnt/tfk8s-gluster/m"}
-    spec = TFJobSpec.from_dict({**SPEC.to_dict(), "tensorboard": True, "volumes": [model]})
+    spec = parse_spec({**SPEC.to_dict(), "tensorboard": True, "volumes": [model]})
     names = JobNames.for_run(spec, "manual__2026-02-01T00:00:00+00:00", "train", "tfk8s_train_manual")
 
     def with_tb(template, **kw):

@@ -16,13 +16,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tfk8s_airflow.job.judge import JobPolicy, JobStatus, evaluate, read_replica
-from tfk8s_airflow.job.records import JobRecord, ReplicaRef
-from tfk8s_airflow.job.recovery_policy import RecoveryPolicy
-from tfk8s_airflow.job.recoverystate import read_attempts as read_for
+from tfk8s_airflow.job.builders.tensorboard import tensorboard_state
+from tfk8s_airflow.job.run.judge import JobPolicy, JobStatus, evaluate, read_replica
+from tfk8s_airflow.job.run.records import JobRecord, ReplicaRef
+from tfk8s_airflow.job.run.recovery_policy import RecoveryPolicy
+from tfk8s_airflow.job.run.recoverystate import read_attempts as read_for
+from tfk8s_airflow.job.run.verdict import VERDICT_ANNOTATION, read_verdict
 from tfk8s_airflow.job.states import JobState
-from tfk8s_airflow.job.tensorboard import tensorboard_state
-from tfk8s_airflow.job.verdict import VERDICT_ANNOTATION, read_verdict
 from tfk8s_airflow.k8s.watch import STEP_MAX, checkpoint_step, parse_progress, read_progress
 
 FUZZ = settings(max_examples=400, derandomize=True, database=None, deadline=None,

@@ -99,7 +99,7 @@ def templates_name(job: str) -> str:
 
 
 def network_policy_name(job: str) -> str:
-    """The job's NetworkPolicy (:mod:`tfk8s_airflow.job.network`)."""
+    """The job's NetworkPolicy (:mod:`tfk8s_airflow.job.builders.network`)."""
     return f"{job}-network"
 
 

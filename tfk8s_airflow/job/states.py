@@ -19,7 +19,7 @@ __all__ = ["JobState", "EndState", "is_final", "end_of"]
 
 
 class JobState(StrEnum):
-    """The judge's state of a job (:class:`~tfk8s_airflow.job.judge.JobStatus`, the summary, the progress)."""
+    """The judge's state of a job (:class:`~tfk8s_airflow.job.run.judge.JobStatus`, the summary, the progress)."""
 
     RUNNING = "running"  # not ended: pods pending, running or being recovered
     QUEUED = "queued"  # not ended, not started: Kueue holds every pod until its queue admits the job whole
@@ -30,7 +30,7 @@ class JobState(StrEnum):
 
 class EndState(StrEnum):
     """How a task of a job ends: a replica task's outcome (succeeded, failed, skipped) and the
-    state of every trigger event of the package (:class:`~tfk8s_airflow.job.records.TriggerOutcome`)."""
+    state of every trigger event of the package (:class:`~tfk8s_airflow.job.run.records.TriggerOutcome`)."""
 
     SUCCEEDED = "succeeded"
     FAILED = "failed"

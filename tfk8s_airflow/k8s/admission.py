@@ -27,8 +27,8 @@ import time
 from typing import Any
 
 from tfk8s_airflow.job import kueue
-from tfk8s_airflow.job.judge import CONFIG, INFRASTRUCTURE, JobStatus
-from tfk8s_airflow.job.records import JobRecord
+from tfk8s_airflow.job.run.judge import CONFIG, INFRASTRUCTURE, JobStatus
+from tfk8s_airflow.job.run.records import JobRecord
 from tfk8s_airflow.job.states import JobState, is_final
 from tfk8s_airflow.k8s.client import REQUEST_TIMEOUT_S
 

@@ -1,6 +1,6 @@
 """The pre-flight's reads of the cluster, and setup's wait for capacity.
 
-Why here: the verdict itself is pure (:mod:`tfk8s_airflow.job.preflight`); this module makes
+Why here: the verdict itself is pure (:mod:`tfk8s_airflow.job.policy.preflight`); this module makes
 its two requests, one LIST of the nodes and one LIST of the pods bound to a node and not
 ended (a field selector, so finished pods and pods still pending never cross the wire), each
 bounded by :data:`~tfk8s_airflow.k8s.client.REQUEST_TIMEOUT_S` and paged. The bodies are read
@@ -24,7 +24,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tfk8s_airflow.contract import LABEL_JOB
 from tfk8s_airflow.exceptions import CapacityError, KubernetesApiError
-from tfk8s_airflow.job.preflight import (
+from tfk8s_airflow.job.policy.preflight import (
     ENFORCE,
     NEVER,
     OFF,
@@ -140,7 +140,7 @@ def preflight(client: JobClient, spec: Any, job: str, pods: Sequence[Mapping[str
               queue: str | None, poll_s: float, log: Log,
               publish: Callable[[PreflightRecord], None]) -> PreflightRecord:
     """Setup's pre-flight: :func:`admit` when it applies to the job
-    (:func:`~tfk8s_airflow.job.preflight.preflight_applies`: not off, no Kueue ``queue``), else a ``skipped``
+    (:func:`~tfk8s_airflow.job.policy.preflight.preflight_applies`: not off, no Kueue ``queue``), else a ``skipped``
     record saying why. A ``waits`` verdict waits at most the spec's ``schedule_timeout``."""
     if not preflight_applies(queue, mode):
         why = "preflight = off" if mode == OFF else f"Kueue admits the job (queue {queue})"

@@ -21,7 +21,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tfk8s_airflow.contract import CONTAINER_NAME, GANG_GATE, LABEL_JOB, LABEL_RUN
 from tfk8s_airflow.exceptions import KubernetesApiError, KubernetesConfigError, PermanentKubernetesApiError
-from tfk8s_airflow.job.verdict import read_verdict, verdict_body
+from tfk8s_airflow.job.run.verdict import read_verdict, verdict_body
 
 T = TypeVar("T")
 PERMANENT_STATUSES = {400, 401, 403, 404, 405, 409, 410, 422}

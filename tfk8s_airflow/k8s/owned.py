@@ -1,6 +1,6 @@
 """Creating a job's Service, ConfigMaps and NetworkPolicy, never adopting one setup did not make.
 
-See :mod:`tfk8s_airflow.job.ownership` for the mark and the rule. :func:`check_absent_or_own` runs
+See :mod:`tfk8s_airflow.job.builders.ownership` for the mark and the rule. :func:`check_absent_or_own` runs
 before setup creates anything, so a refusal leaves the namespace as it was (and nothing of the
 other object is deleted by setup's clean-up); :func:`create_own` creates one object, or takes the
 one of that name only when it is setup's own of the same run.
@@ -15,7 +15,7 @@ from kubernetes.client import NetworkingV1Api
 from kubernetes.client.exceptions import ApiException
 
 from tfk8s_airflow.exceptions import KubernetesApiError, PermanentKubernetesApiError
-from tfk8s_airflow.job.ownership import foreign, marked
+from tfk8s_airflow.job.builders.ownership import foreign, marked
 from tfk8s_airflow.k8s.client import JobClient, wrap_api_error
 
 __all__ = ["check_absent_or_own", "create_own"]

@@ -30,14 +30,14 @@ from typing import Any
 from tfk8s_airflow.contract import CONTAINER_NAME, GANG_GATE, LABEL_ATTEMPT, LABEL_INDEX, LABEL_ROLE
 from tfk8s_airflow.exceptions import KubernetesApiError, PermanentKubernetesApiError, SpecError
 from tfk8s_airflow.job import kueue
-from tfk8s_airflow.job.admission import admit_pods
+from tfk8s_airflow.job.builders.admission import admit_pods
 from tfk8s_airflow.job.policy import DeploymentPolicy
-from tfk8s_airflow.job.quantity import quantity_to_float
-from tfk8s_airflow.job.records import Attempt, JobRecord
-from tfk8s_airflow.job.recovery import REPLACE, RESTART_GROUP, Decision
-from tfk8s_airflow.job.recoverystate import read_attempts
-from tfk8s_airflow.job.settings import lookup
-from tfk8s_airflow.job.verdict import read_verdict, verdict_body
+from tfk8s_airflow.job.policy.settings import lookup
+from tfk8s_airflow.job.run.records import Attempt, JobRecord
+from tfk8s_airflow.job.run.recovery import REPLACE, RESTART_GROUP, Decision
+from tfk8s_airflow.job.run.recoverystate import read_attempts
+from tfk8s_airflow.job.run.verdict import read_verdict, verdict_body
+from tfk8s_airflow.job.spec.quantity import quantity_to_float
 from tfk8s_airflow.k8s.client import GATE_PATCH, GATE_PATCH_TYPE, REQUEST_TIMEOUT_S, wrap_api_error
 
 ATTEMPTS_ANNOTATION = "tfk8s.io/attempts"

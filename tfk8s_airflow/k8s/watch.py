@@ -11,7 +11,7 @@ publishes the result to every subscriber. The loop ends with its last subscriber
 Per poll the loop also reads the job's progress (one bounded log read of the lead replica
 for its newest ``tfk8s.progress`` line, and the chief's ``checkpoint`` file when the model
 directory is visible here), checks the nodes of the job's pods every few seconds, and lets
-the recovery planner (:mod:`tfk8s_airflow.job.recovery`) decide; a group restart or a
+the recovery planner (:mod:`tfk8s_airflow.job.run.recovery`) decide; a group restart or a
 replacement is carried out here (:mod:`tfk8s_airflow.k8s.recovery`) while the subscribers see
 the job as running, restarting.
 
@@ -45,14 +45,14 @@ from typing import Any
 
 from tfk8s_airflow.contract import CONTAINER_NAME, PROGRESS_PREFIX
 from tfk8s_airflow.exceptions import DataError, KubernetesApiError, PermanentKubernetesApiError
-from tfk8s_airflow.job.fields import finite_float
-from tfk8s_airflow.job.judge import INFRASTRUCTURE, STALLED, JobPolicy, JobStatus
+from tfk8s_airflow.job.builders.tensorboard import TensorBoardState
 from tfk8s_airflow.job.kueue import Admission
-from tfk8s_airflow.job.observe import judge_pods
-from tfk8s_airflow.job.records import Attempt, JobRecord, ProgressPoint
-from tfk8s_airflow.job.recovery import FAIL, REPLACE, RESTART_GROUP, Decision, Progress, decide
+from tfk8s_airflow.job.run.judge import INFRASTRUCTURE, STALLED, JobPolicy, JobStatus
+from tfk8s_airflow.job.run.observe import judge_pods
+from tfk8s_airflow.job.run.records import Attempt, JobRecord, ProgressPoint
+from tfk8s_airflow.job.run.recovery import FAIL, REPLACE, RESTART_GROUP, Decision, Progress, decide
+from tfk8s_airflow.job.spec.fields import finite_float
 from tfk8s_airflow.job.states import JobState, is_final
-from tfk8s_airflow.job.tensorboard import TensorBoardState
 from tfk8s_airflow.k8s.admission import QueueWatch
 from tfk8s_airflow.k8s.client import REQUEST_TIMEOUT_S, wrap_api_error
 from tfk8s_airflow.k8s.recovery import GONE_TIMEOUT_S

@@ -4,13 +4,13 @@ Why: a SavedModel is a program. Loaded in the worker it runs with the worker's e
 (connection passwords), descriptors and files, and whatever it prints the worker would take
 for the result. So the evaluator (``python -m tfk8s_airflow.trainer.evaluate``) runs elsewhere
 and the worker only takes its small result, validated
-(:func:`tfk8s_airflow.job.evaluation.read_result`), and applies the threshold itself:
+(:func:`tfk8s_airflow.job.builders.evaluation.read_result`), and applies the threshold itself:
 
 * ``mode="pod"`` (given a ``spec``): an evaluation pod of the job's kind on Kubernetes, with
   the deployment's evaluation image (``[tfk8s] evaluation_image``), the job's resources, node
   placement and volumes (read-only), reporting through its termination message
-  (:mod:`tfk8s_airflow.job.evaluation`, :mod:`tfk8s_airflow.k8s.evaluation`). The spec and the
-  pod pass the deployment's policy as setup's do (:func:`tfk8s_airflow.job.admission.admit_pod`).
+  (:mod:`tfk8s_airflow.job.builders.evaluation`, :mod:`tfk8s_airflow.k8s.evaluation`). The spec and the
+  pod pass the deployment's policy as setup's do (:func:`tfk8s_airflow.job.builders.admission.admit_pod`).
   The isolation is the pod's: nothing of the worker is in it.
 * ``mode="subprocess"``: a child process with a scrubbed environment, a fresh working
   directory and no inherited descriptors (:mod:`tfk8s_airflow.isolation`), writing its result
@@ -35,8 +35,8 @@ from tfk8s_airflow.contract import is_retryable_exit
 from tfk8s_airflow.deployment import deployment_policy
 from tfk8s_airflow.exceptions import DataError, MetricBelowThresholdError, SpecError
 from tfk8s_airflow.isolation import run_isolated
-from tfk8s_airflow.job.admission import admit_pod
-from tfk8s_airflow.job.evaluation import (
+from tfk8s_airflow.job.builders.admission import admit_pod
+from tfk8s_airflow.job.builders.evaluation import (
     EVALUATOR,
     evaluation_names,
     evaluation_pod,
@@ -45,7 +45,7 @@ from tfk8s_airflow.job.evaluation import (
     printable,
     read_result,
 )
-from tfk8s_airflow.job.resolve import as_spec_input, resolve_spec
+from tfk8s_airflow.job.run.resolve import as_spec_input, resolve_spec
 from tfk8s_airflow.k8s.client import JobClient
 from tfk8s_airflow.k8s.evaluation import run_pod
 from tfk8s_airflow.operators.base import fail_permanently

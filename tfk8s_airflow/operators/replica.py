@@ -33,7 +33,7 @@ from airflow.triggers.base import StartTriggerArgs
 
 from tfk8s_airflow.contract import CONTAINER_NAME, LABEL_INDEX, LABEL_JOB, LABEL_ROLE
 from tfk8s_airflow.features import worker_start_note
-from tfk8s_airflow.job.records import JobRecord, TriggerOutcome
+from tfk8s_airflow.job.run.records import JobRecord, TriggerOutcome
 from tfk8s_airflow.job.states import EndState
 from tfk8s_airflow.links import ReplicaLogLink, replica_log_url, store_link
 from tfk8s_airflow.operators.base import fail_permanently

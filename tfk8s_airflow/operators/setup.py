@@ -9,8 +9,8 @@ scheduled (and holds a node) while a peer is still missing. Creation is idempote
 retried setup adopts the pods its earlier try created (same job and run), never
 duplicating one; its Service, ConfigMaps and NetworkPolicy carry setup's mark, and one of
 their names that setup did not create is refused before anything is created
-(:mod:`tfk8s_airflow.job.ownership`). Every pod passes the deployment's admission
-(:func:`tfk8s_airflow.job.admission.admit_pods`). If creation fails midway, everything of
+(:mod:`tfk8s_airflow.job.builders.ownership`). Every pod passes the deployment's admission
+(:func:`tfk8s_airflow.job.builders.admission.admit_pods`). If creation fails midway, everything of
 the job is deleted again before the error is raised.
 
 A job with a ``pod_template`` first creates one pod per role with a server-side dry run
@@ -38,12 +38,11 @@ from airflow.sdk import BaseOperator
 
 from tfk8s_airflow.deployment import deployment_policy
 from tfk8s_airflow.exceptions import PermanentError, Problem, QuotaExceededError, SpecError
-from tfk8s_airflow.job import kueue, naming, quota
-from tfk8s_airflow.job.admission import admit_pod, admit_pods
-from tfk8s_airflow.job.defaults import POLL_INTERVAL_S
-from tfk8s_airflow.job.judge import JobPolicy
-from tfk8s_airflow.job.network import network_policy_manifest
-from tfk8s_airflow.job.objects import (
+from tfk8s_airflow.job import kueue, naming
+from tfk8s_airflow.job.builders import quota
+from tfk8s_airflow.job.builders.admission import admit_pod, admit_pods
+from tfk8s_airflow.job.builders.network import network_policy_manifest
+from tfk8s_airflow.job.builders.objects import (
     JobNames,
     configmap_manifest,
     job_labels,
@@ -53,11 +52,13 @@ from tfk8s_airflow.job.objects import (
     pod_manifest,
     service_manifest,
 )
-from tfk8s_airflow.job.preflight import PREFLIGHT_KEY, check_mode
-from tfk8s_airflow.job.records import JOB_ID_KEY, JobRecord
-from tfk8s_airflow.job.resolve import as_spec_input, job_record, resolve_spec
-from tfk8s_airflow.job.shardmap import normalize_shards
-from tfk8s_airflow.job.tensorboard import plan_tensorboard, tensorboard_manifest
+from tfk8s_airflow.job.builders.shardmap import normalize_shards
+from tfk8s_airflow.job.builders.tensorboard import plan_tensorboard, tensorboard_manifest
+from tfk8s_airflow.job.defaults import POLL_INTERVAL_S
+from tfk8s_airflow.job.policy.preflight import PREFLIGHT_KEY, check_mode
+from tfk8s_airflow.job.run.judge import JobPolicy
+from tfk8s_airflow.job.run.records import JOB_ID_KEY, JobRecord
+from tfk8s_airflow.job.run.resolve import as_spec_input, job_record, resolve_spec
 from tfk8s_airflow.k8s import capacity
 from tfk8s_airflow.k8s.client import DEFAULT_CONCURRENCY, JobClient
 from tfk8s_airflow.k8s.kueue import release_quota
@@ -97,7 +98,7 @@ class TFJobSetupOperator(BaseOperator):
     the Service removes the whole job through Kubernetes' garbage collector.
 
     Returns one ``{"replica": "<role>-<i>"}`` per replica (the replica tasks map over it) and
-    pushes the job record (:class:`~tfk8s_airflow.job.records.JobRecord`) under the XCom key
+    pushes the job record (:class:`~tfk8s_airflow.job.run.records.JobRecord`) under the XCom key
     ``job``.
 
     :param spec: TFJobSpec, dict (templated), or a YAML/JSON path or text.
@@ -110,7 +111,8 @@ class TFJobSetupOperator(BaseOperator):
     :param create_concurrency: parallel create/patch requests of the batch.
     :param preflight: the pre-flight verdict's mode for this job, ``enforce``, ``warn`` or ``off``
         (docs/jobs.md#pre-flight-runs-now-waits-never); default: the deployment's ``[tfk8s] preflight``.
-        The verdict is pushed as :class:`~tfk8s_airflow.job.preflight.PreflightRecord` under the XCom key ``preflight``.
+        The verdict is pushed as :class:`~tfk8s_airflow.job.policy.preflight.PreflightRecord` under the
+        XCom key ``preflight``.
     :param log_dir: the job's log directory, where the replica tasks stream each replica's whole log
         and teardown archives (default: the spec's ``logs`` volume's host path). A directory the
         triggerer and the workers see; the pods need not mount it.

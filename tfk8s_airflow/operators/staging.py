@@ -62,7 +62,7 @@ def _start_pods(task: BaseOperator, state: dict[str, Any], parts: list[int], spe
     """Create the staging pods of ``parts`` (each admitted by the deployment's policy first) and defer
     ``task`` on :class:`CopyPodsTrigger` until they have ended; ``method_name`` resumes it."""
     from tfk8s_airflow.deployment import deployment_policy
-    from tfk8s_airflow.job.admission import admit_pod
+    from tfk8s_airflow.job.builders.admission import admit_pod
     from tfk8s_airflow.k8s import copypods
     from tfk8s_airflow.triggers.staging import CopyPodsTrigger
 

@@ -51,8 +51,8 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException
 
 from tfk8s_airflow.exceptions import DataError, KubernetesApiError
-from tfk8s_airflow.job.records import JobRecord
-from tfk8s_airflow.job.verdict import summary_verdict
+from tfk8s_airflow.job.run.records import JobRecord
+from tfk8s_airflow.job.run.verdict import summary_verdict
 from tfk8s_airflow.k8s.client import JobClient
 from tfk8s_airflow.k8s.kueue import KueueObjects, release_quota
 from tfk8s_airflow.operators.base import fail_permanently

@@ -23,7 +23,7 @@ What one pod does with its part (``TFK8S_COPY_PART``, JSON; see :func:`main`):
   checked against the NameNode's block list: a block it marks corrupt (the DataNode's own CRC
   check failed on every replica) fails the part at once with ``checksum error reading <file>``.
   The CRCs use the package's optional C
-  accelerator (``tfk8s_airflow.staging._chunkcrc``, built with the package) when the image has
+  accelerator (``tfk8s_airflow.pod._chunkcrc``, built with the package) when the image has
   it, and pure Python otherwise (about 7 MB/s: correct, slow; the record says which).
 * **Resumes**: after an item is written, fsynced and verified, one line goes to the part's
   journal (``part-<n>.<plan id>.journal`` in the records directory, appended, fsynced); a retried pod of
@@ -70,7 +70,7 @@ for _b in range(256):
 
 _native: Any
 try:  # the package's own C accelerator (built with the package; optional)
-    from tfk8s_airflow.staging import _chunkcrc as _native
+    from tfk8s_airflow.pod import _chunkcrc as _native
 except ImportError:  # pragma: no cover - depends on the image
     _native = None
 ENGINE = "native" if _native is not None else "python"

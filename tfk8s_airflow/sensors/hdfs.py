@@ -23,7 +23,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 
 from tfk8s_airflow.connections import webhdfs, webhdfs_config
 from tfk8s_airflow.exceptions import StagingError
-from tfk8s_airflow.job.records import TriggerOutcome
+from tfk8s_airflow.job.run.records import TriggerOutcome
 from tfk8s_airflow.job.states import EndState
 from tfk8s_airflow.operators.base import fail_permanently
 from tfk8s_airflow.triggers.hdfs import HdfsPartitionTrigger, partition_state

@@ -30,11 +30,11 @@ from airflow.triggers.base import StartTriggerArgs
 
 from tfk8s_airflow.exceptions import JobFailedError
 from tfk8s_airflow.features import worker_start_note
+from tfk8s_airflow.job.builders.tensorboard import tensorboard_url
 from tfk8s_airflow.job.defaults import POLL_INTERVAL_S
-from tfk8s_airflow.job.observe import judge_pods
-from tfk8s_airflow.job.records import JobRecord, JobSummary, TriggerOutcome
+from tfk8s_airflow.job.run.observe import judge_pods
+from tfk8s_airflow.job.run.records import JobRecord, JobSummary, TriggerOutcome
 from tfk8s_airflow.job.states import EndState, JobState
-from tfk8s_airflow.job.tensorboard import tensorboard_url
 from tfk8s_airflow.k8s.client import JobClient, pod_dicts
 from tfk8s_airflow.links import TensorBoardLink, store_link
 from tfk8s_airflow.operators.base import fail_permanently

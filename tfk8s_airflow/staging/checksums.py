@@ -30,7 +30,7 @@ _native: Any
 _gcrc: Any
 _np: Any
 try:  # built from _chunkcrc.c when a C compiler is there (setup.py: optional)
-    from tfk8s_airflow.staging import _chunkcrc as _native
+    from tfk8s_airflow.pod import _chunkcrc as _native
 except ImportError:  # pragma: no cover - depends on the build
     _native = None
 

@@ -6,7 +6,7 @@ one or two small WebHDFS GETFILESTATUS calls run with :func:`asyncio.to_thread`,
 the connection's timeout. The connection is resolved by the sensor and passed in as plain
 values (URLs, user, timeout: no secrets), so the trigger needs no connection lookup.
 
-Its events are the package's shared outcome record (:class:`~tfk8s_airflow.job.records.TriggerOutcome`,
+Its events are the package's shared outcome record (:class:`~tfk8s_airflow.job.run.records.TriggerOutcome`,
 ``kind="partition"``): succeeded, failed (a permanent error) or timed_out, with the reason.
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from tfk8s_airflow.exceptions import PermanentError, StagingError
-from tfk8s_airflow.job.records import TriggerOutcome
+from tfk8s_airflow.job.run.records import TriggerOutcome
 from tfk8s_airflow.job.states import EndState
 
 __all__ = ["HdfsPartitionTrigger", "partition_state"]

@@ -7,7 +7,7 @@ worker process while the job trains, nor when it ends. All of a job's triggers s
 LIST loop (:mod:`tfk8s_airflow.k8s.watch`) and so one judgement per poll.
 
 Deferred from a worker instead (``dag.test()``, or ``start_from_trigger=False``), the same
-triggers fire a plain event with a :class:`~tfk8s_airflow.job.records.TriggerOutcome`, and
+triggers fire a plain event with a :class:`~tfk8s_airflow.job.run.records.TriggerOutcome`, and
 the task resumes in ``execute_complete``.
 
 Where the job record comes from: passed in (deferred from a worker), or, started from the
@@ -27,12 +27,12 @@ from airflow.triggers.base import BaseTrigger, TaskFailedEvent, TaskSkippedEvent
 
 from tfk8s_airflow.contract import CONTAINER_NAME
 from tfk8s_airflow.exceptions import DataError, KubernetesApiError, RecordError
-from tfk8s_airflow.job.judge import JobStatus, ReplicaOutcome, ReplicaState, replica_outcome
+from tfk8s_airflow.job.builders.tensorboard import tensorboard_url
 from tfk8s_airflow.job.kueue import ADMITTED, kueue_gates
-from tfk8s_airflow.job.records import JobProgress, JobRecord, JobSummary, ReplicaRef, ReplicaResult, TriggerOutcome
+from tfk8s_airflow.job.run.judge import JobStatus, ReplicaOutcome, ReplicaState, replica_outcome
+from tfk8s_airflow.job.run.records import JobProgress, JobRecord, JobSummary, ReplicaRef, ReplicaResult, TriggerOutcome
+from tfk8s_airflow.job.run.verdict import summary_verdict
 from tfk8s_airflow.job.states import EndState, JobState, end_of
-from tfk8s_airflow.job.tensorboard import tensorboard_url
-from tfk8s_airflow.job.verdict import summary_verdict
 from tfk8s_airflow.k8s.logstream import Incarnation, LogFollower
 from tfk8s_airflow.k8s.watch import JobWatch, Snapshot, watch_job
 from tfk8s_airflow.links import (

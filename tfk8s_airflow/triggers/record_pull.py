@@ -18,7 +18,7 @@ from collections import OrderedDict
 from typing import Any
 
 from tfk8s_airflow.exceptions import RecordError
-from tfk8s_airflow.job.records import JOB_ID_KEY, JobRecord
+from tfk8s_airflow.job.run.records import JOB_ID_KEY, JobRecord
 
 __all__ = ["pull_record"]
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any, assert_never
 from urllib.parse import quote, urlencode
 
-from tfk8s_airflow.job.records import JobProgress, JobRecord, ReplicaResult
+from tfk8s_airflow.job.policy.tensorboard_url import http_url
+from tfk8s_airflow.job.run.records import JobProgress, JobRecord, ReplicaResult
 from tfk8s_airflow.job.states import JobState
-from tfk8s_airflow.job.tensorboard_url import http_url
 from tfk8s_airflow.ui import PREFIX
 from tfk8s_airflow.viewpaths import replica_log_path
 from tfk8s_airflow.volume.logs import archive_path, archive_root_of

@@ -19,8 +19,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from tfk8s_airflow.exceptions import RecordError
-from tfk8s_airflow.job.judge import replica_state
-from tfk8s_airflow.job.records import JobProgress, JobRecord, ReplicaResult
+from tfk8s_airflow.job.run.judge import replica_state
+from tfk8s_airflow.job.run.records import JobProgress, JobRecord, ReplicaResult
 from tfk8s_airflow.ui.bounded import VIEW_REQUEST_TIMEOUT_S, SingleFlight, ViewRequestError, list_pods_bounded
 from tfk8s_airflow.ui.rows import REPLICA, TEARDOWN, WAIT, JobSources, ReplicaTask, group_prefix, wants_pod_list
 

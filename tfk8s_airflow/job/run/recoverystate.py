@@ -1,0 +1,116 @@
+"""Recovery state read back from the job's Service: bounded and validated, never trusted.
+
+Why: the attempts a job's recovery made and the overrides they brought (more memory after an
+OOM kill, nodes to avoid) live in the Service's annotation ``tfk8s.io/attempts``, and anyone
+who may write Services in the namespace may write it. What recovery recreates pods with must
+not be chosen there: an override of ``1e15`` bytes of memory, a replica the job does not have,
+a thousand-entry node list are refused here (:class:`ValueError`, naming what is wrong), and the
+job's watch then recovers nothing (the job is judged as it stands).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from tfk8s_airflow.job.run.judge import FAILURE_CLASSES
+from tfk8s_airflow.job.run.records import Attempt, JobRecord
+from tfk8s_airflow.job.run.recovery import REPLACE, RESTART_GROUP
+from tfk8s_airflow.job.spec.fields import finite_float
+
+__all__ = ["MAX_ANNOTATION_BYTES", "MAX_ATTEMPTS", "MAX_MEMORY_OVERRIDE", "read_attempts"]
+
+#: The annotation's largest size read (the API server allows 256 KiB for all of an object's annotations).
+MAX_ANNOTATION_BYTES = 64 * 1024
+#: More attempts than any restart budget spends.
+MAX_ATTEMPTS = 1000
+#: A memory override's bound when the job sets no ``max_memory``: 1 TiB (no node of ours has more).
+MAX_MEMORY_OVERRIDE = float(1 << 40)
+_MAX_NODES = 256
+_MAX_REASON = 4096
+_NODE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+
+
+def _int(value: Any, what: str, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise ValueError(f"{what} must be an integer in [{lo}, {hi}]")
+    return value
+
+
+def _attempt(doc: Any, keys: set[str], i: int) -> Attempt:
+    where = f"attempts[{i}]"
+    if not isinstance(doc, Mapping) or not set(doc) <= {"number", "failure_class", "reason", "at", "action",
+                                                        "replicas"}:
+        raise ValueError(f"{where} must be an object of number, failure_class, reason, at, action, replicas")
+    failure_class, reason, at = doc.get("failure_class", ""), doc.get("reason", ""), doc.get("at", 0.0)
+    action, replicas = doc.get("action", RESTART_GROUP), doc.get("replicas") or []
+    if failure_class not in ("", *FAILURE_CLASSES):
+        raise ValueError(f"{where}.failure_class is not one of {', '.join(FAILURE_CLASSES)}")
+    if not isinstance(reason, str) or len(reason) > _MAX_REASON:
+        raise ValueError(f"{where}.reason must be text of at most {_MAX_REASON} characters")
+    if finite_float(at) is None or at < 0:
+        raise ValueError(f"{where}.at must be a time")
+    if action not in (RESTART_GROUP, REPLACE):
+        raise ValueError(f"{where}.action must be {RESTART_GROUP} or {REPLACE}")
+    if not isinstance(replicas, list) or not all(isinstance(r, str) and r in keys for r in replicas):
+        raise ValueError(f"{where}.replicas must name replicas of the job")
+    return Attempt(number=_int(doc.get("number"), f"{where}.number", 2, MAX_ATTEMPTS + 1),
+                   failure_class=failure_class, reason=reason, at=float(at), action=action, replicas=tuple(replicas))
+
+
+def _override(key: str, doc: Any, memory_bound: float | None) -> dict[str, Any]:
+    where = f"overrides[{key}]"
+    if not isinstance(doc, Mapping) or not set(doc) <= {"memory", "avoid_nodes"}:
+        raise ValueError(f"{where} may hold only memory and avoid_nodes")
+    out: dict[str, Any] = {}
+    if doc.get("memory") is not None:
+        memory = doc["memory"]
+        if memory_bound is None:
+            raise ValueError(f"{where}.memory: the job sets no oom_memory_factor, so no memory is ever overridden")
+        if finite_float(memory) is None or not 0 < memory <= memory_bound:
+            raise ValueError(f"{where}.memory must be a number of bytes in (0, {memory_bound:.0f}]")
+        out["memory"] = memory
+    if doc.get("avoid_nodes") is not None:
+        nodes = doc["avoid_nodes"]
+        if not isinstance(nodes, list) or len(nodes) > _MAX_NODES or \
+                not all(isinstance(n, str) and _NODE.match(n) for n in nodes):
+            raise ValueError(f"{where}.avoid_nodes must be at most {_MAX_NODES} node names")
+        out["avoid_nodes"] = list(nodes)
+    return out
+
+
+def read_attempts(raw: str | None, record: JobRecord) -> tuple[list[Attempt], dict[str, dict[str, Any]]]:
+    """The attempts and overrides of the annotation ``raw`` (None or empty: none yet), validated against
+    the job's record: replicas it has, memory within its ``max_memory`` (else :data:`MAX_MEMORY_OVERRIDE`)
+    and only when it sets ``oom_memory_factor``, attempt numbers increasing. ValueError otherwise."""
+    if not raw:
+        return [], {}
+    if len(raw.encode("utf-8", "replace")) > MAX_ANNOTATION_BYTES:
+        raise ValueError(f"the annotation is larger than {MAX_ANNOTATION_BYTES} bytes")
+    try:
+        doc = json.loads(raw, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise ValueError("the annotation nests too deeply") from None
+    if not isinstance(doc, Mapping) or not set(doc) <= {"attempts", "overrides"}:
+        raise ValueError("the annotation must be an object of attempts and overrides")
+    keys = {r.key for r in record.replicas}
+    items = doc.get("attempts") or []
+    if not isinstance(items, list) or len(items) > MAX_ATTEMPTS:
+        raise ValueError(f"attempts must be a list of at most {MAX_ATTEMPTS}")
+    attempts = [_attempt(a, keys, i) for i, a in enumerate(items)]
+    if any(b.number <= a.number for a, b in zip(attempts, attempts[1:], strict=False)):
+        raise ValueError("attempts must be numbered in increasing order")
+    recovery = record.recovery
+    bound = None
+    if recovery.oom_memory_factor:
+        bound = min(recovery.max_memory, MAX_MEMORY_OVERRIDE) if recovery.max_memory else MAX_MEMORY_OVERRIDE
+    overrides = doc.get("overrides") or {}
+    if not isinstance(overrides, Mapping) or not all(isinstance(k, str) and k in keys for k in overrides):
+        raise ValueError("overrides must be keyed by replicas of the job")
+    return attempts, {k: _override(k, v, bound) for k, v in overrides.items()}
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number")

@@ -1,0 +1,3 @@
+"""Types of the optional C accelerator (tfk8s_airflow/pod/_chunkcrc.c)."""
+
+def chunk_crcs(data: bytes | bytearray | memoryview, bytes_per_crc: int) -> bytes: ...

@@ -1,3 +1,0 @@
-"""Types of the optional C accelerator (tfk8s_airflow/staging/_chunkcrc.c)."""
-
-def chunk_crcs(data: bytes | bytearray | memoryview, bytes_per_crc: int) -> bytes: ...
