@@ -26,6 +26,13 @@ Needs the devstack HDFS and GlusterFS (``devstack/up hdfs gluster``). For each d
   plan, create the pods, wait polling once a second as the trigger does, read the records,
   verify, publish, manifest) runs in the measured process; the pods are the node agent's.
 
+``--gluster-sums 1,2,4`` measures :class:`GlusterFSStageOperator`'s checksum pass instead (no HDFS
+needed): the same data sets written once onto the GlusterFS mount, then ``sums local``
+(:func:`tfk8s_airflow.staging.stage.stage_volume`, sha256 on ``--parallelism`` threads of the task's
+process) against ``sums pods N`` (``copy_executor="kubernetes"``: :mod:`tfk8s_airflow.staging.sumfanout`
+on the Airflow side, :mod:`tfk8s_airflow.pod.stagesum` in N node agent pods), each with the Airflow
+side's CPU and peak RSS, the median of ``--rounds``, interleaved.
+
 With ``--pods`` every copier also prints a JSON line ``{"set", "method", "pods", "mib_s",
 "airflow_cpu_s", "airflow_peak_rss_mib"}``: ``airflow_cpu_s`` is the CPU (user + system, all
 threads) the task's process spent in the staging call itself (interpreter start and imports
@@ -207,10 +214,7 @@ def m_pods(args) -> dict:
     hdfs = WebHdfs(WebHdfsConfig(urls=(url,), user=args.user, timeout=60))
     volume = GlusterVolume(args.mount)
     settings = fanout.CopySettings(image="python:3.12-slim", namespace=args.namespace, pods=args.pods,
-                                   pod_template={"nodeSelector": {"type": "local"},
-                                                 "tolerations": [{"key": "tfk8s.io/node-agent",
-                                                                  "operator": "Exists", "effect": "NoSchedule"}],
-                                                 "env": [{"name": "PYTHONPATH", "value": str(REPO)}]})
+                                   pod_template=_LOCAL_PODS)
     log = logging.getLogger("bench")
     t, cpu = time.monotonic(), _cpu()
     key = f"bench{os.getpid()}"
@@ -222,13 +226,7 @@ def m_pods(args) -> dict:
                             str(volume.mount), str(volume.pod_mount), ({}, {}))
             for k, spec in enumerate(specs)]
     copypods.create(api, pods)
-    names = {p["metadata"]["name"] for p in pods}
-    while True:  # one LIST a second, as the trigger polls
-        phases = {p.metadata.name: p.status.phase for p in
-                  api.list_namespaced_pod(args.namespace, label_selector=f"{copypods.LABEL_STAGING}={key}").items}
-        if all(phases.get(n) in ("Succeeded", "Failed") for n in names):
-            break
-        time.sleep(1.0)
+    _wait_pods(api, args.namespace, key, {p["metadata"]["name"] for p in pods})
     outcome = fanout.judge(state, volume, list(range(len(specs))))
     if outcome.failed or outcome.checksum_errors:
         raise SystemExit(f"pod copy failed: {outcome.failed} {outcome.checksum_errors}")
@@ -238,8 +236,68 @@ def m_pods(args) -> dict:
             "airflow_cpu_s": _cpu() - cpu, "engine": sorted(outcome.engines)}
 
 
+def m_sums_local(args) -> dict:
+    from tfk8s_airflow.staging.glusterfs import GlusterVolume
+    from tfk8s_airflow.staging.stage import stage_volume
+
+    t, cpu = time.monotonic(), _cpu()
+    res = stage_volume(GlusterVolume(args.mount), args.src, 4, parallelism=args.parallelism)
+    return {"bytes": res["bytes"], "seconds": time.monotonic() - t, "airflow_cpu_s": _cpu() - cpu}
+
+
+def m_sums_pods(args) -> dict:
+    """The Airflow side of a checksum fan-out, synchronously (the operator defers instead of polling)."""
+    import logging
+
+    from kubernetes import client as k8s
+    from kubernetes import config as k8s_config
+
+    from tfk8s_airflow.k8s import copypods
+    from tfk8s_airflow.staging import fanout, sumfanout
+    from tfk8s_airflow.staging.glusterfs import GlusterVolume
+    from tfk8s_airflow.staging.stage import list_volume
+
+    k8s_config.load_kube_config()
+    api = k8s.CoreV1Api()
+    volume = GlusterVolume(args.mount)
+    settings = fanout.CopySettings(image="python:3.12-slim", namespace=args.namespace, pods=args.pods,
+                                   pod_template=_LOCAL_PODS)
+    log = logging.getLogger("bench")
+    t, cpu = time.monotonic(), _cpu()
+    key = f"bench{os.getpid()}"
+    state = sumfanout.begin(volume, list_volume(volume, args.src), 4, pods=args.pods, algorithm="sha256", key=key,
+                            logger=log)
+    pods = [fanout.copy_pod(copypods.pod_name(key, k, 0), {copypods.LABEL_STAGING: key}, spec, settings,
+                            str(volume.mount), str(volume.pod_mount), ({}, {}), program=sumfanout.PROGRAM)
+            for k, spec in enumerate(sumfanout.pod_specs(state, volume))]
+    copypods.create(api, pods)
+    _wait_pods(api, args.namespace, key, {p["metadata"]["name"] for p in pods})
+    outcome = sumfanout.judge(state, volume, list(range(len(pods))))
+    if outcome.failed or outcome.checksum_errors:
+        raise SystemExit(f"checksum pods failed: {outcome.failed} {outcome.checksum_errors}")
+    res = sumfanout.finish(volume, state, outcome.done, log, time.monotonic() - t)
+    copypods.delete_all(api, args.namespace, key)
+    return {"bytes": res["bytes"], "seconds": time.monotonic() - t, "airflow_cpu_s": _cpu() - cpu}
+
+
+_LOCAL_PODS = {"nodeSelector": {"type": "local"},
+               "tolerations": [{"key": "tfk8s.io/node-agent", "operator": "Exists", "effect": "NoSchedule"}],
+               "env": [{"name": "PYTHONPATH", "value": str(REPO)}]}
+
+
+def _wait_pods(api, namespace: str, key: str, names: set[str]) -> None:
+    from tfk8s_airflow.k8s import copypods
+
+    while True:  # one LIST a second, as the trigger polls
+        phases = {p.metadata.name: p.status.phase for p in
+                  api.list_namespaced_pod(namespace, label_selector=f"{copypods.LABEL_STAGING}={key}").items}
+        if all(phases.get(n) in ("Succeeded", "Failed") for n in names):
+            return
+        time.sleep(1.0)
+
+
 MEASURES = {"read": m_read, "write": m_write, "rawcopy": m_rawcopy, "stager": m_stager,
-            "stager-hdfs": m_stager, "pods": m_pods}
+            "stager-hdfs": m_stager, "pods": m_pods, "sums-local": m_sums_local, "sums-pods": m_sums_pods}
 
 
 def _vm_hwm_mib() -> float:
@@ -281,7 +339,7 @@ def measure(kind: str, args, src: str, dest: Path, pods: int = 0) -> dict:
            "--host-name", args.host_name, "--pod-count", str(pods)]
     data, wall, _ = run_child(cmd)
     assert data is not None  # its peak_rss_mib is its own VmHWM
-    if kind.startswith("stager") or kind == "pods":
+    if kind.startswith(("stager", "sums")) or kind == "pods":
         data["seconds"] = wall  # like hdfscli's: the whole process, start-up included
     return data
 
@@ -320,6 +378,8 @@ def main() -> None:
                    help="the host's name as pods resolve it (the node agent maps it to the host address)")
     p.add_argument("--methods", default="", help="only the methods whose names start with one of these "
                    "(comma-separated, e.g. 'raw copy,hdfscli,stager copy,pods')")
+    p.add_argument("--gluster-sums", default="", help="measure GlusterFSStageOperator's checksum pass instead: "
+                   "locally and through N checksum pods, for each N of a list such as 1,2,4")
     p.add_argument("--namespace", default="", help=argparse.SUPPRESS)
     p.add_argument("--pod-count", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--measure", choices=sorted(MEASURES), help=argparse.SUPPRESS)
@@ -329,6 +389,9 @@ def main() -> None:
     if args.measure:
         args.pods = args.pod_count
         child_main(args)
+        return
+    if args.gluster_sums:
+        gluster_sums(args, [int(n) for n in args.gluster_sums.split(",") if n.strip()])
         return
     pod_counts = [int(n) for n in args.pods.split(",") if n.strip()]
     if pod_counts:
@@ -425,6 +488,47 @@ def main() -> None:
                                       "pods": int(label.split()[1]) if label.startswith("pods") else 0,
                                       "mib_s": round(r["mib_s"], 1), "airflow_cpu_s": round(r["airflow_cpu_s"], 3),
                                       "airflow_peak_rss_mib": round(r["peak_rss_mib"], 1)}))
+
+
+def gluster_sums(args, pod_counts: list[int]) -> None:
+    """The checksum pass of files already on the volume: in the task's process vs N checksum pods."""
+    args.namespace = _bench_namespace()
+    work = Path(args.mount) / "tfk8s-bench-sums"
+    shutil.rmtree(work, ignore_errors=True)
+    rows = []
+    try:
+        for name, count, size in (("large", args.big_files, args.big_mb * MiB),
+                                  ("small", args.small_files, args.small_kb * 1024)):
+            if count <= 0:
+                continue
+            src = work / name
+            src.mkdir(parents=True)
+            print(f"preparing {name}: {count} x {size / MiB:.2f} MiB on the volume ...", file=sys.stderr)
+            for i in range(count):
+                (src / f"part-{i:05d}").write_bytes(os.urandom(size))
+            os.sync()
+            runs: dict[str, list[dict]] = {}
+            for rnd in range(1, args.rounds + 1):
+                for label, kind, n in [("sums local", "sums-local", 0),
+                                       *[(f"sums pods {n}", "sums-pods", n) for n in pod_counts]]:
+                    print(f"  {name} round {rnd}/{args.rounds}: {label} ...", file=sys.stderr)
+                    time.sleep(1)
+                    runs.setdefault(label, []).append(measure(kind, args, str(src), work / "unused", n))
+            rows.append((name, count, size, {label: _median_run(rs) for label, rs in runs.items()}))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        _drop_namespace(args.namespace)
+    print(f"\nGlusterFS checksum pass (sha256), parallelism {args.parallelism} locally, median of {args.rounds} "
+          "interleaved round(s)")
+    print(f"{'data set':<26}{'method':<16}{'MiB/s':>9}{'seconds':>9}{'vs local':>10}{'Airflow CPU s':>15}"
+          f"{'Airflow RSS MiB':>17}")
+    for name, count, size, results in rows:
+        desc = f"{name}: {count} x {size / MiB:.2f} MiB"
+        base = results["sums local"]["mib_s"]
+        for label, r in results.items():
+            print(f"{desc:<26}{label:<16}{r['mib_s']:>9.1f}{r['seconds']:>9.2f}{r['mib_s'] / base:>9.2f}x"
+                  f"{r['airflow_cpu_s']:>15.2f}{r['peak_rss_mib']:>17.1f}")
+            desc = ""
 
 
 def _bench_namespace() -> str:

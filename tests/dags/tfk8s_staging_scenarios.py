@@ -59,3 +59,13 @@ for _executor, _pods in (("kubernetes", 3), ("auto", 2)):
         HdfsStageOperator(task_id="stage", input_path="{{ params.input }}", num_workers="{{ params.workers }}",
                           cache_dir="{{ params.cache }}", copy_executor=_executor, copy_pods=_pods)
     globals()[f"stage_pods_{_executor}"] = _dag
+
+# files already on the volume: the checksum pass as a fan-out of checksum pods ("kubernetes") or in the task
+# ("local"); no task retries, so a failure is the test's outcome
+for _executor in ("kubernetes", "local"):
+    with DAG(f"tfk8s_t_stage_gluster_pods_{_executor}", schedule=None, start_date=START, catchup=False,
+             params={"input": Param("/tmp", type="string"), "workers": Param(2, type="integer")},
+             tags=["tfk8s-test"]) as _dag:
+        GlusterFSStageOperator(task_id="stage", input_path="{{ params.input }}", num_workers="{{ params.workers }}",
+                               copy_executor=_executor, copy_pods=3)
+    globals()[f"stage_gluster_pods_{_executor}"] = _dag

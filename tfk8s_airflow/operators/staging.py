@@ -24,11 +24,20 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from tfk8s_airflow.connections import webhdfs
-from tfk8s_airflow.exceptions import SpecError, StagingError
+from tfk8s_airflow.exceptions import DataError, SpecError, StagingError
 from tfk8s_airflow.operators.base import describe_outlets, fail_permanently, partition_key
-from tfk8s_airflow.staging import fanout
+from tfk8s_airflow.staging import fanout, sumfanout
 from tfk8s_airflow.staging.glusterfs import GlusterVolume
-from tfk8s_airflow.staging.stage import DEFAULT_VERIFY, parse_verify, stage_hdfs, stage_volume
+from tfk8s_airflow.staging.shards import parse_num_workers
+from tfk8s_airflow.staging.stage import (
+    DEFAULT_VERIFY,
+    VolumeListing,
+    check_checksum,
+    list_volume,
+    parse_verify,
+    stage_hdfs,
+    stage_volume,
+)
 
 __all__ = ["HdfsStageOperator", "GlusterFSStageOperator"]
 
@@ -45,6 +54,58 @@ def _announce(context: Any, outlets: Any, input_path: str, result: dict[str, Any
 def _opt(value: Any) -> Any:
     """Rendered templates give '' or 'None' for unset optional values."""
     return None if value in ("", "None", None) else value
+
+
+def _start_pods(task: BaseOperator, state: dict[str, Any], parts: list[int], specs: Sequence[dict[str, Any]],
+                settings: fanout.CopySettings, volume: GlusterVolume, *, program: str, method_name: str,
+                unit: str, what: str) -> None:
+    """Create the staging pods of ``parts`` (each admitted by the deployment's policy first) and defer
+    ``task`` on :class:`CopyPodsTrigger` until they have ended; ``method_name`` resumes it."""
+    from tfk8s_airflow.deployment import deployment_policy
+    from tfk8s_airflow.job.builders.admission import admit_pod
+    from tfk8s_airflow.k8s import copypods
+    from tfk8s_airflow.triggers.staging import CopyPodsTrigger
+
+    policy = deployment_policy()
+    pod_sc, container_sc, _ = policy.pod_security(None)
+    pods, names = [], {}
+    for part in parts:
+        name = copypods.pod_name(state["key"], part, state["attempts"][part])
+        labels = {copypods.LABEL_STAGING: state["key"], copypods.LABEL_PART: str(part),
+                  "app.kubernetes.io/managed-by": "tfk8s-airflow", "app.kubernetes.io/component": "staging"}
+        pod = fanout.copy_pod(name, labels, specs[part], settings, str(volume.mount), str(volume.pod_mount),
+                              (pod_sc, container_sc), program=program)
+        # The deployment's one admission, as for every pod the package makes (host paths resolved now,
+        # read-only ones mounted read-only, Secrets, security contexts): SpecError, nothing created.
+        pods.append(admit_pod(pod, policy, what=f"staging {what} pod {name}"))
+        names[str(part)] = name
+    api = copypods.core(settings.kubernetes_conn_id)
+    copypods.create(api, pods)
+    task.log.info("started %d %s pod(s) in %s: %s", len(pods), what, settings.namespace, ", ".join(names.values()))
+    plan = state["plan"]
+    task.defer(trigger=CopyPodsTrigger(
+        namespace=settings.namespace, key=state["key"], pods=names,
+        part_bytes={str(p): sum(int(it[2]) for it in plan[p]) for p in parts},
+        part_items={str(p): len(plan[p]) for p in parts}, kubernetes_conn_id=settings.kubernetes_conn_id,
+        started=time.time(), state=state, unit=unit), method_name=method_name)
+
+
+def _retry_failed(task: BaseOperator, api: Any, state: dict[str, Any], outcome: fanout.PartOutcome,
+                  phases: dict[int, str], settings: fanout.CopySettings, what: str) -> list[int]:
+    """Delete the pods of the parts that failed and count their attempts; the parts to start again
+    (:class:`StagingError` once one of them has used ``[tfk8s] staging_part_retries``)."""
+    from tfk8s_airflow.k8s import copypods
+
+    for part, why in sorted(outcome.failed.items()):
+        copypods.delete_one(api, settings.namespace, copypods.pod_name(state["key"], part, state["attempts"][part]))
+        state["attempts"][part] += 1
+        if state["attempts"][part] > settings.part_retries:
+            copypods.delete_all(api, settings.namespace, state["key"])
+            raise StagingError(f"{what} part {part} failed {state['attempts'][part]} times, last: {why} "
+                               "(nothing was published; a retry of the task resumes what was verified)")
+        task.log.warning("%s part %d (pod %s) failed: %s; attempt %d of %d resumes what it verified", what,
+                         part, phases.get(part), why, state["attempts"][part] + 1, settings.part_retries + 1)
+    return sorted(outcome.failed)
 
 
 class HdfsStageOperator(BaseOperator):
@@ -173,35 +234,9 @@ class HdfsStageOperator(BaseOperator):
 
     def _launch(self, state: dict[str, Any], parts: list[int], settings: fanout.CopySettings,
                 volume: GlusterVolume, hdfs: Any) -> None:
-        """Create the pods of ``parts`` (admitted by the deployment's policy first) and defer."""
-        from tfk8s_airflow.deployment import deployment_policy
-        from tfk8s_airflow.job.builders.admission import admit_pod
-        from tfk8s_airflow.k8s import copypods
-        from tfk8s_airflow.triggers.staging import CopyPodsTrigger
-
-        specs = fanout.state_specs(state, volume, hdfs.config, self.chunk_size)
-        policy = deployment_policy()
-        pod_sc, container_sc, _ = policy.pod_security(None)
-        pods, names = [], {}
-        for part in parts:
-            name = copypods.pod_name(state["key"], part, state["attempts"][part])
-            labels = {copypods.LABEL_STAGING: state["key"], copypods.LABEL_PART: str(part),
-                      "app.kubernetes.io/managed-by": "tfk8s-airflow", "app.kubernetes.io/component": "staging"}
-            pod = fanout.copy_pod(name, labels, specs[part], settings, str(volume.mount), str(volume.pod_mount),
-                                  (pod_sc, container_sc))
-            # The deployment's one admission, as for every pod the package makes (host paths resolved now,
-            # read-only ones mounted read-only, Secrets, security contexts): SpecError, nothing created.
-            pods.append(admit_pod(pod, policy, what=f"staging copy pod {name}"))
-            names[str(part)] = name
-        api = copypods.core(settings.kubernetes_conn_id)
-        copypods.create(api, pods)
-        self.log.info("started %d copy pod(s) in %s: %s", len(pods), settings.namespace, ", ".join(names.values()))
-        plan = state["plan"]
-        self.defer(trigger=CopyPodsTrigger(
-            namespace=settings.namespace, key=state["key"], pods=names,
-            part_bytes={str(p): sum(int(it[2]) for it in plan[p]) for p in parts},
-            part_items={str(p): len(plan[p]) for p in parts}, kubernetes_conn_id=settings.kubernetes_conn_id,
-            started=time.time(), state=state), method_name="copy_ended")
+        """Create the copy pods of ``parts`` (admitted by the deployment's policy first) and defer."""
+        _start_pods(self, state, parts, fanout.state_specs(state, volume, hdfs.config, self.chunk_size), settings,
+                    volume, program="tfk8s_airflow.pod.stagecopy", method_name="copy_ended", unit="items", what="copy")
 
     def copy_ended(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
         """A round of copy pods ended: publish when every part is verified, else start the failed
@@ -226,18 +261,8 @@ class HdfsStageOperator(BaseOperator):
                 raise StagingError("; ".join(outcome.checksum_errors) + " (nothing was published)")
             state["done"] = sorted(set(state.get("done", [])) | set(outcome.done))
             if outcome.failed:
-                for part, why in sorted(outcome.failed.items()):
-                    copypods.delete_one(api, settings.namespace,
-                                        copypods.pod_name(state["key"], part, state["attempts"][part]))
-                    state["attempts"][part] += 1
-                    if state["attempts"][part] > settings.part_retries:
-                        copypods.delete_all(api, settings.namespace, state["key"])
-                        raise StagingError(f"copy part {part} failed {state['attempts'][part]} times, last: {why} "
-                                           "(nothing was published; a retry of the task resumes what was verified)")
-                    self.log.warning("copy part %d (pod %s) failed: %s; attempt %d of %d resumes what it verified",
-                                     part, phases.get(part), why, state["attempts"][part] + 1,
-                                     settings.part_retries + 1)
-                self._launch(state, sorted(outcome.failed), settings, volume, hdfs)
+                self._launch(state, _retry_failed(self, api, state, outcome, phases, settings, "copy"), settings,
+                             volume, hdfs)
             final = fanout.judge(state, volume, list(range(len(state["plan"]))))
             if final.failed or final.checksum_errors:
                 raise StagingError(f"copy parts not complete: {final.failed or final.checksum_errors}")
@@ -271,6 +296,14 @@ class GlusterFSStageOperator(BaseOperator):
     :param manifest_path: default ``<input root>/_tfk8s_manifest.json`` (templated).
     :param checksum: ``"sha256"`` (default), ``"md5"`` or ``None`` (sizes only).
     :param include_hidden: also take ``_*``/``.*`` files as data.
+    :param parallelism: files digested at once by the local pass.
+    :param copy_executor: where the checksum pass runs: ``"local"`` (this task's process),
+        ``"kubernetes"`` (a fan-out of checksum pods, :mod:`tfk8s_airflow.staging.sumfanout`; the
+        task waits deferred) or ``"auto"`` (default: ``"kubernetes"`` when the input holds at least
+        the deployment's ``[tfk8s] staging_threshold`` bytes and the deployment names a
+        ``staging_image``, else ``"local"``), the rule of :class:`HdfsStageOperator`. With
+        ``checksum=None`` there is no pass to fan out: the sizes are taken locally.
+    :param copy_pods: parts (and pods) of the checksum pass (default ``[tfk8s] staging_pods``, 4).
     """
 
     template_fields: Sequence[str] = ("input_path", "pattern", "num_workers", "manifest_path")
@@ -280,8 +313,13 @@ class GlusterFSStageOperator(BaseOperator):
                  volume_path: str | None = None, allowed_roots: Sequence[str] | None = None,
                  pod_mount_path: str | None = None, manifest_path: str | None = None,
                  checksum: str | None = "sha256", include_hidden: bool = False,
-                 parallelism: int = 4, **kwargs: Any) -> None:
+                 parallelism: int = 4, copy_executor: str = "auto", copy_pods: int | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        if copy_executor not in fanout.EXECUTORS:  # a bad value fails when the DAG is parsed
+            raise SpecError(f"must be one of {', '.join(map(repr, fanout.EXECUTORS))}, got {copy_executor!r}",
+                            field="copy_executor")
+        check_checksum(checksum)
         self.input_path = input_path
         self.num_workers = num_workers
         self.pattern = pattern
@@ -292,11 +330,96 @@ class GlusterFSStageOperator(BaseOperator):
         self.checksum = checksum
         self.include_hidden = include_hidden
         self.parallelism = parallelism
+        self.copy_executor = copy_executor
+        self.copy_pods = copy_pods
+
+    def _volume(self) -> GlusterVolume:
+        return GlusterVolume(self.volume_path, self.allowed_roots, self.pod_mount_path)
 
     def execute(self, context: Any) -> dict[str, Any]:
         with fail_permanently():
-            volume = GlusterVolume(self.volume_path, self.allowed_roots, self.pod_mount_path)
+            volume = self._volume()
+            parse_num_workers(self.num_workers)  # a bad value fails before anything is listed
+            listing = list_volume(volume, self.input_path, pattern=_opt(self.pattern),
+                                  include_hidden=self.include_hidden, manifest_path=_opt(self.manifest_path))
+            if self.copy_executor != "local" and self.checksum and self._maybe_pods(context, volume, listing):
+                return {}  # not reached: deferred
             return _announce(context, self.outlets, self.input_path, stage_volume(
                 volume, self.input_path, self.num_workers, pattern=_opt(self.pattern),
                 include_hidden=self.include_hidden, manifest_path=_opt(self.manifest_path), checksum=self.checksum,
-                parallelism=self.parallelism, logger=self.log))
+                parallelism=self.parallelism, logger=self.log, listing=listing))
+
+    # ------------------------------------------------------------------ the pod fan-out
+    def _maybe_pods(self, context: Any, volume: GlusterVolume, listing: VolumeListing) -> bool:
+        """Start the checksum pods when the executor (or, for ``auto``, the input's size) says so."""
+        from tfk8s_airflow.deployment import copy_settings
+        from tfk8s_airflow.k8s.copypods import copy_key
+
+        settings = copy_settings()
+        total = sum(f.size for f in listing.files)
+        if fanout.choose_executor(self.copy_executor, total, settings, kerberos=False) != "kubernetes":
+            self.log.info("checksums of %.1f MiB computed locally (below [tfk8s] staging_threshold, %.1f MiB)",
+                          total / 2**20, settings.threshold / 2**20)
+            return False
+        ti = context["ti"]
+        key = copy_key(ti.dag_id, ti.run_id, ti.task_id, getattr(ti, "map_index", -1))
+        state = sumfanout.begin(volume, listing, parse_num_workers(self.num_workers),
+                                pods=self.copy_pods or settings.pods, algorithm=str(self.checksum), key=key,
+                                logger=self.log)
+        state["started"] = time.time()
+        self._tfk8s_key = key
+        self._launch(state, list(range(len(state["plan"]))), settings, volume)
+        return True
+
+    def _launch(self, state: dict[str, Any], parts: list[int], settings: fanout.CopySettings,
+                volume: GlusterVolume) -> None:
+        _start_pods(self, state, parts, sumfanout.pod_specs(state, volume), settings, volume,
+                    program=sumfanout.PROGRAM, method_name="sums_ended", unit="files", what="checksum")
+
+    def sums_ended(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
+        """A round of checksum pods ended: write the manifest when every part's record checks out,
+        else start the failed parts again (each resumes from its journal), up to
+        ``[tfk8s] staging_part_retries``. A file changed since the listing fails the task at once."""
+        from tfk8s_airflow.deployment import copy_settings
+        from tfk8s_airflow.k8s import copypods
+
+        with fail_permanently():
+            settings = copy_settings()
+            state = dict(event["state"])
+            volume = self._volume()
+            api = copypods.core(settings.kubernetes_conn_id)
+
+            def give_up(message: str) -> StagingError:
+                copypods.delete_all(api, settings.namespace, state["key"])
+                sumfanout.discard(volume, state)
+                return StagingError(message + " (no manifest was written)")
+
+            if event.get("status") != "ended":
+                raise give_up(f"waiting for the checksum pods failed: {event.get('message')}")
+            phases = {int(p): ph for p, ph in event["phases"].items()}
+            outcome = sumfanout.judge(state, volume, sorted(phases))
+            if outcome.checksum_errors:
+                raise give_up("; ".join(outcome.checksum_errors))
+            if outcome.failed:
+                self._launch(state, _retry_failed(self, api, state, outcome, phases, settings, "checksum"), settings,
+                             volume)
+            final = sumfanout.judge(state, volume, list(range(len(state["plan"]))))
+            if final.failed or final.checksum_errors:
+                raise give_up(f"checksum parts not complete: {final.failed or final.checksum_errors}")
+            try:
+                result = sumfanout.finish(volume, state, final.done, self.log, time.time() - float(state["started"]))
+            except DataError as exc:
+                raise give_up(str(exc)) from exc
+            copypods.delete_all(api, settings.namespace, state["key"])
+            return _announce(context, self.outlets, self.input_path, result)
+
+    def on_kill(self) -> None:
+        """Cancelled while starting the pods (before the task deferred): delete them."""
+        from tfk8s_airflow.deployment import copy_settings
+        from tfk8s_airflow.k8s import copypods
+
+        key = getattr(self, "_tfk8s_key", None)
+        if key is None:
+            return
+        settings = copy_settings()
+        copypods.delete_all(copypods.core(settings.kubernetes_conn_id), settings.namespace, key)

@@ -169,11 +169,13 @@ class Item:
                 "bytes_per_crc": DEFAULT_BYTES_PER_CRC, "present": self.present}
 
 
-def plan_parts(files: Sequence[FileEntry], pods: int, present: frozenset[int] = frozenset()) -> list[list[Item]]:
+def plan_parts(files: Sequence[FileEntry], pods: int, present: frozenset[int] = frozenset(), *,
+               whole_files: bool = False) -> list[list[Item]]:
     """``files`` as at most ``pods`` parts balanced by bytes, deterministic.
 
     A file larger than a part's share (total / pods) is cut at HDFS block boundaries into pieces
-    of about that share, unless it is already in the cache (``present``: its pod checks it whole).
+    of about that share, unless it is already in the cache (``present``: its pod checks it whole)
+    or ``whole_files`` (a digest of byte ranges does not compose: the checksum pods).
     Items go, largest first, to the part with the fewest bytes (then the fewest items; lowest
     index on ties); parts that got nothing are dropped."""
     pods = max(1, int(pods))
@@ -182,7 +184,7 @@ def plan_parts(files: Sequence[FileEntry], pods: int, present: frozenset[int] = 
     items: list[Item] = []
     for i, f in enumerate(files):
         block = f.block_size or DEFAULT_BLOCK
-        if f.size > share and i not in present and f.size > block:
+        if f.size > share and i not in present and f.size > block and not whole_files:
             piece = max(block, -(-share // block) * block)
             items.extend(Item(i, off, min(piece, f.size - off)) for off in range(0, f.size, piece))
         else:
@@ -241,8 +243,10 @@ def part_spec(part: int, items: Sequence[Item], files: Sequence[FileEntry], key:
 
 
 def copy_pod(name: str, labels: Mapping[str, str], spec_doc: Mapping[str, Any], settings: CopySettings,
-             volume_host_path: str, pod_mount: str, security: tuple[dict[str, Any], dict[str, Any]]) -> dict[str, Any]:
-    """One copy pod: ``python -m tfk8s_airflow.pod.stagecopy`` with its part in the environment, the
+             volume_host_path: str, pod_mount: str, security: tuple[dict[str, Any], dict[str, Any]], *,
+             program: str = "tfk8s_airflow.pod.stagecopy") -> dict[str, Any]:
+    """One copy pod: ``python -m <program>`` (the copier, or the checksum pod
+    :mod:`tfk8s_airflow.pod.stagesum`) with its part in the environment, the
     volume's host path mounted where the pods see it, bounded memory, ``restartPolicy: Never``
     (a failed part gets a new pod from the operator, which resumes from the part's journal)."""
     tpl = dict(settings.pod_template)
@@ -251,7 +255,7 @@ def copy_pod(name: str, labels: Mapping[str, str], spec_doc: Mapping[str, Any], 
     env += [dict(e) for e in tpl.get("env") or () if isinstance(e, Mapping) and e.get("name") != "TFK8S_COPY_PART"]
     pod_sc, container_sc = security
     container: dict[str, Any] = {
-        "name": "copy", "image": settings.image, "command": ["python", "-m", "tfk8s_airflow.pod.stagecopy"],
+        "name": "copy", "image": settings.image, "command": ["python", "-m", program],
         "env": env,
         "resources": {"requests": {"cpu": settings.cpu, "memory": settings.memory},
                       "limits": {"memory": settings.memory}},
@@ -474,8 +478,16 @@ def state_specs(state: Mapping[str, Any], volume: Any, hdfs_config: Any, chunk_s
                  plan_id=state["plan_id"]) for k, items in enumerate(state_plan(state))]
 
 
-def judge(state: Mapping[str, Any], volume: Any, parts: Sequence[int]) -> PartOutcome:
-    """Read and check the records of ``parts`` (those whose pods ended)."""
+#: Record kinds that fail the task at once (no new pod helps): the data is wrong, or changed under us.
+FATAL_KINDS = ("checksum", "corrupt", "changed")
+
+
+def judge(state: Mapping[str, Any], volume: Any, parts: Sequence[int],
+          check: Callable[[int, Any, Sequence[Item], Sequence[FileEntry]], str | None] = check_record
+          ) -> PartOutcome:
+    """Read and check the records of ``parts`` (those whose pods ended) with ``check`` (the copy
+    pods' :func:`check_record`, or the checksum pods'); a check that raises :class:`DataError`
+    fails the task at once, as a record of a :data:`FATAL_KINDS` kind does."""
     plan, files = state_plan(state), state_files(state)
     records = read_records(Path(state["dest"]), state["key"], volume.mount, parts)
     out = PartOutcome()
@@ -488,12 +500,16 @@ def judge(state: Mapping[str, Any], volume: Any, parts: Sequence[int]) -> PartOu
             out.engines.add(rec["engine"])
         if not isinstance(rec, dict) or rec.get("ok") is not True:
             error = str(rec.get("error") if isinstance(rec, dict) else rec)[:2000]
-            if isinstance(rec, dict) and rec.get("kind") in ("checksum", "corrupt"):
+            if isinstance(rec, dict) and rec.get("kind") in FATAL_KINDS:
                 out.checksum_errors.append(f"part {part}: {error}")
             else:
                 out.failed[part] = error
             continue
-        why = check_record(part, rec, plan[part], files)
+        try:
+            why = check(part, rec, plan[part], files)
+        except DataError as exc:
+            out.checksum_errors.append(f"part {part}: {exc}")
+            continue
         if why:
             out.failed[part] = f"its record is incomplete: {why}"
         else:

@@ -60,6 +60,7 @@ from typing import Any, Protocol
 
 from tfk8s_airflow.exceptions import DataError, NameTooLongError, PathSafetyError, SpecError, StagingError
 from tfk8s_airflow.pathrules import has_parent_segment, is_safe_relative
+from tfk8s_airflow.pod.stagesum import READ_CHUNK, digest_doc
 from tfk8s_airflow.staging import manifest as mf
 from tfk8s_airflow.staging.checksums import HdfsChecksum, checksums_match, file_checksum, params_from_remote
 from tfk8s_airflow.staging.glusterfs import GlusterVolume
@@ -80,7 +81,8 @@ class Logger(Protocol):
 
 __all__ = ["CopyStats", "copy_to_volume", "stage_hdfs", "stage_volume", "PARTIAL_SUFFIX",
            "DEFAULT_VERIFY", "VERIFY_LEVELS", "parse_verify", "LOCK_SUFFIX", "lock_path", "partial_name",
-           "partial_path", "staging_dir", "verifiable"]
+           "partial_path", "staging_dir", "verifiable", "VolumeListing", "list_volume", "write_volume_manifest",
+           "check_checksum"]
 
 PARTIAL_SUFFIX = ".tfk8s-partial"
 #: The longest file name, in bytes, of the file systems a volume is on (and of HDFS's default limit).
@@ -690,42 +692,80 @@ def _file_digest(volume: GlusterVolume, path: str, algorithm: str) -> dict[str, 
     digest = hashlib.new(algorithm)
     with SafeDir.open_under(volume.mount, os.path.dirname(path)) as d, \
             d.open_read(os.path.basename(path), single_link=False) as fh:
-        while chunk := fh.read(4 << 20):
+        while chunk := fh.read(READ_CHUNK):
             digest.update(chunk)
-    return {"algorithm": algorithm.upper(), "bytes": digest.hexdigest(),
-            "length": digest.digest_size}
+    return digest_doc(algorithm, digest)
 
 
-def stage_volume(volume: GlusterVolume, input_path: str, num_workers: Any, *,
-                 pattern: str | None = None, include_hidden: bool = False,
-                 manifest_path: str | None = None, checksum: str | None = "sha256",
-                 parallelism: int = 4, logger: Logger | None = None) -> dict[str, Any]:
-    """Stage files already on the volume: list, checksum (``sha256``/``md5``/``None``),
-    shard, write the manifest (default ``<input root>/_tfk8s_manifest.json``)."""
-    logger = logger or log
-    workers = parse_num_workers(num_workers)
+@dataclass(frozen=True)
+class VolumeListing:
+    """What :func:`list_volume` found: the input's root, the directory the manifest and the pod
+    paths are relative to (``base``), the manifest's place, and the files (sorted by path)."""
+
+    input_path: str
+    pattern: str | None
+    root: Path
+    base: Path
+    target: Path
+    files: list[FileEntry]
+
+
+def check_checksum(checksum: str | None) -> None:
+    """``checksum`` names an algorithm of :mod:`hashlib` (or is ``None``: sizes only)."""
     if checksum and checksum not in hashlib.algorithms_available:
         raise SpecError(f"unknown checksum algorithm {checksum!r}", field="checksum")
+
+
+def list_volume(volume: GlusterVolume, input_path: str, *, pattern: str | None = None,
+                include_hidden: bool = False, manifest_path: str | None = None) -> VolumeListing:
+    """List files already on the volume (refusing an empty input) and place their manifest
+    (default ``<input root>/_tfk8s_manifest.json``)."""
     root, files = volume.list_files(input_path, pattern=pattern, include_hidden=include_hidden)
     _refuse_empty(files, str(input_path), pattern)
     base = root if root.is_dir() else root.parent
     target = volume.safe_path(manifest_path or (base / mf.MANIFEST_NAME), "manifest_path")
-    if checksum:
-        with ThreadPoolExecutor(max_workers=max(1, parallelism)) as pool:
-            sums = list(pool.map(lambda f: _file_digest(volume, f.path, checksum), files))
-        files = [FileEntry(f.path, f.relpath, f.size, f.mtime, None, s) for f, s in zip(files, sums, strict=True)]
-    logger.info("volume input %s: %d file(s), %.1f MiB", input_path, len(files),
+    return VolumeListing(str(input_path), pattern, root, base, target, files)
+
+
+def write_volume_manifest(volume: GlusterVolume, listing: VolumeListing, files: Sequence[FileEntry],
+                          workers: int, logger: Logger) -> dict[str, Any]:
+    """Shard ``files`` (the listing's, with their checksums when computed) by bytes over ``workers``
+    and write their manifest, atomically; the XCom result. One rule for the local checksum pass
+    and the checksum pods (:mod:`tfk8s_airflow.staging.sumfanout`)."""
+    logger.info("volume input %s: %d file(s), %.1f MiB", listing.input_path, len(files),
                 sum(f.size for f in files) / 2**20)
     paths = [volume.pod_path(f.path) for f in files]
     plan = assign_shards(zip(paths, (f.size for f in files), strict=True), workers)
     doc = mf.build_manifest(
         files, paths, plan,
-        source={"kind": "glusterfs", "input": str(input_path), "root": str(root),
-                "pattern": pattern},
-        location={"kind": "glusterfs", "root": str(base), "pod_root": volume.pod_path(base)})
-    mf.write_local_atomic(target, doc, trusted=volume.mount)
-    _log_shards(logger, plan, str(target))
-    return _result(plan, str(target), files, str(input_path), volume.pod_path(base))
+        source={"kind": "glusterfs", "input": listing.input_path, "root": str(listing.root),
+                "pattern": listing.pattern},
+        location={"kind": "glusterfs", "root": str(listing.base), "pod_root": volume.pod_path(listing.base)})
+    mf.write_local_atomic(listing.target, doc, trusted=volume.mount)
+    _log_shards(logger, plan, str(listing.target))
+    return _result(plan, str(listing.target), files, listing.input_path, volume.pod_path(listing.base))
+
+
+def stage_volume(volume: GlusterVolume, input_path: str, num_workers: Any, *,
+                 pattern: str | None = None, include_hidden: bool = False,
+                 manifest_path: str | None = None, checksum: str | None = "sha256",
+                 parallelism: int = 4, logger: Logger | None = None,
+                 listing: VolumeListing | None = None) -> dict[str, Any]:
+    """Stage files already on the volume: list (unless ``listing`` is given), checksum
+    (``sha256``/``md5``/``None``), shard, write the manifest (default
+    ``<input root>/_tfk8s_manifest.json``)."""
+    logger = logger or log
+    workers = parse_num_workers(num_workers)
+    check_checksum(checksum)
+    if listing is None:
+        listing = list_volume(volume, input_path, pattern=pattern, include_hidden=include_hidden,
+                              manifest_path=manifest_path)
+    files = listing.files
+    if checksum:
+        with ThreadPoolExecutor(max_workers=max(1, parallelism)) as pool:
+            sums = list(pool.map(lambda f: _file_digest(volume, f.path, checksum), files))
+        files = [FileEntry(f.path, f.relpath, f.size, f.mtime, None, s) for f, s in zip(files, sums, strict=True)]
+    return write_volume_manifest(volume, listing, files, workers, logger)
 
 
 def _log_shards(logger: Logger, plan, where: str) -> None:

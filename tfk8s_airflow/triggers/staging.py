@@ -29,11 +29,11 @@ _ENDED = ("Succeeded", "Failed")
 
 
 def progress_text(done_bytes: int, total_bytes: int, items: int, total_items: int, elapsed: float,
-                  pods: int) -> str:
+                  pods: int, unit: str = "items") -> str:
     rate = done_bytes / 2**20 / elapsed if elapsed > 0 else 0.0
     left = (total_bytes - done_bytes) / 2**20 / rate if rate > 0 else None
     eta = f"{left:.0f}s" if left is not None else "unknown"
-    return (f"staging progress: {items}/{total_items} items, {done_bytes / 2**20:.1f}/{total_bytes / 2**20:.1f} MiB "
+    return (f"staging progress: {items}/{total_items} {unit}, {done_bytes / 2**20:.1f}/{total_bytes / 2**20:.1f} MiB "
             f"({100.0 * done_bytes / total_bytes if total_bytes else 100.0:.0f}%), {rate:.1f} MiB/s, ETA {eta}, "
             f"{pods} pod(s) running")
 
@@ -55,7 +55,7 @@ class CopyPodsTrigger(BaseTrigger):
     def __init__(self, *, namespace: str, key: str, pods: Mapping[str, str], part_bytes: Mapping[str, int],
                  part_items: Mapping[str, int], kubernetes_conn_id: str | None, started: float,
                  poll_interval: float = 3.0, progress_interval: float = 10.0,
-                 state: Mapping[str, Any] | None = None) -> None:
+                 state: Mapping[str, Any] | None = None, unit: str = "items") -> None:
         super().__init__()
         self.namespace, self.key = namespace, key
         self.pods = {str(k): v for k, v in pods.items()}
@@ -65,13 +65,15 @@ class CopyPodsTrigger(BaseTrigger):
         self.started = started
         self.poll_interval, self.progress_interval = poll_interval, progress_interval
         self.state = dict(state or {})
+        self.unit = unit  # what a part's items are: "items" (file pieces a copy pod copies), "files" (digested)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return ("tfk8s_airflow.triggers.staging.CopyPodsTrigger",
                 {"namespace": self.namespace, "key": self.key, "pods": self.pods, "part_bytes": self.part_bytes,
                  "part_items": self.part_items, "kubernetes_conn_id": self.kubernetes_conn_id,
                  "started": self.started, "poll_interval": self.poll_interval,
-                 "progress_interval": self.progress_interval, "state": self.state})
+                 "progress_interval": self.progress_interval, "state": self.state,
+                 "unit": self.unit})
 
     def _hook(self) -> Any:
         from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook
@@ -123,7 +125,7 @@ class CopyPodsTrigger(BaseTrigger):
                             done_bytes += min(int(doc.get("bytes", 0)), self.part_bytes[part])
                             done_items += min(int(doc.get("items", 0)), self.part_items[part])
                     self.log.info(progress_text(done_bytes, total_bytes, done_items, total_items,
-                                                time.time() - self.started, len(running)))
+                                                time.time() - self.started, len(running), self.unit))
                 await asyncio.sleep(self.poll_interval)
 
     async def on_kill(self) -> None:
