@@ -154,3 +154,42 @@ def test_progress_line_for_the_task_log():
     text = progress_text(50 * MiB, 100 * MiB, 10, 20, 10.0, 4)
     assert text == ("staging progress: 10/20 items, 50.0/100.0 MiB (50%), 5.0 MiB/s, ETA 10s, "
                     "4 pod(s) running")
+
+
+def _staged(tmp_path, key, sizes):
+    """A pod copy of ``sizes`` verified in its staging directory (what the pods leave), prepared under tmp_path."""
+    files = [FileEntry(f"/data/p/part-{i}", f"sub/part-{i}", s, None, BLOCK) for i, s in enumerate(sizes)]
+    dest = tmp_path / "cache"
+    prepared = fanout.prepare(files, dest, key, tmp_path)
+    stage = fanout.pods_staging_dir(dest, key)
+    (stage / "sub").mkdir()
+    for f in files:
+        (stage / f.relpath).write_bytes(b"x" * f.size)
+    return prepared, files, dest
+
+
+def test_a_fresh_cache_appears_with_its_manifest_in_one_rename(tmp_path, monkeypatch):
+    """No moment shows the published files without their manifest: it is in the staging directory
+    when that is renamed to the cache."""
+    prepared, files, dest = _staged(tmp_path, "k1", [3, 5])
+    seen = []
+    real_replace = fanout.SafeDir.replace
+
+    def replace(self, src, dst):  # what the published name holds the moment it appears
+        out = real_replace(self, src, dst)
+        seen.append(sorted(os.listdir(dest)))
+        return out
+
+    monkeypatch.setattr(fanout.SafeDir, "replace", replace)
+    assert fanout.publish(prepared, files, frozenset(), tmp_path, ("_tfk8s_manifest.json", {"files": 2})) is True
+    assert seen == [["_tfk8s_manifest.json", "sub"]]
+    assert (dest / "_tfk8s_manifest.json").read_text().startswith("{")
+    assert not fanout.pods_staging_dir(dest, "k1").exists() and not fanout.records_dir(dest, "k1").exists()
+
+
+def test_into_a_cache_that_holds_files_the_manifest_is_left_to_be_written_last(tmp_path):
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "other").write_bytes(b"kept")
+    prepared, files, dest = _staged(tmp_path, "k2", [4])
+    assert fanout.publish(prepared, files, frozenset(), tmp_path, ("_tfk8s_manifest.json", {"files": 1})) is False
+    assert sorted(os.listdir(dest)) == ["other", "sub"]

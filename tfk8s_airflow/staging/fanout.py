@@ -360,13 +360,17 @@ def verify(plan: Sequence[Sequence[Item]], records: Mapping[int, Any], files: Se
 
 
 def publish(prepared: PreparedCopy, files: Sequence[FileEntry], kept: frozenset[int],
-            trusted_root: str | os.PathLike[str]) -> None:
+            trusted_root: str | os.PathLike[str], manifest: tuple[str, Any] | None = None) -> bool:
     """Put a verified pod copy in place, under the destination's lock: when ``dest`` is (still)
     missing or empty, by one rename of the staging directory over it; into a cache that holds files
     (a re-run, or another task that staged into the same directory meanwhile), each copied file by
     a rename from the staging directory over its final name (what stands there is replaced, never
     written through). Only regular files of one link, of the listed size, are moved: anything else
-    in the staging directory is refused. The records directory is removed last."""
+    in the staging directory is refused. The records directory is removed last.
+
+    ``manifest`` (its name in ``dest`` and its document): when ``dest`` is published by the one
+    rename, the manifest is written into the staging directory first, so the files and their
+    manifest appear together. Returns whether it was written; if not, the caller writes it last."""
     dest = prepared.dest
     with SafeDir.open_under(trusted_root, dest.parent) as parent, \
             parent.lock(lock_path(dest).name, timeout=300.0, posix=True):
@@ -380,7 +384,12 @@ def publish(prepared: PreparedCopy, files: Sequence[FileEntry], kept: frozenset[
                 if st is None or not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_size != entry.size:
                     raise StagingError(f"{stage_root.where(rel)} is not the verified copy of {entry.path} "
                                        "(missing, not a regular file of one link, or of another size)")
+        written = False
         if parent.lstat(dest.name) is None or parent.is_empty(dest.name):
+            if manifest is not None:
+                with parent.subdir(staging) as stage_root:
+                    stage_root.write_json_atomic(manifest[0], manifest[1], mode=0o644)
+                written = True
             parent.rmdir(dest.name)
             parent.replace(staging, dest.name)
         else:
@@ -390,6 +399,7 @@ def publish(prepared: PreparedCopy, files: Sequence[FileEntry], kept: frozenset[
                         _move(src, dst, posixpath.normpath(entry.relpath))
             parent.rmtree(staging)
         parent.rmtree(records_dir(dest, prepared.key).name)
+    return written
 
 
 def _move(src: SafeDir, dst: SafeDir, rel: str) -> None:
@@ -528,8 +538,6 @@ def finish(hdfs: Any, volume: Any, state: Mapping[str, Any], records: Mapping[in
     entries = verify(plan, records, files, hdfs.checksum)
     kept = frozenset(it.index for part, items in enumerate(plan)
                      for it, rec in zip(items, records[part]["items"], strict=True) if rec.get("kept"))
-    publish(PreparedCopy(dest, state["key"], bool(state["fresh"]), frozenset(state["present"])), entries, kept,
-            volume.mount)
     pod_root = volume.pod_path(dest)
     paths = [posixpath.join(pod_root, f.relpath) for f in entries]
     plan_w = assign_shards(zip(paths, (f.size for f in entries), strict=True), int(state["workers"]))
@@ -537,7 +545,11 @@ def finish(hdfs: Any, volume: Any, state: Mapping[str, Any], records: Mapping[in
               "namenodes": list(hdfs.config.urls), "user": hdfs.config.user}
     doc = mf.build_manifest(entries, paths, plan_w, source=source,
                             location={"kind": "glusterfs", "root": str(dest), "pod_root": pod_root})
-    mf.write_local_atomic(state["manifest"], doc, trusted=volume.mount)
+    target = Path(state["manifest"])
+    inside = (target.name, doc) if target.parent == dest else None  # the default: <cache>/_tfk8s_manifest.json
+    if not publish(PreparedCopy(dest, state["key"], bool(state["fresh"]), frozenset(state["present"])), entries,
+                   kept, volume.mount, inside):
+        mf.write_local_atomic(target, doc, trusted=volume.mount)
     stats = CopyStats(files=len(entries), copied=len(entries) - len(kept), skipped=len(kept),
                       bytes_total=sum(f.size for f in entries),
                       bytes_copied=sum(f.size for i, f in enumerate(entries) if i not in kept), seconds=seconds)
