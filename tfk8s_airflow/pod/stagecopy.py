@@ -57,7 +57,8 @@ import urllib.request
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any
 
-__all__ = ["main", "copy_part", "BlockSummer", "ENGINE", "PROGRESS_PREFIX"]
+__all__ = ["main", "copy_part", "BlockSummer", "ENGINE", "PROGRESS_PREFIX", "PartError", "PartProgress", "open_dir",
+           "read_journal", "write_record"]
 
 PROGRESS_PREFIX = "tfk8s.staging "
 _POLY = 0x82F63B78
@@ -227,7 +228,7 @@ class WebHdfs:
 
 
 # ----------------------------------------------------------------------------- the volume
-def _open_dir(root: str, rel: str, create: bool) -> int:
+def open_dir(root: str, rel: str, create: bool) -> int:
     """A directory fd for ``root/rel``, each component below ``root`` opened without following a link."""
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)  # the directory the task made
     try:
@@ -248,7 +249,7 @@ def _open_dir(root: str, rel: str, create: bool) -> int:
 
 def _open_target(root: str, rel: str) -> int:
     """The file ``root/rel`` for writing at offsets (created when missing; never through a link)."""
-    d = _open_dir(root, os.path.dirname(rel), create=True)
+    d = open_dir(root, os.path.dirname(rel), create=True)
     try:
         fd = os.open(os.path.basename(rel), os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644, dir_fd=d)
     except OSError as exc:
@@ -271,7 +272,7 @@ def _existing_checksum(root: str, rel: str, size: int, block: int, per_crc: int)
     import stat as _stat
 
     try:
-        d = _open_dir(root, os.path.dirname(rel), create=False)
+        d = open_dir(root, os.path.dirname(rel), create=False)
     except (OSError, PartError):
         return None
     try:
@@ -293,7 +294,7 @@ def _existing_checksum(root: str, rel: str, size: int, block: int, per_crc: int)
 
 
 # ----------------------------------------------------------------------------- the part
-class _Progress:
+class PartProgress:
     def __init__(self, part: int, total_bytes: int, total_items: int, interval: float = 2.0) -> None:
         self.part, self.total_bytes, self.total_items, self.interval = part, total_bytes, total_items, interval
         self.bytes = self.items = 0
@@ -313,9 +314,9 @@ class _Progress:
                                                 "total_items": self.total_items}), flush=True)
 
 
-def _read_journal(path: str) -> dict[int, dict[str, Any]]:
+def read_journal(path: str) -> dict[int, dict[str, Any]]:
     done: dict[int, dict[str, Any]] = {}
-    d = _open_dir(os.path.dirname(path), "", create=False)
+    d = open_dir(os.path.dirname(path), "", create=False)
     try:
         fd = os.open(os.path.basename(path), os.O_RDONLY | os.O_NOFOLLOW, dir_fd=d)
     except FileNotFoundError:
@@ -333,7 +334,7 @@ def _read_journal(path: str) -> dict[int, dict[str, Any]]:
 
 
 def _copy_item(hdfs: WebHdfs, item: dict[str, Any], staging: str, chunk: int,
-               progress: _Progress) -> list[str]:
+               progress: PartProgress) -> list[str]:
     """Stream one item into place and return its block MD5s."""
     block, per_crc = int(item["block_size"]), int(item["bytes_per_crc"])
     offset, length = int(item["offset"]), int(item["length"])
@@ -389,14 +390,14 @@ def copy_part(spec: dict[str, Any]) -> dict[str, Any]:
     items = spec["items"]
     # The plan's id in the name: a journal of another plan (the listing changed) is never resumed.
     journal_path = os.path.join(records, f"part-{part}.{spec.get('plan_id', '')}.journal")
-    done = _read_journal(journal_path)
+    done = read_journal(journal_path)
     if done:
         print(f"part {part}: resuming, {len(done)} of {len(items)} item(s) verified by an earlier attempt",
               flush=True)
-    progress = _Progress(part, sum(int(it["length"]) for it in items), len(items))
+    progress = PartProgress(part, sum(int(it["length"]) for it in items), len(items))
     results: list[dict[str, Any] | None] = [None] * len(items)
     copied = [0]
-    records_fd = _open_dir(records, "", create=False)
+    records_fd = open_dir(records, "", create=False)
     try:
         journal_fd = os.open(os.path.basename(journal_path), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW,
                              0o644, dir_fd=records_fd)
@@ -436,7 +437,7 @@ def copy_part(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _verified_item(hdfs: WebHdfs, i: int, item: dict[str, Any], staging: str, dest: str | None, chunk: int,
-                   attempts: int, progress: _Progress) -> dict[str, Any]:
+                   attempts: int, progress: PartProgress) -> dict[str, Any]:
     """One item kept (a re-run's file that matches HDFS) or copied and checked, retried ``attempts`` times."""
     whole = int(item["offset"]) == 0 and int(item["length"]) == int(item["size"])
     if whole and item.get("present") and dest:
@@ -466,9 +467,9 @@ def _verified_item(hdfs: WebHdfs, i: int, item: dict[str, Any], staging: str, de
     raise PartError(f"copying {item['src']}: attempts must be at least 1, not {attempts}")
 
 
-def _write_record(records: str, part: int, record: dict[str, Any]) -> None:
+def write_record(records: str, part: int, record: dict[str, Any]) -> None:
     """The part's record, through a temporary name and a rename (never through a planted link)."""
-    d = _open_dir(records, "", create=False)
+    d = open_dir(records, "", create=False)
     try:
         tmp = f".part-{part}.json.tmp"
         with contextlib.suppress(FileNotFoundError):
@@ -498,10 +499,10 @@ def main(argv: list[str] | None = None) -> int:
         record = copy_part(spec)
     except PartError as exc:
         print(f"part {part} failed: {exc}", file=sys.stderr, flush=True)
-        _write_record(spec["records"], part, {"part": part, "ok": False, "error": str(exc), "kind": exc.kind,
+        write_record(spec["records"], part, {"part": part, "ok": False, "error": str(exc), "kind": exc.kind,
                                               "engine": ENGINE})
         return 1
-    _write_record(spec["records"], part, record)
+    write_record(spec["records"], part, record)
     print(f"part {part}: {len(record['items'])} item(s), {record['copied_bytes']} bytes copied in "
           f"{record['seconds']}s (CRC engine {ENGINE})", flush=True)
     return 0

@@ -38,7 +38,7 @@ import time
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any
 
-from tfk8s_airflow.pod.stagecopy import PartError, _open_dir, _Progress, _read_journal, _write_record
+from tfk8s_airflow.pod.stagecopy import PartError, PartProgress, open_dir, read_journal, write_record
 
 __all__ = ["main", "sum_part", "digest_doc", "READ_CHUNK"]
 
@@ -65,7 +65,7 @@ def _open_listed(root: str, item: dict[str, Any]) -> int:
     regular file only (opened non-blocking, so a FIFO put there never blocks)."""
     rel, path = str(item["rel"]), str(item["path"])
     try:
-        d = _open_dir(root, os.path.dirname(rel), create=False)
+        d = open_dir(root, os.path.dirname(rel), create=False)
     except FileNotFoundError:
         raise PartError(f"{path} is gone since the listing", "changed") from None
     except OSError as exc:
@@ -91,7 +91,7 @@ def _open_listed(root: str, item: dict[str, Any]) -> int:
     return fd
 
 
-def _sum_item(i: int, item: dict[str, Any], root: str, algorithm: str, progress: _Progress) -> dict[str, Any]:
+def _sum_item(i: int, item: dict[str, Any], root: str, algorithm: str, progress: PartProgress) -> dict[str, Any]:
     """The digest of one listed file, with the size and modification time it was read at."""
     fd = _open_listed(root, item)
     try:
@@ -127,14 +127,14 @@ def sum_part(spec: dict[str, Any]) -> dict[str, Any]:
         raise PartError(f"this image's Python has no {algorithm!r} digest", "refused")
     items = list(spec["items"])
     journal_path = os.path.join(records, f"part-{part}.{spec.get('plan_id', '')}.journal")
-    done = {i: rec for i, rec in _read_journal(journal_path).items()
+    done = {i: rec for i, rec in read_journal(journal_path).items()
             if 0 <= i < len(items) and isinstance(rec, dict) and rec.get("path") == items[i]["path"]}
     if done:
         print(f"part {part}: resuming, {len(done)} of {len(items)} file(s) digested by an earlier attempt",
               flush=True)
-    progress = _Progress(part, sum(int(it["size"]) for it in items), len(items))
+    progress = PartProgress(part, sum(int(it["size"]) for it in items), len(items))
     results: list[dict[str, Any] | None] = [None] * len(items)
-    records_fd = _open_dir(records, "", create=False)
+    records_fd = open_dir(records, "", create=False)
     try:
         journal_fd = os.open(os.path.basename(journal_path), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW,
                              0o644, dir_fd=records_fd)
@@ -183,9 +183,9 @@ def main(argv: list[str] | None = None) -> int:
         record = sum_part(spec)
     except PartError as exc:
         print(f"part {part} failed: {exc}", file=sys.stderr, flush=True)
-        _write_record(spec["records"], part, {"part": part, "ok": False, "error": str(exc), "kind": exc.kind})
+        write_record(spec["records"], part, {"part": part, "ok": False, "error": str(exc), "kind": exc.kind})
         return 1
-    _write_record(spec["records"], part, record)
+    write_record(spec["records"], part, record)
     print(f"part {part}: {len(record['items'])} file(s), {record['bytes']} bytes digested ({record['algorithm']}) "
           f"in {record['seconds']}s", flush=True)
     return 0

@@ -532,7 +532,7 @@ def finish(hdfs: Any, volume: Any, state: Mapping[str, Any], records: Mapping[in
     """The Airflow side after every part is done: verify, publish, shard, write the manifest last."""
     from tfk8s_airflow.staging import manifest as mf
     from tfk8s_airflow.staging.shards import assign_shards
-    from tfk8s_airflow.staging.stage import CopyStats, _log_shards, _result
+    from tfk8s_airflow.staging.stage import CopyStats, log_shards, stage_result
 
     files, plan, dest = state_files(state), state_plan(state), Path(state["dest"])
     entries = verify(plan, records, files, hdfs.checksum)
@@ -556,5 +556,5 @@ def finish(hdfs: Any, volume: Any, state: Mapping[str, Any], records: Mapping[in
     logger.info("copied %d file(s) (%.1f MiB) through %d pod(s) in %.1fs (%.1f MiB/s), kept %d already "
                 "present and verified", stats.copied, stats.bytes_copied / 2**20, len(plan), seconds,
                 stats.mib_per_s, stats.skipped)
-    _log_shards(logger, plan_w, state["manifest"])
-    return _result(plan_w, state["manifest"], entries, f"hdfs:{state['input_path']}", pod_root, stats)
+    log_shards(logger, plan_w, state["manifest"])
+    return stage_result(plan_w, state["manifest"], entries, f"hdfs:{state['input_path']}", pod_root, stats)

@@ -82,7 +82,7 @@ class Logger(Protocol):
 __all__ = ["CopyStats", "copy_to_volume", "stage_hdfs", "stage_volume", "PARTIAL_SUFFIX",
            "DEFAULT_VERIFY", "VERIFY_LEVELS", "parse_verify", "LOCK_SUFFIX", "lock_path", "partial_name",
            "partial_path", "staging_dir", "verifiable", "VolumeListing", "list_volume", "write_volume_manifest",
-           "check_checksum"]
+           "check_checksum", "stage_result", "log_shards"]
 
 PARTIAL_SUFFIX = ".tfk8s-partial"
 #: The longest file name, in bytes, of the file systems a volume is on (and of HDFS's default limit).
@@ -576,7 +576,7 @@ def _publish_first_copy(parent: SafeDir, dest: Path) -> None:
 # ----------------------------------------------------------------------- orchestration
 
 
-def _result(plan, manifest_at: str, files: Sequence[FileEntry], source: str,
+def stage_result(plan, manifest_at: str, files: Sequence[FileEntry], source: str,
             data_root: str, stats: CopyStats | None = None) -> dict[str, Any]:
     """The staging operators' XCom value (``normalize_shards`` reads ``shards``)."""
     out: dict[str, Any] = {
@@ -681,8 +681,8 @@ def stage_hdfs(hdfs: WebHdfs, input_path: str, num_workers: Any, *,
         hdfs.write_json_atomic(hdfs_manifest, doc)
     else:
         mf.write_local_atomic(local_manifest, doc, trusted=trusted)  # type: ignore[arg-type]
-    _log_shards(logger, plan, manifest_at)
-    return _result(plan, manifest_at, files, f"hdfs:{input_path}", data_root, stats)
+    log_shards(logger, plan, manifest_at)
+    return stage_result(plan, manifest_at, files, f"hdfs:{input_path}", data_root, stats)
 
 
 def _file_digest(volume: GlusterVolume, path: str, algorithm: str) -> dict[str, Any]:
@@ -742,8 +742,8 @@ def write_volume_manifest(volume: GlusterVolume, listing: VolumeListing, files: 
                 "pattern": listing.pattern},
         location={"kind": "glusterfs", "root": str(listing.base), "pod_root": volume.pod_path(listing.base)})
     mf.write_local_atomic(listing.target, doc, trusted=volume.mount)
-    _log_shards(logger, plan, str(listing.target))
-    return _result(plan, str(listing.target), files, listing.input_path, volume.pod_path(listing.base))
+    log_shards(logger, plan, str(listing.target))
+    return stage_result(plan, str(listing.target), files, listing.input_path, volume.pod_path(listing.base))
 
 
 def stage_volume(volume: GlusterVolume, input_path: str, num_workers: Any, *,
@@ -768,7 +768,7 @@ def stage_volume(volume: GlusterVolume, input_path: str, num_workers: Any, *,
     return write_volume_manifest(volume, listing, files, workers, logger)
 
 
-def _log_shards(logger: Logger, plan, where: str) -> None:
+def log_shards(logger: Logger, plan, where: str) -> None:
     logger.info("manifest written: %s", where)
     for key, paths in plan.shards.items():
         logger.info("shard %s: %d file(s), %.1f MiB", key, len(paths),
