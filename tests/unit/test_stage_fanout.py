@@ -93,17 +93,16 @@ def test_settings_from_the_deployment_and_errors_that_name_them():
 
 def test_choose_executor():
     s = fanout.CopySettings(image="img", threshold=100)
-    assert fanout.choose_executor("auto", 99, s, kerberos=False) == "local"
-    assert fanout.choose_executor("auto", 100, s, kerberos=False) == "kubernetes"
-    assert fanout.choose_executor("auto", 10**9, s, kerberos=True) == "local"
-    assert fanout.choose_executor("auto", 10**9, fanout.CopySettings(image=""), kerberos=False) == "local"
-    assert fanout.choose_executor("local", 10**9, s, kerberos=False) == "local"
+    assert fanout.choose_executor("auto", 99, s) == "local"
+    assert fanout.choose_executor("auto", 100, s) == "kubernetes"
+    assert fanout.choose_executor("auto", 10**9, s) == "kubernetes"  # Kerberos or not: a delegation token
+    assert fanout.choose_executor("auto", 10**9, fanout.CopySettings(image="")) == "local"
+    assert fanout.choose_executor("local", 10**9, s) == "local"
     with pytest.raises(SpecError, match="staging_image"):
-        fanout.choose_executor("kubernetes", 1, fanout.CopySettings(image=""), kerberos=False)
-    with pytest.raises(SpecError, match="Kerberos"):
-        fanout.choose_executor("kubernetes", 1, s, kerberos=True)
+        fanout.choose_executor("kubernetes", 1, fanout.CopySettings(image=""))
+    assert fanout.choose_executor("kubernetes", 1, s) == "kubernetes"
     with pytest.raises(SpecError, match="copy_executor"):
-        fanout.choose_executor("celery", 1, s, kerberos=False)
+        fanout.choose_executor("celery", 1, s)
 
 
 def test_copy_pod_is_bounded_and_admitted_by_the_policy():

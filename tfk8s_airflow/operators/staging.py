@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import TaskDeferred
 
 from tfk8s_airflow.connections import webhdfs
 from tfk8s_airflow.exceptions import DataError, SpecError, StagingError
@@ -77,7 +78,16 @@ def _start_pods(task: BaseOperator, state: dict[str, Any], parts: list[int], spe
                               (pod_sc, container_sc), program=program)
         # The deployment's one admission, as for every pod the package makes (host paths resolved now,
         # read-only ones mounted read-only, Secrets, security contexts): SpecError, nothing created.
-        pods.append(admit_pod(pod, policy, what=f"staging {what} pod {name}"))
+        admitted = admit_pod(pod, policy, what=f"staging {what} pod {name}")
+        if state.get("token_secret"):
+            # A Kerberos copy's delegation token, added after admission: the Secret is the task's own (made
+            # by HdfsStageOperator, named by the copy's key), not one a DAG or the pod template names.
+            from tfk8s_airflow.k8s.tokensecret import env_entry
+
+            container = admitted["spec"]["containers"][0]
+            container["env"] = [e for e in container.get("env") or ()
+                                if e.get("name") != "TFK8S_HDFS_DELEGATION"] + [env_entry(state["key"])]
+        pods.append(admitted)
         names[str(part)] = name
     api = copypods.core(settings.kubernetes_conn_id)
     copypods.create(api, pods)
@@ -207,13 +217,13 @@ class HdfsStageOperator(BaseOperator):
         files = root = None
         total = 0
         if self.copy_executor == "auto":
-            if not settings.image or hdfs.config.kerberos:
+            if not settings.image:
                 return False
             root, files = hdfs.list_files(self.input_path, pattern=_opt(self.pattern),
                                           include_hidden=self.include_hidden, with_checksums=False,
                                           parallelism=self.parallelism)
             total = sum(f.size for f in files)
-        if fanout.choose_executor(self.copy_executor, total, settings, kerberos=hdfs.config.kerberos) != "kubernetes":
+        if fanout.choose_executor(self.copy_executor, total, settings) != "kubernetes":
             self.log.info("staging %.1f MiB locally (below [tfk8s] staging_threshold, %.1f MiB)", total / 2**20,
                           settings.threshold / 2**20)
             return False
@@ -229,8 +239,36 @@ class HdfsStageOperator(BaseOperator):
         state["started"] = time.time()
         state["done"] = []
         self._tfk8s_key = state["key"]
-        self._launch(state, list(range(len(state["plan"]))), settings, volume, hdfs)
+        if hdfs.config.kerberos:
+            # The pods get a delegation token through a Secret (never the token in the pod spec, the
+            # trigger's arguments or the log); it is cancelled and deleted when the copy ends.
+            from airflow.sdk.log import mask_secret
+
+            from tfk8s_airflow.k8s import copypods, tokensecret
+
+            api = copypods.core(settings.kubernetes_conn_id)
+            name = tokensecret.issue(api, settings.namespace, key, hdfs, mask_secret)
+            state["token_secret"] = name
+            state["webhdfs_conn_id"] = self.webhdfs_conn_id  # the trigger cancels the token on a cancel
+            self.log.info("HDFS delegation token for the copy pods in Secret %s/%s", settings.namespace, name)
+        try:
+            self._launch(state, list(range(len(state["plan"]))), settings, volume, hdfs)
+        except TaskDeferred:
+            raise
+        except BaseException:
+            self._release(settings, state, hdfs)
+            raise
         return True
+
+    def _release(self, settings: fanout.CopySettings, state: dict[str, Any], hdfs: Any) -> None:
+        """Cancel the copy's delegation token and delete its Secret (a Kerberos copy; else nothing)."""
+        if not state.get("token_secret"):
+            return
+        from tfk8s_airflow.k8s import copypods, tokensecret
+
+        if tokensecret.release(copypods.core(settings.kubernetes_conn_id), settings.namespace, state["key"], hdfs):
+            self.log.info("cancelled the HDFS delegation token and deleted Secret %s/%s", settings.namespace,
+                          state["token_secret"])
 
     def _launch(self, state: dict[str, Any], parts: list[int], settings: fanout.CopySettings,
                 volume: GlusterVolume, hdfs: Any) -> None:
@@ -242,13 +280,26 @@ class HdfsStageOperator(BaseOperator):
         """A round of copy pods ended: publish when every part is verified, else start the failed
         parts again (each resumes from its journal), up to ``[tfk8s] staging_part_retries``."""
         from tfk8s_airflow.deployment import copy_settings
+
+        settings = copy_settings()
+        state = dict(event["state"])
+        hdfs = webhdfs(self.webhdfs_conn_id)
+        try:
+            result = self._copy_ended(context, event, settings, state, hdfs)
+        except TaskDeferred:  # failed parts started again: the token is still theirs
+            raise
+        except BaseException:
+            self._release(settings, state, hdfs)
+            raise
+        self._release(settings, state, hdfs)
+        return result
+
+    def _copy_ended(self, context: Any, event: dict[str, Any], settings: fanout.CopySettings,
+                    state: dict[str, Any], hdfs: Any) -> dict[str, Any]:
         from tfk8s_airflow.k8s import copypods
 
         with fail_permanently():
-            settings = copy_settings()
-            state = dict(event["state"])
             volume = GlusterVolume(self.volume_path, self.allowed_roots, self.pod_mount_path)
-            hdfs = webhdfs(self.webhdfs_conn_id)
             api = copypods.core(settings.kubernetes_conn_id)
             if event.get("status") != "ended":
                 copypods.delete_all(api, settings.namespace, state["key"])
@@ -272,15 +323,19 @@ class HdfsStageOperator(BaseOperator):
             return _announce(context, self.outlets, self.input_path, result)
 
     def on_kill(self) -> None:
-        """Cancelled while starting the pods (before the task deferred): delete them."""
+        """Cancelled while starting the pods (before the task deferred): delete them (and the token's
+        Secret, the token cancelled)."""
         from tfk8s_airflow.deployment import copy_settings
-        from tfk8s_airflow.k8s import copypods
+        from tfk8s_airflow.k8s import copypods, tokensecret
 
         ctx = getattr(self, "_tfk8s_key", None)
         if ctx is None:
             return
         settings = copy_settings()
-        copypods.delete_all(copypods.core(settings.kubernetes_conn_id), settings.namespace, ctx)
+        api = copypods.core(settings.kubernetes_conn_id)
+        copypods.delete_all(api, settings.namespace, ctx)
+        hdfs = webhdfs(self.webhdfs_conn_id)
+        tokensecret.release(api, settings.namespace, ctx, hdfs if hdfs.config.kerberos else None)
 
 
 class GlusterFSStageOperator(BaseOperator):

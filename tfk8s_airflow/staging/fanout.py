@@ -133,23 +133,22 @@ class CopySettings:
         return cls(**values)
 
 
-def choose_executor(executor: str, total_bytes: int, settings: CopySettings, *, kerberos: bool) -> str:
+def choose_executor(executor: str, total_bytes: int, settings: CopySettings, *, kerberos: bool = False) -> str:
     """``local`` or ``kubernetes`` for ``executor`` (``auto``: kubernetes at or above the threshold,
-    when the deployment names a copy image; a Kerberos connection copies locally)."""
+    when the deployment names a copy image). ``kerberos`` no longer changes the choice: a Kerberos
+    connection copies through pods too, the task handing them a delegation token through a Secret
+    (:mod:`tfk8s_airflow.k8s.tokensecret`)."""
+    del kerberos  # kept for callers
     if executor not in EXECUTORS:
         raise SpecError(f"must be one of {', '.join(map(repr, EXECUTORS))}, got {executor!r}",
                         field="copy_executor")
     if executor == "auto":
-        if not settings.image or kerberos or total_bytes < settings.threshold:
+        if not settings.image or total_bytes < settings.threshold:
             return "local"
         return "kubernetes"
-    if executor == "kubernetes":
-        if not settings.image:
-            raise SpecError(Problem("copy_executor", "the deployment names no image for staging copy pods",
-                                    "an administrator sets [tfk8s] staging_image, or use copy_executor='local'"))
-        if kerberos:
-            raise SpecError(Problem("copy_executor", "copy pods do not authenticate to HDFS with Kerberos yet",
-                                    "use copy_executor='local' (or 'auto') with a Kerberos connection"))
+    if executor == "kubernetes" and not settings.image:
+        raise SpecError(Problem("copy_executor", "the deployment names no image for staging copy pods",
+                                "an administrator sets [tfk8s] staging_image, or use copy_executor='local'"))
     return executor
 
 

@@ -7,7 +7,8 @@ printed by :mod:`tfk8s_airflow.pod.stagecopy`): the task log gets bytes, items, 
 phase; the operator reads the parts' records and decides (publish, or retry the failed parts).
 
 Cancelling the task (mark failed, clear, the DAG run failed) calls :meth:`CopyPodsTrigger.on_kill`
-(Airflow 3.3+): every copy pod is deleted. The pods' ``activeDeadlineSeconds`` bounds them anyway.
+(Airflow 3.3+): every copy pod is deleted (and, for a Kerberos connection, the delegation token is
+cancelled and its Secret deleted). The pods' ``activeDeadlineSeconds`` bounds them anyway.
 """
 
 from __future__ import annotations
@@ -144,3 +145,16 @@ class CopyPodsTrigger(BaseTrigger):
                     if exc.status != 404:
                         raise
         self.log.info("deleted the copy pods of staging %s", self.key)
+        if self.state.get("token_secret"):
+            await asyncio.to_thread(_release_token, self.kubernetes_conn_id, self.namespace, self.key,
+                                    self.state.get("webhdfs_conn_id"))
+            self.log.info("cancelled the HDFS delegation token of staging %s and deleted its Secret", self.key)
+
+
+def _release_token(kubernetes_conn_id: str | None, namespace: str, key: str, webhdfs_conn_id: str | None) -> None:
+    """A Kerberos copy was cancelled: cancel its delegation token, delete its Secret."""
+    from tfk8s_airflow.connections import webhdfs
+    from tfk8s_airflow.k8s import copypods, tokensecret
+
+    hdfs = webhdfs(webhdfs_conn_id) if webhdfs_conn_id else None
+    tokensecret.release(copypods.core(kubernetes_conn_id), namespace, key, hdfs)

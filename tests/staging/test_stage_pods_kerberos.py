@@ -1,0 +1,196 @@
+"""Staging through copy pods with a Kerberos WebHDFS connection: a real KDC and a real Kerberized
+HDFS (``devstack/up hdfs-secure``: MiniKdc, SPNEGO on WebHDFS, block access tokens), the real
+kube-apiserver and node agent pods, through ``dag.test()`` as in test_stage_pods.py.
+
+The Airflow side (this process) authenticates with the user's keytab (``KRB5_CLIENT_KTNAME``: MIT
+Kerberos gets the ticket from it); the copy pods hold no Kerberos credentials, only the delegation
+token the task put in a Secret, referenced by ``secretKeyRef``.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from tests.fixtures.data import HDFS_UP_TIMEOUT_S, _up
+from tests.fixtures.nodeagent import LOCAL_NODE_SELECTOR, LOCAL_TOLERATIONS
+from tests.staging.test_stage_pods import DS, MiB, comparable, hidden_and_pods, run, states, write_partition
+from tfk8s_airflow.k8s.tokensecret import KEY, secret_name
+from tfk8s_airflow.staging.glusterfs import GlusterVolume as StageVolume
+from tfk8s_airflow.staging.manifest import MANIFEST_NAME, read_local
+from tfk8s_airflow.staging.stage import stage_hdfs
+from tfk8s_airflow.staging.webhdfs import WebHdfs, WebHdfsConfig
+
+pytestmark = [pytest.mark.airflow, pytest.mark.hdfs, pytest.mark.gluster, pytest.mark.k8s]
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def secure_hdfs() -> dict[str, str]:
+    """The devstack's KDC and Kerberized HDFS (started when down); what ``devstack/env hdfs-secure``
+    prints."""
+    return _up("hdfs-secure", HDFS_UP_TIMEOUT_S,
+               {"TFK8S_SECURE_WEBHDFS_URL", "TFK8S_SECURE_HDFS_USER", "TFK8S_KRB5_CONFIG", "TFK8S_KRB5_USER_KEYTAB"})
+
+
+@pytest.fixture
+def kerberos_pods_env(monkeypatch, tmp_path, secure_hdfs, nodeagent, k8s_namespace, gluster_volume):
+    """This process as the Kerberos user (its keytab), a Kerberos WebHDFS connection, the deployment's
+    staging settings for the test's namespace; yields (namespace, the user's WebHdfs, an HDFS dir)."""
+    monkeypatch.setenv("KRB5_CONFIG", secure_hdfs["TFK8S_KRB5_CONFIG"])
+    monkeypatch.setenv("KRB5_CLIENT_KTNAME", secure_hdfs["TFK8S_KRB5_USER_KEYTAB"])
+    monkeypatch.setenv("KRB5CCNAME", f"FILE:{tmp_path / 'krb5cc'}")
+    url = urllib.parse.urlsplit(secure_hdfs["TFK8S_SECURE_WEBHDFS_URL"])
+    assert url.hostname == nodeagent.host_name  # the pods reach the NameNode (and SPNEGO names it) there
+    user = secure_hdfs["TFK8S_SECURE_HDFS_USER"]
+    monkeypatch.setenv("AIRFLOW_CONN_WEBHDFS_DEFAULT", json.dumps(
+        {"conn_type": "webhdfs", "host": url.hostname, "port": url.port, "login": user,
+         "extra": {"kerberos": True}}))
+    monkeypatch.setenv("TFK8S_STAGING_IMAGE", "python:3.12-slim")  # ignored by the node agent
+    monkeypatch.setenv("TFK8S_STAGING_NAMESPACE", k8s_namespace)
+    monkeypatch.setenv("TFK8S_STAGING_THRESHOLD", "1Mi")
+    monkeypatch.setenv("TFK8S_STAGING_POD_TEMPLATE", json.dumps({
+        "nodeSelector": LOCAL_NODE_SELECTOR, "tolerations": LOCAL_TOLERATIONS,
+        "env": [{"name": "PYTHONPATH", "value": str(REPO)}]}))
+    hdfs = WebHdfs(WebHdfsConfig(urls=(secure_hdfs["TFK8S_SECURE_WEBHDFS_URL"],), user=user, kerberos=True))
+    path = f"/tmp/tfk8s-tests/krb-{uuid.uuid4().hex[:8]}"
+    hdfs.client.makedirs(path)
+    yield k8s_namespace, hdfs, path
+    hdfs.client.delete(path, recursive=True)
+
+
+def token_works(base_url: str, token: str) -> bool:
+    """A WebHDFS call authenticated by the delegation token alone (no Kerberos): True when HDFS
+    accepts it, False when it refuses the token."""
+    query = urllib.parse.urlencode({"op": "GETFILESTATUS", "delegation": token})
+    try:
+        with urllib.request.urlopen(f"{base_url}/webhdfs/v1/tmp?{query}", timeout=10) as resp:
+            return resp.status == 200 and b"FileStatus" in resp.read()
+    except urllib.error.HTTPError as exc:
+        assert exc.code in (401, 403), exc
+        return False
+
+
+class SecretWatcher(threading.Thread):
+    """Samples, while a copy runs, the copy pods' specs and the token in the task's Secret."""
+
+    def __init__(self, core, namespace: str, base_url: str):
+        super().__init__(daemon=True)
+        self.core, self.namespace, self.base_url = core, namespace, base_url
+        self.pods: dict[str, dict] = {}
+        self.secrets: dict[str, str] = {}   # name -> token
+        self.token_worked: dict[str, bool] = {}
+        self.stop = threading.Event()
+
+    def run(self):
+        api = self.core.api_client
+        while not self.stop.is_set():
+            for pod in self.core.list_namespaced_pod(self.namespace).items:
+                self.pods[pod.metadata.name] = api.sanitize_for_serialization(pod)
+            for s in self.core.list_namespaced_secret(self.namespace).items:
+                if s.metadata.name.startswith("tfk8s-stage-") and s.data and KEY in s.data:
+                    token = base64.b64decode(s.data[KEY]).decode()
+                    self.secrets[s.metadata.name] = token
+                    if s.metadata.name not in self.token_worked:
+                        self.token_worked[s.metadata.name] = token_works(self.base_url, token)
+            time.sleep(0.2)
+
+
+def secrets_left(core, namespace: str) -> list[str]:
+    return [s.metadata.name for s in core.list_namespaced_secret(namespace).items
+            if s.metadata.name.startswith("tfk8s-stage-")]
+
+
+def test_kerberos_pods_copy_byte_identical_token_in_secret_then_cancelled(
+        kerberos_pods_env, secure_hdfs, gluster_dir, nodeagent, k8s_cluster, airflow_db):
+    namespace, hdfs, base = kerberos_pods_env
+    part = f"{base}/clicks/dt={DS}"
+    written = write_partition(hdfs.client, part, [5 * MiB + 17, 3 * MiB, 0, 1] + [40_000 + i for i in range(12)])
+    local_cache = gluster_dir / "local"
+    local = stage_hdfs(hdfs, part, 2, volume=StageVolume(), cache_dir=str(local_cache))
+
+    cache = gluster_dir / "pods"
+    url = secure_hdfs["TFK8S_SECURE_WEBHDFS_URL"]
+    watcher = SecretWatcher(k8s_cluster.core_v1, namespace, url)
+    watcher.start()
+    dr = run("tfk8s_t_stage_pods_kubernetes", input=part, cache=str(cache), workers=2)
+    watcher.stop.set()
+    watcher.join()
+    assert states(dr) == {"stage": "success"}
+
+    # The copy went through pods, byte-identical to the local copy, the same manifest.
+    assert watcher.pods and all(p.startswith("tfk8s-stage-") for p in watcher.pods)
+    for name, data in written.items():
+        assert (cache / name).read_bytes() == data, name
+        assert (local_cache / name).read_bytes() == data, name
+    assert comparable(read_local(cache / MANIFEST_NAME), str(cache)) == \
+        comparable(read_local(local_cache / MANIFEST_NAME), str(local_cache))
+    assert local["files"] == len(written)
+
+    # One Secret for the task, holding a token HDFS accepted while the pods copied.
+    assert len(watcher.secrets) == 1, watcher.secrets
+    (name, token), = watcher.secrets.items()
+    key = next(iter(watcher.pods)).split("-")[2]
+    assert name == secret_name(key)
+    assert watcher.token_worked[name] is True
+    # The pods read it by reference only: no token value anywhere in their specs.
+    for pod_name, pod in watcher.pods.items():
+        assert token not in json.dumps(pod), pod_name
+        env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
+        assert env["TFK8S_HDFS_DELEGATION"] == {
+            "name": "TFK8S_HDFS_DELEGATION", "valueFrom": {"secretKeyRef": {"name": name, "key": KEY}}}
+        assert "TFK8S_HDFS_DELEGATION" not in json.dumps(env["TFK8S_COPY_PART"])
+    # After the task: no pod, no Secret, nothing hidden left, and the token is cancelled.
+    hidden, left = hidden_and_pods(cache, k8s_cluster.core_v1, namespace)
+    assert hidden == [] and left == []
+    assert secrets_left(k8s_cluster.core_v1, namespace) == []
+    assert token_works(url, token) is False
+
+
+def test_cancelled_kerberos_copy_deletes_the_secret_and_cancels_the_token(
+        kerberos_pods_env, secure_hdfs, gluster_dir, nodeagent, k8s_cluster, airflow_db):
+    """The operator issues the token, starts its pods and defers; the task is then cancelled
+    (the trigger's ``on_kill``, as Airflow 3.3+ calls it on a kill) while the pods copy."""
+    from airflow.sdk.exceptions import TaskDeferred
+
+    sys.path.insert(0, str(REPO / "tests" / "dags"))
+    import tfk8s_staging_scenarios as scenarios
+
+    namespace, hdfs, base = kerberos_pods_env
+    part = f"{base}/cancel/dt={DS}"
+    write_partition(hdfs.client, part, [6 * MiB] * 6, block_mib=4)
+    cache = gluster_dir / "pods"
+    task = scenarios.stage_pods_kubernetes.get_task("stage")
+    task.input_path, task.cache_dir, task.num_workers = part, str(cache), 2
+    ti = SimpleNamespace(dag_id="tfk8s_t_stage_pods_kubernetes", run_id=f"krb-cancel-{uuid.uuid4().hex[:6]}",
+                         task_id="stage", map_index=-1)
+    with pytest.raises(TaskDeferred) as deferred:
+        task.execute({"ti": ti})
+    trigger = deferred.value.trigger
+    core = k8s_cluster.core_v1
+    (name,) = secrets_left(core, namespace)
+    token = base64.b64decode(core.read_namespaced_secret(name, namespace).data[KEY]).decode()
+    assert token not in json.dumps(trigger.serialize()[1])  # the triggerer's table never holds it
+    url = secure_hdfs["TFK8S_SECURE_WEBHDFS_URL"]
+    assert token_works(url, token) is True
+    assert core.list_namespaced_pod(namespace).items
+
+    asyncio.run(trigger.on_kill())
+    assert secrets_left(core, namespace) == []
+    assert token_works(url, token) is False
+    deadline = time.monotonic() + 60
+    while core.list_namespaced_pod(namespace).items and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not core.list_namespaced_pod(namespace).items, "copy pods left after the cancel"
+    assert not cache.exists(), "a cancelled copy published something"
