@@ -113,7 +113,7 @@ def secrets_left(core, namespace: str) -> list[str]:
 
 
 def test_kerberos_pods_copy_byte_identical_token_in_secret_then_cancelled(
-        kerberos_pods_env, secure_hdfs, gluster_dir, nodeagent, k8s_cluster, airflow_db):
+        kerberos_pods_env, secure_hdfs, gluster_dir, nodeagent, k8s_cluster, airflow_db, capfd, caplog):
     namespace, hdfs, base = kerberos_pods_env
     part = f"{base}/clicks/dt={DS}"
     written = write_partition(hdfs.client, part, [5 * MiB + 17, 3 * MiB, 0, 1] + [40_000 + i for i in range(12)])
@@ -156,6 +156,10 @@ def test_kerberos_pods_copy_byte_identical_token_in_secret_then_cancelled(
     assert hidden == [] and left == []
     assert secrets_left(k8s_cluster.core_v1, namespace) == []
     assert token_works(url, token) is False
+    # Nor in the task's log (what dag.test() printed and logged).
+    out, err = capfd.readouterr()
+    assert "delegation token for the copy pods in Secret" in out + err + caplog.text
+    assert token not in out + err + caplog.text
 
 
 def test_cancelled_kerberos_copy_deletes_the_secret_and_cancels_the_token(
