@@ -162,8 +162,12 @@ def test_kerberos_pods_copy_byte_identical_token_in_secret_then_cancelled(
     assert token not in out + err + caplog.text
 
 
+def setattr_all(task, values) -> None:
+    task.input_path, task.cache_dir, task.num_workers = values
+
+
 def test_cancelled_kerberos_copy_deletes_the_secret_and_cancels_the_token(
-        kerberos_pods_env, secure_hdfs, gluster_dir, nodeagent, k8s_cluster, airflow_db):
+        kerberos_pods_env, secure_hdfs, gluster_dir, nodeagent, k8s_cluster, airflow_db, request):
     """The operator issues the token, starts its pods and defers; the task is then cancelled
     (the trigger's ``on_kill``, as Airflow 3.3+ calls it on a kill) while the pods copy."""
     from airflow.sdk.exceptions import TaskDeferred
@@ -176,6 +180,9 @@ def test_cancelled_kerberos_copy_deletes_the_secret_and_cancels_the_token(
     write_partition(hdfs.client, part, [6 * MiB] * 6, block_mib=4)
     cache = gluster_dir / "pods"
     task = scenarios.stage_pods_kubernetes.get_task("stage")
+    # The scenario DAG is shared with other tests in this process: its templates are put back after.
+    saved = task.input_path, task.cache_dir, task.num_workers
+    request.addfinalizer(lambda: setattr_all(task, saved))
     task.input_path, task.cache_dir, task.num_workers = part, str(cache), 2
     ti = SimpleNamespace(dag_id="tfk8s_t_stage_pods_kubernetes", run_id=f"krb-cancel-{uuid.uuid4().hex[:6]}",
                          task_id="stage", map_index=-1)
