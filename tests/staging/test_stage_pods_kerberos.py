@@ -205,3 +205,33 @@ def test_cancelled_kerberos_copy_deletes_the_secret_and_cancels_the_token(
         time.sleep(0.5)
     assert not core.list_namespaced_pod(namespace).items, "copy pods left after the cancel"
     assert not cache.exists(), "a cancelled copy published something"
+
+
+def test_a_secret_of_that_name_not_ours_is_left_alone_and_fails_the_task(
+        kerberos_pods_env, gluster_dir, k8s_cluster, airflow_db, request):
+    """Never adopt: a Secret named like the task's, without the package's labels, is neither read,
+    replaced nor deleted; the task fails naming it, before any pod is created."""
+    from tfk8s_airflow.k8s.copypods import copy_key
+
+    sys.path.insert(0, str(REPO / "tests" / "dags"))
+    import tfk8s_staging_scenarios as scenarios
+
+    namespace, hdfs, base = kerberos_pods_env
+    part = f"{base}/foreign/dt={DS}"
+    write_partition(hdfs.client, part, [2 * MiB, 3 * MiB])
+    task = scenarios.stage_pods_kubernetes.get_task("stage")
+    saved = task.input_path, task.cache_dir, task.num_workers
+    request.addfinalizer(lambda: setattr_all(task, saved))
+    task.input_path, task.cache_dir, task.num_workers = part, str(gluster_dir / "pods"), 2
+    run_id = f"krb-foreign-{uuid.uuid4().hex[:6]}"
+    name = secret_name(copy_key("tfk8s_t_stage_pods_kubernetes", run_id, "stage", -1))
+    core = k8s_cluster.core_v1
+    foreign = base64.b64encode(b"someone else's").decode()
+    core.create_namespaced_secret(namespace, {"metadata": {"name": name, "labels": {"team": "other"}},
+                                              "data": {KEY: foreign}})
+    ti = SimpleNamespace(dag_id="tfk8s_t_stage_pods_kubernetes", run_id=run_id, task_id="stage", map_index=-1)
+    with pytest.raises(Exception, match=f"Secret {namespace}/{name} exists and was not created by tfk8s-airflow"):
+        task.execute({"ti": ti})
+    kept = core.read_namespaced_secret(name, namespace)
+    assert kept.data == {KEY: foreign} and kept.metadata.labels == {"team": "other"}
+    assert core.list_namespaced_pod(namespace).items == []
