@@ -235,3 +235,54 @@ def test_a_secret_of_that_name_not_ours_is_left_alone_and_fails_the_task(
     kept = core.read_namespaced_secret(name, namespace)
     assert kept.data == {KEY: foreign} and kept.metadata.labels == {"team": "other"}
     assert core.list_namespaced_pod(namespace).items == []
+
+
+def test_killed_kerberos_copy_pod_is_retried_with_the_same_secret(
+        kerberos_pods_env, secure_hdfs, gluster_dir, nodeagent, k8s_cluster, airflow_db):
+    """A part whose pod was killed gets a new pod; the Secret (owned by no pod) outlives the killed one,
+    the new pod reads the same token through it, and the copy completes."""
+    import glob
+
+    from tests.staging.test_stage_pods import Watcher
+
+    namespace, hdfs, base = kerberos_pods_env
+    part = f"{base}/big/dt={DS}"
+    written = write_partition(hdfs.client, part, [2 * MiB] * 30, block_mib=4)
+    cache = gluster_dir / "pods"
+    killed: list[str] = []
+    secrets_at_kill: list[list[str]] = []
+
+    def kill_first_part(names):
+        for name in names:
+            if name.endswith("-p0-a0") and nodeagent.pid(namespace, name, "copy"):
+                journal = glob.glob(str(cache.parent / f".{cache.name}.tfk8s-parts-*" / "part-0.*.journal"))
+                verified = Path(journal[0]).read_text().count("\n") if journal else 0
+                if verified >= 1:
+                    nodeagent.kill(namespace, name, "copy")
+                    killed.append(name)
+                    secrets_at_kill.append(secrets_left(k8s_cluster.core_v1, namespace))
+                    return True
+        return False
+
+    watcher = Watcher(k8s_cluster.core_v1, namespace, cache, act=kill_first_part)
+    secret_watcher = SecretWatcher(k8s_cluster.core_v1, namespace, secure_hdfs["TFK8S_SECURE_WEBHDFS_URL"])
+    watcher.start()
+    secret_watcher.start()
+    dr = run("tfk8s_t_stage_pods_kubernetes", input=part, cache=str(cache), workers=3)
+    watcher.stop.set()
+    secret_watcher.stop.set()
+    watcher.join()
+    secret_watcher.join()
+    assert killed, f"the copy ended before part 0 could be killed (pods seen: {sorted(watcher.pods)})"
+    assert states(dr) == {"stage": "success"}
+    retried = sorted(p for p in watcher.pods if not p.endswith("-a0"))
+    assert retried and all(p.endswith("-p0-a1") for p in retried), sorted(watcher.pods)
+    assert len(secrets_at_kill[0]) == 1 and len(secret_watcher.secrets) == 1  # one Secret, one token throughout
+    (name,) = secret_watcher.secrets
+    for pod_name in retried:
+        env = {e["name"]: e for e in secret_watcher.pods[pod_name]["spec"]["containers"][0]["env"]}
+        assert env["TFK8S_HDFS_DELEGATION"]["valueFrom"]["secretKeyRef"]["name"] == name
+    for rel, data in written.items():
+        assert (cache / rel).read_bytes() == data, rel
+    assert secrets_left(k8s_cluster.core_v1, namespace) == []
+    assert token_works(secure_hdfs["TFK8S_SECURE_WEBHDFS_URL"], secret_watcher.secrets[name]) is False
