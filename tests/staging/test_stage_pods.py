@@ -228,7 +228,7 @@ def test_corrupted_block_fails_the_part_and_publishes_nothing(pods_env, hdfs_ser
 
 
 def test_cancelled_copy_deletes_the_pods_and_publishes_nothing(pods_env, hdfs_server, hdfs_dir, gluster_dir,
-                                                               nodeagent, k8s_cluster, airflow_db):
+                                                               nodeagent, k8s_cluster, airflow_db, monkeypatch):
     """The operator starts its pods and defers; the task is then cancelled while they copy. Airflow
     (3.3+) calls the deferred task's trigger's ``on_kill`` for a user's kill (mark failed, the DAG run
     failed, clear); the test calls it at that point, with the real pods running."""
@@ -246,7 +246,9 @@ def test_cancelled_copy_deletes_the_pods_and_publishes_nothing(pods_env, hdfs_se
     write_partition(client, part, [6 * MiB] * 12, block_mib=4)
     cache = gluster_dir / "pods"
     task = scenarios.stage_pods_kubernetes.get_task("stage")
-    task.input_path, task.cache_dir, task.num_workers = part, str(cache), 2
+    # The scenario DAG is shared with the other tests of this process: its templates are put back after.
+    for name, value in (("input_path", part), ("cache_dir", str(cache)), ("num_workers", 2)):
+        monkeypatch.setattr(task, name, value)
     ti = SimpleNamespace(dag_id="tfk8s_t_stage_pods_kubernetes", run_id="cancelled", task_id="stage", map_index=-1)
     with pytest.raises(TaskDeferred) as deferred:
         task.execute({"ti": ti})
