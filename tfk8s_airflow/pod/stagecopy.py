@@ -54,11 +54,12 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any
 
 __all__ = ["main", "copy_part", "BlockSummer", "ENGINE", "PROGRESS_PREFIX", "PartError", "PartProgress", "open_dir",
-           "read_journal", "write_record"]
+           "run_part", "read_journal", "write_record"]
 
 PROGRESS_PREFIX = "tfk8s.staging "
 _POLY = 0x82F63B78
@@ -484,28 +485,35 @@ def write_record(records: str, part: int, record: dict[str, Any]) -> None:
         os.close(d)
 
 
+def run_part(kind: str, work: Callable[[dict[str, Any]], dict[str, Any]], summary: Callable[[dict[str, Any]], str],
+             failed: Mapping[str, Any] | None = None) -> int:
+    """A staging pod's program: its part from ``TFK8S_COPY_PART`` (JSON), ``work`` done on it, and the
+    part's record written either way (``failed``'s fields added to a failure's); 2 without a part."""
+    raw = os.environ.get("TFK8S_COPY_PART")
+    if not raw:
+        print(f"TFK8S_COPY_PART is not set: this program runs in a staging {kind} pod", file=sys.stderr)
+        return 2
+    spec = json.loads(raw)
+    part = int(spec["part"])
+    try:
+        record = work(spec)
+    except PartError as exc:
+        print(f"part {part} failed: {exc}", file=sys.stderr, flush=True)
+        write_record(spec["records"], part, {"part": part, "ok": False, "error": str(exc), "kind": exc.kind,
+                                              **(failed or {})})
+        return 1
+    write_record(spec["records"], part, record)
+    print(f"part {part}: {summary(record)}", flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """``TFK8S_COPY_PART`` (JSON): ``part``, ``namenodes``, ``user``, ``proxy_user``, ``timeout``,
     ``staging``, ``dest``, ``records``, ``chunk``, ``attempts``, ``streams`` (items copied at once,
     default 4) and ``items`` (each ``src``, ``rel``,
     ``offset``, ``length``, ``size``, ``block_size``, ``bytes_per_crc``, ``present``)."""
-    raw = os.environ.get("TFK8S_COPY_PART")
-    if not raw:
-        print("TFK8S_COPY_PART is not set: this program runs in a staging copy pod", file=sys.stderr)
-        return 2
-    spec = json.loads(raw)
-    part = int(spec["part"])
-    try:
-        record = copy_part(spec)
-    except PartError as exc:
-        print(f"part {part} failed: {exc}", file=sys.stderr, flush=True)
-        write_record(spec["records"], part, {"part": part, "ok": False, "error": str(exc), "kind": exc.kind,
-                                              "engine": ENGINE})
-        return 1
-    write_record(spec["records"], part, record)
-    print(f"part {part}: {len(record['items'])} item(s), {record['copied_bytes']} bytes copied in "
-          f"{record['seconds']}s (CRC engine {ENGINE})", flush=True)
-    return 0
+    return run_part("copy", copy_part, lambda r: f"{len(r['items'])} item(s), {r['copied_bytes']} bytes copied in "
+                                              f"{r['seconds']}s (CRC engine {ENGINE})", {"engine": ENGINE})
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -38,7 +38,7 @@ import time
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any
 
-from tfk8s_airflow.pod.stagecopy import PartError, PartProgress, open_dir, read_journal, write_record
+from tfk8s_airflow.pod.stagecopy import PartError, PartProgress, open_dir, read_journal, run_part
 
 __all__ = ["main", "sum_part", "digest_doc", "READ_CHUNK"]
 
@@ -173,22 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     """``TFK8S_COPY_PART`` (JSON): ``part``, ``root`` (the volume's mount in the pod), ``records``,
     ``algorithm``, ``plan_id``, ``streams`` (files read at once, default 4) and ``items`` (each
     ``path`` as the pods see it, ``rel`` below ``root``, ``size``, ``mtime``)."""
-    raw = os.environ.get("TFK8S_COPY_PART")
-    if not raw:
-        print("TFK8S_COPY_PART is not set: this program runs in a staging checksum pod", file=sys.stderr)
-        return 2
-    spec = json.loads(raw)
-    part = int(spec["part"])
-    try:
-        record = sum_part(spec)
-    except PartError as exc:
-        print(f"part {part} failed: {exc}", file=sys.stderr, flush=True)
-        write_record(spec["records"], part, {"part": part, "ok": False, "error": str(exc), "kind": exc.kind})
-        return 1
-    write_record(spec["records"], part, record)
-    print(f"part {part}: {len(record['items'])} file(s), {record['bytes']} bytes digested ({record['algorithm']}) "
-          f"in {record['seconds']}s", flush=True)
-    return 0
+    return run_part("checksum", sum_part, lambda r: f"{len(r['items'])} file(s), {r['bytes']} bytes digested "
+                                                f"({r['algorithm']}) in {r['seconds']}s")
 
 
 if __name__ == "__main__":  # pragma: no cover
