@@ -1,18 +1,23 @@
-"""Kubernetes operations of a staging fan-out: create the copy pods, delete them (synchronous, on the
-provider's hook; the waiting is :class:`tfk8s_airflow.triggers.staging.CopyPodsTrigger`'s)."""
+"""Kubernetes operations of a staging fan-out: the task's lease (:mod:`tfk8s_airflow.staging.lease`),
+create the copy pods under it, delete them (synchronous, on the provider's hook; the waiting and the
+lease's renewal are :class:`tfk8s_airflow.triggers.staging.CopyPodsTrigger`'s)."""
 
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kubernetes.client import CoreV1Api
+from kubernetes.client import BatchV1Api, CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
+from tfk8s_airflow.exceptions import StagingError
 from tfk8s_airflow.k8s.client import api_client, call, wrap_api_error
+from tfk8s_airflow.staging.lease import has_expired, lease_job, lease_name, owner_reference, renewed_deadline
 
-__all__ = ["LABEL_STAGING", "LABEL_PART", "copy_key", "pod_name", "create", "delete_all", "delete_one", "core"]
+__all__ = ["LABEL_STAGING", "LABEL_PART", "copy_key", "pod_name", "create", "delete_all", "delete_one", "core",
+           "batch", "ensure_lease", "end_lease", "task_labels"]
 
 LABEL_STAGING = "tfk8s.io/staging"
 LABEL_PART = "tfk8s.io/part"
@@ -23,12 +28,89 @@ def copy_key(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str
     return hashlib.sha256(f"{dag_id}\0{run_id}\0{task_id}\0{map_index}".encode()).hexdigest()[:12]
 
 
+def task_labels(key: str) -> dict[str, str]:
+    """The labels of everything a staging task makes (its lease, pods and Secret)."""
+    return {LABEL_STAGING: key, "app.kubernetes.io/managed-by": "tfk8s-airflow",
+            "app.kubernetes.io/component": "staging"}
+
+
 def pod_name(key: str, part: int, attempt: int) -> str:
     return f"tfk8s-stage-{key}-p{part}-a{attempt}"
 
 
 def core(conn_id: str | None) -> CoreV1Api:
     return CoreV1Api(api_client(conn_id))
+
+
+def batch(conn_id: str | None) -> BatchV1Api:
+    return BatchV1Api(api_client(conn_id))
+
+
+def _ours(obj: Any, labels: Mapping[str, str]) -> bool:
+    have = getattr(getattr(obj, "metadata", None), "labels", None) or {}
+    return all(have.get(k) == v for k, v in labels.items())
+
+
+def ensure_lease(api: BatchV1Api, namespace: str, key: str, labels: Mapping[str, str], lease_s: int, image: str,
+                 security: tuple[Mapping[str, Any], Mapping[str, Any]] = ({}, {}), *,
+                 wait_s: float = 60.0) -> dict[str, Any]:
+    """The owner reference of the task's lease Job: created, or (one of ours from an earlier round or try
+    that has not run out) renewed. One that ran out is waited for until Kubernetes has deleted it (its pods
+    with it) and made anew. A Job of that name that is not ours is left alone: :class:`StagingError`."""
+    name = lease_name(key)
+    body = lease_job(key, namespace, labels, lease_s, image, security)
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            job = api.create_namespaced_job(namespace, body)
+            return owner_reference(name, job.metadata.uid)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise wrap_api_error(f"creating the staging lease Job {namespace}/{name}", exc) from None
+        try:
+            job = api.read_namespaced_job(name, namespace)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise wrap_api_error(f"reading the staging lease Job {namespace}/{name}", exc) from None
+            continue  # gone between the two calls: create it
+        if not _ours(job, labels):
+            raise StagingError(f"Job {namespace}/{name} exists and was not created by tfk8s-airflow for this staging "
+                               "task; it is left alone (delete or rename it, then retry the task)")
+        if job.metadata.deletion_timestamp is None and not has_expired(job.status.conditions):
+            started = (job.status.start_time or job.metadata.creation_timestamp).timestamp()
+            call(f"renewing the staging lease Job {namespace}/{name}", api.patch_namespaced_job, name, namespace,
+                 {"spec": {"activeDeadlineSeconds": renewed_deadline(started, time.time(), lease_s)}})
+            return owner_reference(name, job.metadata.uid)
+        if time.monotonic() > deadline:
+            raise StagingError(f"the staging lease Job {namespace}/{name} ran out and was not deleted within "
+                               f"{wait_s:.0f}s (is the cluster's TTL-after-finished controller running?)")
+        if job.metadata.deletion_timestamp is None:
+            _delete_lease(api, namespace, name)
+        time.sleep(1.0)
+
+
+def _delete_lease(api: BatchV1Api, namespace: str, name: str) -> None:
+    try:
+        api.delete_namespaced_job(name, namespace, propagation_policy="Background")
+    except ApiException as exc:
+        if exc.status != 404:
+            raise wrap_api_error(f"deleting the staging lease Job {namespace}/{name}", exc) from None
+
+
+def end_lease(api: BatchV1Api, namespace: str, key: str) -> bool:
+    """Delete the task's lease Job (ours only); the garbage collector deletes whatever it still owns. Call
+    it last: the delegation-token Secret it owns must have had its token cancelled first."""
+    name = lease_name(key)
+    try:
+        job = api.read_namespaced_job(name, namespace)
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise wrap_api_error(f"reading the staging lease Job {namespace}/{name}", exc) from None
+    if not _ours(job, task_labels(key)):
+        return False
+    _delete_lease(api, namespace, name)
+    return True
 
 
 def create(api: CoreV1Api, pods: Sequence[Mapping[str, Any]]) -> None:

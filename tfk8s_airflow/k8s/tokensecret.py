@@ -2,10 +2,11 @@
 
 One Secret per staging task (``tfk8s-stage-<key>-hdfs`` in the copy pods' namespace, labelled like the
 pods), created by the task before its pods, read back by the task to cancel the token, and deleted
-when the copy finishes, fails or is cancelled. It has no owner reference: the copy pods of a part are
-replaced when the part is retried, and a Secret owned by one of them would be collected under the
-others. A Secret of that name that this package did not create for this task (other labels) is never
-read, replaced or deleted: the task fails naming it.
+when the copy finishes, fails or is cancelled. Its owner is the task's lease Job
+(:mod:`tfk8s_airflow.staging.lease`), never a pod (the pods of a part are replaced when the part is
+retried): a task that ended with nobody left to delete it loses the Secret with its lease. A Secret of
+that name that this package did not create for this task (other labels) is never read, replaced or
+deleted: the task fails naming it.
 """
 
 from __future__ import annotations
@@ -53,11 +54,13 @@ def _ours(secret: object, key: str) -> bool:
     return all(labels.get(k) == v for k, v in _labels(key).items())
 
 
-def create(api: CoreV1Api, namespace: str, key: str, token: str) -> str:
-    """Create the Secret of ``key`` holding ``token``; one left by an earlier try of the same task (our
-    labels) gets the new token. Returns its name."""
+def create(api: CoreV1Api, namespace: str, key: str, token: str, owner: Mapping[str, Any] | None = None) -> str:
+    """Create the Secret of ``key`` holding ``token`` (owned by ``owner``, the task's lease); one left by an
+    earlier try of the same task (our labels) gets the new token. Returns its name."""
     name = secret_name(key)
     metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": _labels(key)}
+    if owner:
+        metadata["ownerReferences"] = [dict(owner)]
     body: dict[str, Any] = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": metadata,
                             "data": {KEY: base64.b64encode(token.encode()).decode()}}
     try:
@@ -115,14 +118,15 @@ def delete(api: CoreV1Api, namespace: str, key: str) -> bool:
     return True
 
 
-def issue(api: CoreV1Api, namespace: str, key: str, hdfs: Any, mask: Callable[[str], None]) -> str:
+def issue(api: CoreV1Api, namespace: str, key: str, hdfs: Any, mask: Callable[[str], None],
+          owner: Mapping[str, Any] | None = None) -> str:
     """Obtain a delegation token for the Kerberos connection ``hdfs`` (renewer: its login), hand it to
     ``mask`` (the task log's redaction) and put it in the Secret of ``key``. Returns the Secret's
     name; a token whose Secret could not be made is cancelled at once."""
     token = delegation.obtain(hdfs, hdfs.config.user)
     mask(token)
     try:
-        return create(api, namespace, key, token)
+        return create(api, namespace, key, token, owner)
     except BaseException:
         try:
             delegation.cancel(hdfs, token)

@@ -57,11 +57,32 @@ def _opt(value: Any) -> Any:
     return None if value in ("", "None", None) else value
 
 
+def _lease(settings: fanout.CopySettings, key: str, security: tuple[Any, Any] | None = None) -> dict[str, Any]:
+    """The owner reference of the task's lease (:mod:`tfk8s_airflow.staging.lease`), created or renewed."""
+    from tfk8s_airflow.k8s import copypods
+
+    if security is None:
+        from tfk8s_airflow.deployment import deployment_policy
+
+        security = deployment_policy().pod_security(None)[:2]
+    return copypods.ensure_lease(copypods.batch(settings.kubernetes_conn_id), settings.namespace, key,
+                                 copypods.task_labels(key), settings.lease, settings.image, security)
+
+
+def _end_lease(settings: fanout.CopySettings, key: str) -> None:
+    """The copy ended for good (published, failed or cancelled): its lease goes, with whatever it still
+    owns. Called after the delegation token was cancelled (its Secret is one of the lease's)."""
+    from tfk8s_airflow.k8s import copypods
+
+    copypods.end_lease(copypods.batch(settings.kubernetes_conn_id), settings.namespace, key)
+
+
 def _start_pods(task: BaseOperator, state: dict[str, Any], parts: list[int], specs: Sequence[dict[str, Any]],
                 settings: fanout.CopySettings, volume: GlusterVolume, *, program: str, method_name: str,
                 unit: str, what: str) -> None:
-    """Create the staging pods of ``parts`` (each admitted by the deployment's policy first) and defer
-    ``task`` on :class:`CopyPodsTrigger` until they have ended; ``method_name`` resumes it."""
+    """Create the staging pods of ``parts`` (each admitted by the deployment's policy first, each owned by
+    the task's lease) and defer ``task`` on :class:`CopyPodsTrigger` until they have ended;
+    ``method_name`` resumes it."""
     from tfk8s_airflow.deployment import deployment_policy
     from tfk8s_airflow.job.builders.admission import admit_pod
     from tfk8s_airflow.k8s import copypods
@@ -72,8 +93,7 @@ def _start_pods(task: BaseOperator, state: dict[str, Any], parts: list[int], spe
     pods, names = [], {}
     for part in parts:
         name = copypods.pod_name(state["key"], part, state["attempts"][part])
-        labels = {copypods.LABEL_STAGING: state["key"], copypods.LABEL_PART: str(part),
-                  "app.kubernetes.io/managed-by": "tfk8s-airflow", "app.kubernetes.io/component": "staging"}
+        labels = {**copypods.task_labels(state["key"]), copypods.LABEL_PART: str(part)}
         pod = fanout.copy_pod(name, labels, specs[part], settings, str(volume.mount), str(volume.pod_mount),
                               (pod_sc, container_sc), program=program)
         # The deployment's one admission, as for every pod the package makes (host paths resolved now,
@@ -89,15 +109,21 @@ def _start_pods(task: BaseOperator, state: dict[str, Any], parts: list[int], spe
                                 if e.get("name") != "TFK8S_HDFS_DELEGATION"] + [env_entry(state["key"])]
         pods.append(admitted)
         names[str(part)] = name
+    # Every pod is owned by the task's lease, made (or renewed) before the first of them: whatever ends the
+    # task, Kubernetes deletes them once the lease is no longer renewed.
+    owner = _lease(settings, state["key"], (pod_sc, container_sc))
+    for pod in pods:
+        pod["metadata"]["ownerReferences"] = [owner]
     api = copypods.core(settings.kubernetes_conn_id)
     copypods.create(api, pods)
-    task.log.info("started %d %s pod(s) in %s: %s", len(pods), what, settings.namespace, ", ".join(names.values()))
+    task.log.info("started %d %s pod(s) in %s: %s (lease %ds)", len(pods), what, settings.namespace,
+                  ", ".join(names.values()), settings.lease)
     plan = state["plan"]
     task.defer(trigger=CopyPodsTrigger(
         namespace=settings.namespace, key=state["key"], pods=names,
         part_bytes={str(p): sum(int(it[2]) for it in plan[p]) for p in parts},
         part_items={str(p): len(plan[p]) for p in parts}, kubernetes_conn_id=settings.kubernetes_conn_id,
-        started=time.time(), state=state, unit=unit), method_name=method_name)
+        started=time.time(), state=state, unit=unit, lease=settings.lease), method_name=method_name)
 
 
 def _retry_failed(task: BaseOperator, api: Any, state: dict[str, Any], outcome: fanout.PartOutcome,
@@ -247,7 +273,8 @@ class HdfsStageOperator(BaseOperator):
             from tfk8s_airflow.k8s import copypods, tokensecret
 
             api = copypods.core(settings.kubernetes_conn_id)
-            name = tokensecret.issue(api, settings.namespace, key, hdfs, mask_secret)
+            owner = _lease(settings, key)  # first: the Secret is the lease's from the moment it exists
+            name = tokensecret.issue(api, settings.namespace, key, hdfs, mask_secret, owner)
             state["token_secret"] = name
             state["webhdfs_conn_id"] = self.webhdfs_conn_id  # the trigger cancels the token on a cancel
             self.log.info("HDFS delegation token for the copy pods in Secret %s/%s", settings.namespace, name)
@@ -261,14 +288,16 @@ class HdfsStageOperator(BaseOperator):
         return True
 
     def _release(self, settings: fanout.CopySettings, state: dict[str, Any], hdfs: Any) -> None:
-        """Cancel the copy's delegation token and delete its Secret (a Kerberos copy; else nothing)."""
-        if not state.get("token_secret"):
-            return
-        from tfk8s_airflow.k8s import copypods, tokensecret
+        """The copy ended for good: cancel its delegation token and delete its Secret (a Kerberos copy),
+        then end its lease."""
+        if state.get("token_secret"):
+            from tfk8s_airflow.k8s import copypods, tokensecret
 
-        if tokensecret.release(copypods.core(settings.kubernetes_conn_id), settings.namespace, state["key"], hdfs):
-            self.log.info("cancelled the HDFS delegation token and deleted Secret %s/%s", settings.namespace,
-                          state["token_secret"])
+            if tokensecret.release(copypods.core(settings.kubernetes_conn_id), settings.namespace, state["key"],
+                                   hdfs):
+                self.log.info("cancelled the HDFS delegation token and deleted Secret %s/%s", settings.namespace,
+                              state["token_secret"])
+        _end_lease(settings, state["key"])
 
     def _launch(self, state: dict[str, Any], parts: list[int], settings: fanout.CopySettings,
                 volume: GlusterVolume, hdfs: Any) -> None:
@@ -336,6 +365,7 @@ class HdfsStageOperator(BaseOperator):
         copypods.delete_all(api, settings.namespace, ctx)
         hdfs = webhdfs(self.webhdfs_conn_id)
         tokensecret.release(api, settings.namespace, ctx, hdfs if hdfs.config.kerberos else None)
+        _end_lease(settings, ctx)
 
 
 class GlusterFSStageOperator(BaseOperator):
@@ -446,6 +476,7 @@ class GlusterFSStageOperator(BaseOperator):
 
             def give_up(message: str) -> StagingError:
                 copypods.delete_all(api, settings.namespace, state["key"])
+                _end_lease(settings, state["key"])
                 sumfanout.discard(volume, state)
                 return StagingError(message + " (no manifest was written)")
 
@@ -466,6 +497,7 @@ class GlusterFSStageOperator(BaseOperator):
             except DataError as exc:
                 raise give_up(str(exc)) from exc
             copypods.delete_all(api, settings.namespace, state["key"])
+            _end_lease(settings, state["key"])
             return _announce(context, self.outlets, self.input_path, result)
 
     def on_kill(self) -> None:
@@ -478,3 +510,4 @@ class GlusterFSStageOperator(BaseOperator):
             return
         settings = copy_settings()
         copypods.delete_all(copypods.core(settings.kubernetes_conn_id), settings.namespace, key)
+        _end_lease(settings, key)

@@ -94,6 +94,7 @@ class CopySettings:
     cpu: str = "1"                        # staging_pod_cpu: request (no CPU limit: throttling slows CRCs)
     kubernetes_conn_id: str | None = None  # staging_kubernetes_conn_id
     deadline: int = 6 * 3600              # staging_pod_deadline: activeDeadlineSeconds of each pod
+    lease: int = 300                      # staging_lease: the pods outlive a task nobody waits for by this
     part_retries: int = 3                 # staging_part_retries: new pods for a part that failed
     pod_template: Mapping[str, Any] = field(default_factory=dict)  # staging_pod_template (JSON)
 
@@ -108,7 +109,7 @@ class CopySettings:
             if raw not in (None, ""):
                 values[key] = str(raw).strip()
         for key, name in (("pods", "staging_pods"), ("part_retries", "staging_part_retries"),
-                          ("deadline", "staging_pod_deadline")):
+                          ("deadline", "staging_pod_deadline"), ("lease", "staging_lease")):
             raw = get(name)
             if raw not in (None, ""):
                 try:

@@ -6,9 +6,13 @@ printed by :mod:`tfk8s_airflow.pod.stagecopy`): the task log gets bytes, items, 
 ``progress_interval`` seconds without the worker slot being held. The event names each part's pod
 phase; the operator reads the parts' records and decides (publish, or retry the failed parts).
 
-Cancelling the task (mark failed, clear, the DAG run failed) calls :meth:`CopyPodsTrigger.on_kill`
-(Airflow 3.3+): every copy pod is deleted (and, for a Kerberos connection, the delegation token is
-cancelled and its Secret deleted). The pods' ``activeDeadlineSeconds`` bounds them anyway.
+While it waits it renews the task's lease (:mod:`tfk8s_airflow.staging.lease`) every quarter of
+``[tfk8s] staging_lease``: the pods are owned by the lease, so once nobody waits for them any more
+(the task ended while no triggerer ran this trigger) Kubernetes deletes them when the lease runs out.
+Cancelling the task (mark failed, clear, the DAG run failed) while this trigger runs calls
+:meth:`CopyPodsTrigger.on_kill` (Airflow 3.3+), which does not wait for that: every copy pod is deleted
+at once (and, for a Kerberos connection, the delegation token is cancelled and its Secret deleted),
+then the lease.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from tfk8s_airflow.k8s.client import REQUEST_TIMEOUT_S
 from tfk8s_airflow.pod.stagecopy import PROGRESS_PREFIX
+from tfk8s_airflow.staging.lease import RENEW_FRACTION, has_expired, lease_name, renewed_deadline
 
 __all__ = ["CopyPodsTrigger", "progress_text"]
 
@@ -56,7 +61,7 @@ class CopyPodsTrigger(BaseTrigger):
     def __init__(self, *, namespace: str, key: str, pods: Mapping[str, str], part_bytes: Mapping[str, int],
                  part_items: Mapping[str, int], kubernetes_conn_id: str | None, started: float,
                  poll_interval: float = 3.0, progress_interval: float = 10.0,
-                 state: Mapping[str, Any] | None = None, unit: str = "items") -> None:
+                 state: Mapping[str, Any] | None = None, unit: str = "items", lease: int = 300) -> None:
         super().__init__()
         self.namespace, self.key = namespace, key
         self.pods = {str(k): v for k, v in pods.items()}
@@ -67,6 +72,7 @@ class CopyPodsTrigger(BaseTrigger):
         self.poll_interval, self.progress_interval = poll_interval, progress_interval
         self.state = dict(state or {})
         self.unit = unit  # what a part's items are: "items" (file pieces a copy pod copies), "files" (digested)
+        self.lease = int(lease)  # [tfk8s] staging_lease of the deployment that started the pods
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return ("tfk8s_airflow.triggers.staging.CopyPodsTrigger",
@@ -74,7 +80,7 @@ class CopyPodsTrigger(BaseTrigger):
                  "part_items": self.part_items, "kubernetes_conn_id": self.kubernetes_conn_id,
                  "started": self.started, "poll_interval": self.poll_interval,
                  "progress_interval": self.progress_interval, "state": self.state,
-                 "unit": self.unit})
+                 "unit": self.unit, "lease": self.lease})
 
     def _hook(self) -> Any:
         from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook
@@ -87,9 +93,13 @@ class CopyPodsTrigger(BaseTrigger):
         total_bytes, total_items = sum(self.part_bytes.values()), sum(self.part_items.values())
         last_log = time.monotonic() - self.progress_interval + min(3.0, self.progress_interval)  # first after 3 s
         errors = 0
+        renewed = float("-inf")
         async with self._hook().get_conn() as api:
             v1 = async_client.CoreV1Api(api)
             while True:
+                if time.monotonic() - renewed >= self.lease * RENEW_FRACTION:
+                    renewed = time.monotonic()
+                    await self._renew(async_client.BatchV1Api(api))
                 try:
                     listed = await v1.list_namespaced_pod(self.namespace, label_selector=f"tfk8s.io/staging={self.key}",
                                                           _request_timeout=REQUEST_TIMEOUT_S)
@@ -129,6 +139,25 @@ class CopyPodsTrigger(BaseTrigger):
                                                 time.time() - self.started, len(running), self.unit))
                 await asyncio.sleep(self.poll_interval)
 
+    async def _renew(self, batch: Any) -> None:
+        """Push the lease's end ``lease`` seconds ahead (a failure is logged: the next renewal tries again,
+        and a lease that ran out meanwhile is made anew when the task starts pods again)."""
+        from kubernetes_asyncio import client as async_client
+
+        name = lease_name(self.key)
+        try:
+            job = await batch.read_namespaced_job(name, self.namespace, _request_timeout=REQUEST_TIMEOUT_S)
+            if job.metadata.deletion_timestamp is not None or has_expired(job.status.conditions):
+                self.log.warning("the lease of staging %s ran out: Kubernetes deletes its pods", self.key)
+                return
+            started = (job.status.start_time or job.metadata.creation_timestamp).timestamp()
+            await batch.patch_namespaced_job(
+                name, self.namespace, {"spec": {"activeDeadlineSeconds": renewed_deadline(started, time.time(),
+                                                                                          self.lease)}},
+                _request_timeout=REQUEST_TIMEOUT_S)
+        except (TimeoutError, async_client.ApiException, OSError) as exc:
+            self.log.warning("renewing the lease of staging %s failed: %s", self.key, exc)
+
     async def on_kill(self) -> None:
         """The task was cancelled: delete every copy pod (nothing of a partial copy is published)."""
         from kubernetes_asyncio import client as async_client
@@ -149,6 +178,13 @@ class CopyPodsTrigger(BaseTrigger):
             await asyncio.to_thread(_release_token, self.kubernetes_conn_id, self.namespace, self.key,
                                     self.state.get("webhdfs_conn_id"))
             self.log.info("cancelled the HDFS delegation token of staging %s and deleted its Secret", self.key)
+        await asyncio.to_thread(_end_lease, self.kubernetes_conn_id, self.namespace, self.key)
+
+
+def _end_lease(kubernetes_conn_id: str | None, namespace: str, key: str) -> None:
+    from tfk8s_airflow.k8s import copypods
+
+    copypods.end_lease(copypods.batch(kubernetes_conn_id), namespace, key)
 
 
 def _release_token(kubernetes_conn_id: str | None, namespace: str, key: str, webhdfs_conn_id: str | None) -> None:
