@@ -193,6 +193,19 @@ def defaults_table() -> str:
     return "\n".join(rows)
 
 
+def metrics_table() -> str:
+    from tfk8s_airflow.metricnames import CATALOG
+
+    rows = ["| metric | kind | unit | tags | meaning |", "| --- | --- | --- | --- | --- |"]
+    rows += [f"| `{m.name}` | {m.kind} | {_cell(m.unit)} | {', '.join(m.tags)} | {_cell(m.meaning)} |"
+             for m in CATALOG]
+    return "\n".join(rows)
+
+
+def test_the_metrics_table_is_what_the_code_may_emit():
+    _check_block(REPO / "docs" / "observability.md", "metrics", metrics_table())
+
+
 def _check_block(path: Path, name: str, generated: str) -> None:
     text = path.read_text()
     m = re.search(rf"<!-- {name}:begin -->\n(.*?)<!-- {name}:end -->", text, re.S)

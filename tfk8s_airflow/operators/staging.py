@@ -10,7 +10,7 @@ stopped).
 
 The return value (XCom) is a dict with ``shards`` (``{"worker-0": [paths], ...}``),
 ``manifest`` (its location), ``files``, ``bytes``, ``shard_bytes``, ``imbalance_bound``,
-``source``, ``data_root`` and, after a copy, ``copied``/``skipped``/``seconds``; pass it
+``source``, ``data_root`` and, after a copy, ``copied``/``skipped``/``seconds``/``bytes_copied``; pass it
 straight to ``tf_job(..., shards=stage.output)``.
 """
 
@@ -26,6 +26,8 @@ from airflow.sdk.exceptions import TaskDeferred
 
 from tfk8s_airflow.connections import webhdfs
 from tfk8s_airflow.exceptions import DataError, SpecError, StagingError
+from tfk8s_airflow.metricnames import Point
+from tfk8s_airflow.metrics import emit
 from tfk8s_airflow.operators.base import describe_outlets, fail_permanently, partition_key
 from tfk8s_airflow.staging import fanout, sumfanout
 from tfk8s_airflow.staging.glusterfs import GlusterVolume
@@ -43,8 +45,18 @@ from tfk8s_airflow.staging.stage import (
 __all__ = ["HdfsStageOperator", "GlusterFSStageOperator"]
 
 
-def _announce(context: Any, outlets: Any, input_path: str, result: dict[str, Any]) -> dict[str, Any]:
-    """The staged partition as the extra of the task's Asset events (``outlets=[Asset(...)]``)."""
+def _announce(context: Any, outlets: Any, input_path: str, result: dict[str, Any],
+              executor: str = "local") -> dict[str, Any]:
+    """The staged partition as the extra of the task's Asset events (``outlets=[Asset(...)]``), and the
+    staging metrics (``tfk8s.staging.*``)."""
+    ti = context.get("ti") if hasattr(context, "get") else None
+    tags = tuple((k, str(v)[:63]) for k, v in (("dag", getattr(ti, "dag_id", None)),
+                                               ("task", getattr(ti, "task_id", None)), ("executor", executor)) if v)
+    copied = int(result.get("bytes_copied", result.get("bytes") or 0))
+    points = [Point("tfk8s.staging.bytes", copied, tags)]
+    if result.get("seconds"):
+        points.append(Point("tfk8s.staging.mib_per_second", copied / 2**20 / float(result["seconds"]), tags))
+    emit(points)
     describe_outlets(context, outlets or (), {
         "partition": partition_key(input_path), "input": input_path, "manifest": result.get("manifest"),
         "files": result.get("files"), "bytes": result.get("bytes"), "source": result.get("source"),
@@ -349,7 +361,7 @@ class HdfsStageOperator(BaseOperator):
             result = fanout.finish(hdfs, volume, state, final.done, self.log, time.time() - float(state["started"]))
             self.log.info("CRC engine in the copy pods: %s", ", ".join(sorted(final.engines)))
             copypods.delete_all(api, settings.namespace, state["key"])
-            return _announce(context, self.outlets, self.input_path, result)
+            return _announce(context, self.outlets, self.input_path, result, "kubernetes")
 
     def on_kill(self) -> None:
         """Cancelled while starting the pods (before the task deferred): delete them (and the token's
@@ -498,7 +510,7 @@ class GlusterFSStageOperator(BaseOperator):
                 raise give_up(str(exc)) from exc
             copypods.delete_all(api, settings.namespace, state["key"])
             _end_lease(settings, state["key"])
-            return _announce(context, self.outlets, self.input_path, result)
+            return _announce(context, self.outlets, self.input_path, result, "kubernetes")
 
     def on_kill(self) -> None:
         """Cancelled while starting the pods (before the task deferred): delete them."""

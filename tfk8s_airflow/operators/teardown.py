@@ -51,10 +51,13 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException
 
 from tfk8s_airflow.exceptions import DataError, KubernetesApiError
+from tfk8s_airflow.job.run.jobmetrics import job_tags
 from tfk8s_airflow.job.run.records import JobRecord
 from tfk8s_airflow.job.run.verdict import summary_verdict
 from tfk8s_airflow.k8s.client import JobClient
 from tfk8s_airflow.k8s.kueue import KueueObjects, release_quota
+from tfk8s_airflow.metricnames import Point
+from tfk8s_airflow.metrics import emit
 from tfk8s_airflow.operators.base import fail_permanently
 from tfk8s_airflow.triggers.job import sibling_task_id
 from tfk8s_airflow.volume import logs
@@ -179,6 +182,7 @@ class TFJobTeardownOperator(BaseOperator):
     def _wait_gone(self, client: JobClient, record: JobRecord, keep: Sequence[str] = ()) -> None:
         """Wait until nothing of the job is left but the pods named in ``keep``; fail naming what is."""
         left = client.wait_gone(record.namespace, record.selector, timeout=self.wait_timeout, keep=keep)
+        emit([Point("tfk8s.teardown.leftovers", len(left), job_tags(record, self.dag_id, self.task_id))])
         if left:
             raise AirflowException(f"teardown of {record.job}: still present after {self.wait_timeout:.0f}s: "
                                    f"{', '.join(left)}")

@@ -585,7 +585,8 @@ def stage_result(plan, manifest_at: str, files: Sequence[FileEntry], source: str
         "imbalance_bound": plan.bound, "source": source, "data_root": data_root,
     }
     if stats is not None:
-        out.update(copied=stats.copied, skipped=stats.skipped, seconds=round(stats.seconds, 3))
+        out.update(copied=stats.copied, skipped=stats.skipped, seconds=round(stats.seconds, 3),
+                   bytes_copied=stats.bytes_copied)
     return out
 
 

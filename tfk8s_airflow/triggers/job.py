@@ -29,6 +29,7 @@ from tfk8s_airflow.contract import CONTAINER_NAME
 from tfk8s_airflow.exceptions import DataError, KubernetesApiError, RecordError
 from tfk8s_airflow.job.builders.tensorboard import tensorboard_url
 from tfk8s_airflow.job.kueue import ADMITTED, kueue_gates
+from tfk8s_airflow.job.run.jobmetrics import JobMetrics
 from tfk8s_airflow.job.run.judge import JobStatus, ReplicaOutcome, ReplicaState, replica_outcome
 from tfk8s_airflow.job.run.records import JobProgress, JobRecord, JobSummary, ReplicaRef, ReplicaResult, TriggerOutcome
 from tfk8s_airflow.job.run.verdict import summary_verdict
@@ -43,6 +44,7 @@ from tfk8s_airflow.links import (
     link_xcom,
     replica_log_url,
 )
+from tfk8s_airflow.metrics import emit
 from tfk8s_airflow.triggers.record_pull import pull_record
 from tfk8s_airflow.volume import logs
 
@@ -243,6 +245,8 @@ class TFJobTrigger(_JobTriggerBase):
         policy = record.policy
         checked: set[str] = set()
         attempts_said = 0
+        ti = self.task_instance
+        self._metrics = JobMetrics(record, dag=getattr(ti, "dag_id", None), task=getattr(ti, "task_id", None))
         async with self._watch(record) as watch:
             last_line, last_said, pushed = "", 0.0, 0.0
             async for snap in watch.snapshots():
@@ -259,6 +263,7 @@ class TFJobTrigger(_JobTriggerBase):
                 status = snap.status
                 assert status is not None
                 await self._warn_simulated(watch, status, checked)
+                emit(self._metrics.on_status(status, snap.attempts, time.time()))
                 self._say_tensorboard(record, snap)
                 for attempt in snap.attempts[attempts_said:]:
                     self.log.warning("TF job %s: attempt %d after %s (%s): %s", record.job, attempt.number,
@@ -298,6 +303,7 @@ class TFJobTrigger(_JobTriggerBase):
         reason = (f"the sensor's timeout of {self.timeout:.0f}s passed while the job still ran; "
                   f"it waited for {status.waiting_for(record.policy)}")
         self.log.error("TF job %s: %s", record.job, reason)
+        emit(self._metrics.at_end(status, str(EndState.TIMED_OUT), None, None, time.time()))
         url = tensorboard_url(record.tensorboard_url, snap.tensorboard)
         summary = JobSummary.of(record, status, tensorboard_url=url)
         return self._end(TriggerOutcome("job", EndState.TIMED_OUT, reason, summary),
@@ -357,6 +363,7 @@ class TFJobTrigger(_JobTriggerBase):
                           rep.get("exit_code", "-"), rep.get("restarts"), rep.get("node", "-"),
                           f"{duration}s" if duration is not None else "-")
         end = end_of(status.state)
+        emit(self._metrics.at_end(status, str(end), status.failure_class, final, time.time()))
         if end == EndState.SUCCEEDED:
             self.log.info("TF job %s succeeded: %s", record.job, status.reason)
             return self._end(TriggerOutcome("job", end, status.reason, summary), xcoms)
