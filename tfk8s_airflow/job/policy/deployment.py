@@ -200,8 +200,8 @@ class DeploymentPolicy:
     run_as_non_root: bool = field(default=False, metadata=setting(
         "every pod with runAsNonRoot: true (the kubelet refuses images that run as root)", "false", _bool))
     allowed_volume_types: tuple[str, ...] = field(default=(), metadata=setting(
-        "volume kinds past the cluster's claims a pod template may use: csi (inline), nfs (comma-separated, "
-        "or *)", "none", _names))
+        "volume kinds past the cluster's claims a pod may use: csi (inline), nfs in a pod template; any other "
+        "kind (iscsi, rbd, glusterfs...) at a pod's admission (comma-separated, or *)", "none", _names))
     default_namespace: str = field(default="default", metadata=setting(
         "the namespace plain allowed_secrets entries (a name without `namespace/`, or *) apply to",
         "default", _namespace))
