@@ -14,7 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tfk8s_airflow.exceptions import DataError, RecordError
+from tfk8s_airflow import untrusted
+from tfk8s_airflow.exceptions import DataError, RecordError, UntrustedJSONError
 from tfk8s_airflow.job.builders.objects import JobNames, plan_replicas
 from tfk8s_airflow.job.run.judge import JobPolicy
 from tfk8s_airflow.job.run.records import JobRecord, JobSummary
@@ -25,6 +26,7 @@ from tfk8s_airflow.job.spec import parse_spec
 from tfk8s_airflow.k8s.watch import read_progress
 from tfk8s_airflow.pod.stagecopy import PROGRESS_PREFIX as COPY_PROGRESS
 from tfk8s_airflow.pod.stagecopy import read_journal
+from tfk8s_airflow.pod.trainer.state import read_json as read_trainer_state
 from tfk8s_airflow.staging import fanout
 from tfk8s_airflow.triggers.staging import _last_progress
 from tfk8s_airflow.volume.safe import SafeDir
@@ -168,6 +170,7 @@ def test_no_exception_escapes_the_volume_readers(tmp_path, raw):
     assert isinstance(read_journal(str(journal)), dict)
     with SafeDir.open(records) as d, contextlib.suppress(DataError):
         d.read_json("part-0.json")
+    read_trainer_state(str(records / "part-0.json"), {})
     os.unlink(journal)
 
 
@@ -175,3 +178,28 @@ def test_a_huge_value_is_refused_by_its_size_before_it_is_parsed(caplog):
     with caplog.at_level(logging.WARNING):
         assert read_verdict({VERDICT_ANNOTATION: json.dumps({"state": "failed", "reason": "x" * 10_000})}) is None
     assert "larger than" in caplog.text
+
+
+def _depth(doc) -> int:
+    if isinstance(doc, list):
+        return 1 + max(map(_depth, doc), default=0)
+    if isinstance(doc, dict):
+        return 1 + max(map(_depth, doc.values()), default=0)
+    return 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(_JSONISH, st.integers(min_value=0, max_value=40))
+def test_the_bounded_reader_reads_well_formed_json_as_json_loads_does_and_only_refuses_too_deep(doc, wrap):
+    text = "[" * wrap + json.dumps(doc) + "]" * wrap
+    expected = json.loads(text)
+    if _depth(expected) <= untrusted.MAX_DEPTH:
+        assert json.dumps(untrusted.loads(text, max_bytes=1 << 20)) == json.dumps(expected)
+    else:
+        with pytest.raises(UntrustedJSONError, match="nests more than"):
+            untrusted.loads(text, max_bytes=1 << 20)
+
+
+def test_the_trainers_state_file_nested_deep_reads_as_absent(tmp_path):
+    (tmp_path / "train_state.json").write_text(DEEP_OBJECT)
+    assert read_trainer_state(str(tmp_path / "train_state.json"), {"fresh": True}) == {"fresh": True}
