@@ -18,8 +18,8 @@ watch and teardown. Here every such read:
 :func:`clean_text` is the matching rule for text taken from such a value into a message (a job's
 failure reason): control and format characters removed, length bounded.
 
-Standard library only, on the ground floor: the pod side (the staging copier's journal) reads
-through it too.
+Standard library only, on the ground floor: the pod side reads through it too (the staging
+copier's and checksum pods' journals, the reference trainer's state on the volume).
 """
 from __future__ import annotations
 

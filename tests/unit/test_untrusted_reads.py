@@ -90,6 +90,8 @@ def test_a_journal_line_nested_deep_ends_what_is_resumed(tmp_path):
     journal.write_text(json.dumps({"i": 0, "md5s": ["a" * 32]}) + "\n" + DEEP + "\n" +
                        json.dumps({"i": 2, "md5s": []}) + "\n")
     assert list(read_journal(str(journal))) == [0]
+    journal.write_bytes(json.dumps({"i": 0}).encode() + b"\n" + b'{"i": 1, "rel": "\xff"}\n')
+    assert list(read_journal(str(journal))) == [0]  # not UTF-8: a line not trusted, not a traceback
 
 
 def test_a_part_record_nested_deep_is_an_unreadable_record_not_a_traceback(tmp_path):

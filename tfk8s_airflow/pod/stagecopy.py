@@ -66,7 +66,7 @@ __all__ = ["main", "copy_part", "BlockSummer", "ENGINE", "PROGRESS_LINE_MAX", "P
 PROGRESS_PREFIX = "tfk8s.staging "
 #: Characters of a progress line the trigger reads (the copier's are ~150).
 PROGRESS_LINE_MAX = 4096
-#: Characters of one journal line read back (an item and its block MD5s: ~40 bytes a block).
+#: Bytes of one journal line read back (an item and its block MD5s: ~40 bytes a block).
 JOURNAL_LINE_MAX = 16 << 20
 _POLY = 0x82F63B78
 _T0 = []
@@ -332,7 +332,7 @@ def read_journal(path: str) -> dict[int, dict[str, Any]]:
         os.close(d)
     # The journal is on the shared volume: each line read bounded (tfk8s_airflow.untrusted), and one
     # that is too long, too deep or not a record ends what is resumed, as a line cut short by a kill does.
-    with os.fdopen(fd, encoding="utf-8", errors="replace") as fh:
+    with os.fdopen(fd, "rb") as fh:
         while line := fh.readline(JOURNAL_LINE_MAX + 1):
             try:
                 rec = untrusted.loads(line, max_bytes=JOURNAL_LINE_MAX, what=f"journal {path}")
