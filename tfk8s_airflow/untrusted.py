@@ -34,8 +34,8 @@ from tfk8s_airflow.exceptions import UntrustedJSONError
 
 __all__ = ["MAX_DEPTH", "clean_text", "nesting_within", "loads", "read"]
 
-#: Levels of arrays and objects a document may nest: every record the package writes nests at most
-#: five; json.loads recurses once a level, far below Python's recursion limit at this depth.
+#: Levels of arrays and objects a document may nest: the package's own records and annotations nest a
+#: few; json.loads recurses once a level, far below Python's recursion limit at this depth.
 MAX_DEPTH = 32
 #: Values :func:`read` remembers having warned of, so a value read again every poll warns once.
 _WARNED_MAX = 256
@@ -57,7 +57,8 @@ _PREFIX = 1 << 16
 def nesting_within(text: str, max_depth: int) -> bool:
     """Whether the arrays and objects of ``text`` read as JSON (brackets inside strings ignored) nest at
     most ``max_depth`` levels and every bracket is closed: else ``json.loads`` could recurse deeper, or
-    fails anyway. Linear in ``text`` (a few passes of C code per level, at most ``max_depth + 1``)."""
+    fails anyway. One pass of C code over ``text``, then at most ``max_depth`` over its brackets (one a
+    level), each removing the innermost pairs."""
     brackets = _STRING.sub("", text).encode("ascii", "replace").translate(_BRACKETS, _NOT_BRACKETS)
     # The first 64 KiB's running depth: what nests deep at its start is refused without further passes.
     if brackets and max(accumulate(memoryview(brackets[:_PREFIX]).cast("b"))) > max_depth:
