@@ -163,3 +163,9 @@ class EvaluationResultError(PermanentError):
 
 class MissingInputError(DataError):
     """An input path (HDFS or volume) does not exist; waiting for it is the sensor's job."""
+
+
+class UntrustedJSONError(DataError, ValueError):
+    """A value someone else wrote (an annotation, a log's progress line, a record or journal on the
+    volume) is not a bounded JSON document: too large, nested too deep, or not JSON
+    (:mod:`tfk8s_airflow.untrusted`)."""

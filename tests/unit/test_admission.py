@@ -133,3 +133,57 @@ def test_the_network_policy_admits_the_jobs_pods_and_tensorboard_from_where_the_
     assert tb["ports"] == [{"port": 6006, "protocol": "TCP"}]
     with pytest.raises(SpecError):
         DeploymentPolicy.from_env({"TFK8S_TENSORBOARD_INGRESS": "anywhere"})
+
+
+def _pod_with(volume=None, annotations=None, policy=None):
+    (pod,) = _pods({}, policy or DeploymentPolicy())
+    if volume is not None:
+        pod["spec"].setdefault("volumes", []).append(volume)
+    if annotations:
+        pod["metadata"].setdefault("annotations", {}).update(annotations)
+    return pod
+
+
+@pytest.mark.parametrize("volume", [
+    {"name": "n", "nfs": {"server": "10.0.0.9", "path": "/exports"}},
+    {"name": "c", "csi": {"driver": "secrets-store.csi.k8s.io"}},
+    {"name": "i", "iscsi": {"targetPortal": "10.0.0.9:3260", "iqn": "iqn.x", "lun": 0}},
+    {"name": "r", "rbd": {"monitors": ["10.0.0.9"], "image": "x"}},
+    {"name": "g", "glusterfs": {"endpoints": "e", "path": "v"}},
+    {"name": "f", "flexVolume": {"driver": "vendor/x"}},
+    {"name": "git", "gitRepo": {"repository": "https://example.com/x.git"}},
+])
+def test_admission_refuses_network_and_node_volumes_the_deployment_does_not_allow(volume):
+    """Issue 37: recovery, evaluation, TensorBoard and staging pods pass admit_pod only, which checked
+    neither nfs/csi nor any other network or node volume kind."""
+    kind = next(k for k in volume if k != "name")
+    policy = DeploymentPolicy()
+    with pytest.raises(SpecError) as info:
+        admit_pod(_pod_with(volume), policy, what="pod")
+    fields = {p.field for p in info.value.problems}
+    assert fields == {f"pod: spec.volumes[{volume['name']}].{kind}"}, fields
+    assert "[tfk8s] allowed_volume_types" in str(info.value)
+    assert admit_pod(_pod_with(volume), DeploymentPolicy(allowed_volume_types=(kind,)))
+    assert admit_pod(_pod_with(volume), DeploymentPolicy(allowed_volume_types=("*",)))
+
+
+@pytest.mark.parametrize("profile,ok", [("unconfined", False), ("runtime/default", True),
+                                        ("localhost/tf-profile", True), ("localhost/", False)])
+def test_admission_refuses_an_unconfined_apparmor_annotation_unless_the_deployment_allows_it(profile, ok):
+    key = "container.apparmor.security.beta.kubernetes.io/tensorflow"
+    pod = _pod_with(annotations={key: profile})
+    if ok:
+        assert admit_pod(pod, DeploymentPolicy())
+        return
+    with pytest.raises(SpecError) as info:
+        admit_pod(pod, DeploymentPolicy(), what="pod")
+    assert {p.field for p in info.value.problems} == {f"pod: metadata.annotations[{key}]"}
+    assert "restricted_security_context" in str(info.value)
+    assert admit_pod(pod, DeploymentPolicy(restricted_security_context=False))
+
+
+def test_admission_refuses_an_unconfined_apparmor_profile_field():
+    pod = _pod_with()
+    pod["spec"]["containers"][0]["securityContext"]["appArmorProfile"] = {"type": "Unconfined"}
+    with pytest.raises(SpecError, match="appArmorProfile"):
+        admit_pod(pod, DeploymentPolicy())

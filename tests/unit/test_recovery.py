@@ -155,3 +155,34 @@ def test_a_retryable_exit_code_recreates_the_pod_within_max_restarts():
     # Never and OnFailure roles are not recreated for a code the program raised itself
     never = dataclasses.replace(policy, exit_code_roles=())
     assert decide(_judged(spec, {"worker-1": 139}), never, [], T, roles=roles).action == FAIL
+
+
+def _template(memory: str | None) -> dict:
+    from tfk8s_airflow.contract import CONTAINER_NAME
+    res = {"requests": {"memory": memory}, "limits": {"memory": memory}} if memory else {}
+    return {"metadata": {"name": "j-worker-0", "labels": {}},
+            "spec": {"containers": [{"name": CONTAINER_NAME, "image": "i:1", "resources": res}]}}
+
+
+def _memory(pod: dict) -> tuple[str | None, str | None]:
+    res = pod["spec"]["containers"][0].get("resources") or {}
+    return (res.get("requests") or {}).get("memory"), (res.get("limits") or {}).get("memory")
+
+
+def test_a_memory_override_below_the_specs_memory_is_clamped_up_to_it():
+    """Issue 37: an override of 1e-300 (a rewritten tfk8s.io/attempts) rendered as memory "0", no limit at
+    all; a recreated replica never gets less memory than its spec asked."""
+    from tfk8s_airflow.k8s.recovery import rebuilt
+    four_gib = str(4 * 2**30)
+    for hostile in (1e-300, 0.5, 1, 2**30):
+        assert _memory(rebuilt(_template("4Gi"), 2, {"memory": hostile})) == (four_gib, four_gib), hostile
+    # A relaunch that grows memory is unchanged, and a replica whose spec set no memory gets none.
+    assert _memory(rebuilt(_template("4Gi"), 2, {"memory": 6 * 2**30 + 0.5})) == (str(6 * 2**30),) * 2
+    assert _memory(rebuilt(_template(None), 2, {"memory": 1e-300})) == (None, None)
+
+
+def test_relaunch_memory_is_bounded_below_by_the_specs_memory():
+    from tfk8s_airflow.job.run.recovery import relaunch_memory
+    assert relaunch_memory(4e9, 1e-300) == 4_000_000_000 and relaunch_memory(4e9, 6e9) == 6_000_000_000
+    assert relaunch_memory(None, 6e9) is None and relaunch_memory(4e9, float("nan")) is None
+    assert relaunch_memory(4e9, True) is None and relaunch_memory(4e9, "1") is None

@@ -34,7 +34,7 @@ from tfk8s_airflow.job.builders.admission import admit_pods
 from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.policy.settings import lookup
 from tfk8s_airflow.job.run.records import Attempt, JobRecord
-from tfk8s_airflow.job.run.recovery import REPLACE, RESTART_GROUP, Decision
+from tfk8s_airflow.job.run.recovery import REPLACE, RESTART_GROUP, Decision, relaunch_memory
 from tfk8s_airflow.job.run.recoverystate import read_attempts
 from tfk8s_airflow.job.run.verdict import read_verdict, verdict_body
 from tfk8s_airflow.job.spec.quantity import quantity_to_float
@@ -151,13 +151,13 @@ def rebuilt(template: Mapping[str, Any], attempt: int, override: Mapping[str, An
         pod["metadata"].setdefault("annotations", {})[kueue.GROUP_TOTAL_ANNOTATION] = str(group[1])
     spec = pod["spec"]
     spec["schedulingGates"] = [{"name": GANG_GATE}]
-    memory = override.get("memory")
+    memory = relaunch_memory(memory_of(template), override.get("memory"))  # never below the spec's own
     if memory:
         for c in spec.get("containers", []):
             if c.get("name") == CONTAINER_NAME:
                 res = c.setdefault("resources", {})
                 for kind in ("requests", "limits"):
-                    res.setdefault(kind, {})["memory"] = str(int(memory))
+                    res.setdefault(kind, {})["memory"] = str(memory)
     avoid = override.get("avoid_nodes") or []
     if avoid:
         required = spec.setdefault("affinity", {}).setdefault("nodeAffinity", {}).setdefault(
@@ -227,7 +227,8 @@ class Recoverer:
     async def memory(self) -> dict[str, float]:
         """Each replica's current memory limit (its template's, or an earlier OOM relaunch's)."""
         out = {k: m for k, t in (await self.templates()).items() if (m := memory_of(t))}
-        out.update({k: float(v["memory"]) for k, v in self.overrides.items() if v.get("memory")})
+        out.update({k: float(m) for k, v in self.overrides.items()
+                    if (m := relaunch_memory(out.get(k), v.get("memory"))) is not None})
         return out
 
     async def _lease(self, attempt: Attempt, overrides: dict[str, dict[str, Any]]) -> bool:

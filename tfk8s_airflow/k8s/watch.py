@@ -43,6 +43,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from tfk8s_airflow import untrusted
 from tfk8s_airflow.contract import CONTAINER_NAME, PROGRESS_PREFIX
 from tfk8s_airflow.exceptions import DataError, KubernetesApiError, PermanentKubernetesApiError
 from tfk8s_airflow.job.builders.tensorboard import TensorBoardState
@@ -150,9 +151,9 @@ def read_progress(text: str) -> tuple[dict[str, Any] | None, str | None]:
         if at < 0:
             continue
         body = line[at + len(PROGRESS_PREFIX):]
-        try:
-            doc = json.loads(body) if len(body) <= PROGRESS_LINE_MAX else None
-        except (ValueError, RecursionError):
+        try:  # the shared bounded reader: too long, too deep or not JSON is a line skipped, never raised
+            doc = untrusted.loads(body, max_bytes=4 * PROGRESS_LINE_MAX) if len(body) <= PROGRESS_LINE_MAX else None
+        except ValueError:
             doc = None
         step = _step(doc.get("step")) if isinstance(doc, dict) else None
         if step is None:

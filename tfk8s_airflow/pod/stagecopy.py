@@ -58,10 +58,16 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any
 
-__all__ = ["main", "copy_part", "BlockSummer", "ENGINE", "PROGRESS_PREFIX", "PartError", "PartProgress", "open_dir",
-           "run_part", "read_journal", "write_record"]
+from tfk8s_airflow import untrusted
+
+__all__ = ["main", "copy_part", "BlockSummer", "ENGINE", "PROGRESS_LINE_MAX", "PROGRESS_PREFIX", "PartError",
+           "PartProgress", "open_dir", "run_part", "read_journal", "write_record"]
 
 PROGRESS_PREFIX = "tfk8s.staging "
+#: Characters of a progress line the trigger reads (the copier's are ~150).
+PROGRESS_LINE_MAX = 4096
+#: Bytes of one journal line read back (an item and its block MD5s: ~40 bytes a block).
+JOURNAL_LINE_MAX = 16 << 20
 _POLY = 0x82F63B78
 _T0 = []
 for _b in range(256):
@@ -324,12 +330,14 @@ def read_journal(path: str) -> dict[int, dict[str, Any]]:
         return done
     finally:
         os.close(d)
-    with os.fdopen(fd, encoding="utf-8") as fh:
-        for line in fh:
+    # The journal is on the shared volume: each line read bounded (tfk8s_airflow.untrusted), and one
+    # that is too long, too deep or not a record ends what is resumed, as a line cut short by a kill does.
+    with os.fdopen(fd, "rb") as fh:
+        while line := fh.readline(JOURNAL_LINE_MAX + 1):
             try:
-                rec = json.loads(line)
+                rec = untrusted.loads(line, max_bytes=JOURNAL_LINE_MAX, what=f"journal {path}")
                 done[int(rec["i"])] = rec
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, OverflowError):
                 break  # a line cut short by a kill: what follows is not trusted
     return done
 

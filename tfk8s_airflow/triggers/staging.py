@@ -18,15 +18,15 @@ then the lease.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from tfk8s_airflow import untrusted
 from tfk8s_airflow.k8s.client import REQUEST_TIMEOUT_S
-from tfk8s_airflow.pod.stagecopy import PROGRESS_PREFIX
+from tfk8s_airflow.pod.stagecopy import PROGRESS_LINE_MAX, PROGRESS_PREFIX
 from tfk8s_airflow.staging.lease import RENEW_FRACTION, has_expired, lease_name, renewed_deadline
 
 __all__ = ["CopyPodsTrigger", "progress_text"]
@@ -44,14 +44,21 @@ def progress_text(done_bytes: int, total_bytes: int, items: int, total_items: in
             f"{pods} pod(s) running")
 
 
-def _last_progress(text: str) -> dict[str, Any] | None:
+def _last_progress(text: str) -> dict[str, int] | None:
+    """The newest progress line of a copy pod's log: its ``bytes`` and ``items`` (whole numbers from 0,
+    else 0), or None. The log is the pod's, so a line is read bounded (tfk8s_airflow.untrusted): one too
+    long, nested too deep or not JSON is skipped, never raised into the trigger."""
     for line in reversed(text.splitlines()):
         if line.startswith(PROGRESS_PREFIX):
             try:
-                doc = json.loads(line[len(PROGRESS_PREFIX):])
+                doc = untrusted.loads(line[len(PROGRESS_PREFIX):], max_bytes=PROGRESS_LINE_MAX,
+                                      what="a copy pod's progress line")
             except ValueError:
                 continue
-            return doc if isinstance(doc, dict) else None
+            if not isinstance(doc, dict):
+                return None
+            return {k: v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else 0
+                    for k in ("bytes", "items") for v in (doc.get(k),)}
     return None
 
 

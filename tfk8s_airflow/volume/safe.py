@@ -50,7 +50,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from tfk8s_airflow.exceptions import DataError, PathSafetyError
+from tfk8s_airflow import untrusted
+from tfk8s_airflow.exceptions import DataError, PathSafetyError, UntrustedJSONError
 from tfk8s_airflow.pathrules import has_parent_segment
 
 __all__ = ["SafeDir", "CopyStats", "copytree", "split_under", "read_bytes", "read_json", "write_atomic",
@@ -290,14 +291,12 @@ class SafeDir:
 
     def read_json(self, rel: str | os.PathLike[str], limit: int = DEFAULT_READ_LIMIT, *, strict: bool = True) -> Any:
         """A small JSON document; :class:`DataError` when it is not one (``strict``: NaN and
-        Infinity refused too)."""
+        Infinity refused too), or nests deeper than :data:`tfk8s_airflow.untrusted.MAX_DEPTH`."""
         data = self.read_bytes(rel, limit)
-        try:
-            if not strict:
-                return json.loads(data.decode("utf-8"))
-            return json.loads(data.decode("utf-8"), parse_constant=_no_constant)
-        except ValueError as exc:
-            raise DataError(f"{self.where(rel)} is not a JSON document: {exc}") from None
+        try:  # through the shared bounded reader: a document nested too deep is refused before it is parsed
+            return untrusted.loads(data, max_bytes=limit, strict=strict, what=self.where(rel))
+        except UntrustedJSONError as exc:
+            raise DataError(str(exc)) from None
 
     # --------------------------------------------------------------- writing
     def open_new(self, rel: str | os.PathLike[str], mode: int = 0o644, *, make_parents: bool = False) -> BinaryIO:
@@ -453,10 +452,6 @@ class SafeDir:
             yield lfd
         finally:
             os.close(lfd)  # releases the lock
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
 
 
 def _check_regular(st: os.stat_result, where: str, *, single_link: bool) -> None:

@@ -14,7 +14,14 @@ their volumes), evaluation and TensorBoard build pods of their own. Each of them
   container of the pod (sidecars and init containers included): the pod is given back with
   ``readOnly: true`` on those mounts; a writable mount of a directory *above* one is refused;
 * the ServiceAccount, its token, the Secrets (by namespace) and the security contexts are
-  checked as the pod has them, with no default merged in: what is absent is absent.
+  checked as the pod has them, with no default merged in: what is absent is absent;
+* every volume is of a plain kind (emptyDir, secret, configMap, persistentVolumeClaim, hostPath,
+  projected, downwardAPI, ephemeral) or one ``[tfk8s] allowed_volume_types`` names: ``nfs``, ``csi``
+  and every other network or node volume type are refused otherwise;
+* under ``restricted_security_context`` an AppArmor annotation on the pod
+  (``container.apparmor.security.beta.kubernetes.io/<c>``) may ask only ``runtime/default`` or
+  ``localhost/<profile>`` (``unconfined`` is refused), as an ``appArmorProfile`` of type
+  ``Unconfined`` is.
 
 Nothing here reads the cluster; the pod is not changed but for the read-only mounts.
 """
@@ -29,7 +36,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from tfk8s_airflow.exceptions import Problem, SpecError
-from tfk8s_airflow.job.policy import DeploymentPolicy, host_namespace_problems, restricted_problems
+from tfk8s_airflow.job.policy import (
+    DeploymentPolicy,
+    apparmor_annotation_problems,
+    host_namespace_problems,
+    restricted_problems,
+    volume_kind_problems,
+)
 
 __all__ = ["admit_pod", "admit_pods", "pod_problems"]
 
@@ -116,7 +129,7 @@ def pod_problems(pod: Mapping[str, Any], policy: DeploymentPolicy, *, what: str 
                            "the deployment does not give pods their ServiceAccount's API token (absent means true)",
                            "set it to false, or an administrator sets [tfk8s] allow_service_account_token = true"))
     out += policy.template_secret_problems(pod, p, namespace)
-    out += _security_problems(spec, policy, p)
+    out += _security_problems(spec, meta, policy, p, what)
     return out
 
 
@@ -129,6 +142,7 @@ def _volume_problems(spec: Mapping[str, Any], policy: DeploymentPolicy, p: str,
     for vol in spec.get("volumes") or ():
         if not isinstance(vol, Mapping):
             continue
+        out += volume_kind_problems(vol, f"{p}.volumes[{vol.get('name')}]", policy.allowed_volume_types)
         for i, source in enumerate((vol.get("projected") or {}).get("sources") or ()):
             if isinstance(source, Mapping) and source.get("serviceAccountToken") is not None \
                     and not policy.allow_service_account_token:
@@ -148,10 +162,12 @@ def _volume_problems(spec: Mapping[str, Any], policy: DeploymentPolicy, p: str,
     return out
 
 
-def _security_problems(spec: Mapping[str, Any], policy: DeploymentPolicy, p: str) -> list[Problem]:
+def _security_problems(spec: Mapping[str, Any], meta: Mapping[str, Any], policy: DeploymentPolicy, p: str,
+                       what: str) -> list[Problem]:
     out: list[Problem] = []
     pod_sc = spec.get("securityContext") or {}
     if policy.restricted_security_context:
+        out += apparmor_annotation_problems(meta.get("annotations"), f"{what}: metadata.annotations", _ADMIN)
         out += host_namespace_problems(spec, p, _ADMIN)
         out += restricted_problems(pod_sc, f"{p}.securityContext", _ADMIN)
     out += policy.non_root_problems(pod_sc, f"{p}.securityContext")

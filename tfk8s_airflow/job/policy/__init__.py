@@ -6,6 +6,7 @@ This module is the layer's face for ``DeploymentPolicy`` and its shared checks; 
 layer import each other directly, never this face.
 """
 
+from tfk8s_airflow.job.policy.confinement import apparmor_annotation_problems, volume_kind_problems
 from tfk8s_airflow.job.policy.deployment import (
     DEFAULT_GLUSTER_MOUNT,
     SECTION,
@@ -15,5 +16,5 @@ from tfk8s_airflow.job.policy.deployment import (
     secret_references,
 )
 
-__all__ = ["DEFAULT_GLUSTER_MOUNT", "SECTION", "DeploymentPolicy", "host_namespace_problems",
-           "restricted_problems", "secret_references"]
+__all__ = ["DEFAULT_GLUSTER_MOUNT", "SECTION", "DeploymentPolicy", "apparmor_annotation_problems",
+           "host_namespace_problems", "restricted_problems", "secret_references", "volume_kind_problems"]

@@ -7,10 +7,12 @@
   may ask only ``runtime/default`` or a ``localhost/<profile>`` the node's administrator loaded.
 * **SELinux** (``seLinuxOptions`` of the pod or a container): as the Pod Security Standards'
   restricted profile, no ``user`` or ``role``, and a ``type`` among the container types only.
-* **Volumes** that reach storage past the cluster's claims, the two a pod template may name
-  (``csi`` inline and ``nfs``; every other such kind is refused by the template's own rules): only
-  of a kind the deployment allows (``[tfk8s] allowed_volume_types``, none by default). ``hostPath``
-  is checked against the allowed host paths elsewhere.
+* **Volumes** that reach storage past the cluster's claims: ``csi`` inline and ``nfs`` (the two a pod
+  template may name; every other such kind is refused by the template's own rules), and at a pod's
+  admission every kind that is not one of :data:`PLAIN_VOLUME_KINDS` (``iscsi``, ``rbd``, ``cephfs``,
+  ``glusterfs``, ``flexVolume``, ``gitRepo``, ``image``...): only of a kind the deployment allows
+  (``[tfk8s] allowed_volume_types``, none by default). ``hostPath`` is checked against the allowed
+  host paths elsewhere.
 """
 from __future__ import annotations
 
@@ -19,12 +21,16 @@ from typing import Any
 
 from tfk8s_airflow.exceptions import Problem
 
-__all__ = ["APPARMOR_ANNOTATION", "POLICED_VOLUME_KINDS", "apparmor_annotation_problems", "selinux_problems",
-           "volume_kind_problems"]
+__all__ = ["APPARMOR_ANNOTATION", "PLAIN_VOLUME_KINDS", "POLICED_VOLUME_KINDS", "apparmor_annotation_problems",
+           "selinux_problems", "volume_kind_problems"]
 
 APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
 #: Volume sources of a pod template that mount storage past the cluster's claims: allowed by the setting only.
 POLICED_VOLUME_KINDS = ("csi", "nfs")
+#: Volume sources every pod may use: scratch, the namespace's objects and claims, a host path (bounded by
+#: allowed_host_paths); any other kind only where ``allowed_volume_types`` names it.
+PLAIN_VOLUME_KINDS = ("emptyDir", "secret", "configMap", "persistentVolumeClaim", "hostPath", "projected",
+                      "downwardAPI", "ephemeral")
 #: SELinux types a container may ask (the restricted Pod Security Standard's).
 SELINUX_TYPES = ("", "container_t", "container_init_t", "container_kvm_t", "container_engine_t")
 
@@ -67,8 +73,11 @@ def selinux_problems(sc: Mapping[str, Any], fld: str, admin: str) -> list[Proble
 
 
 def volume_kind_problems(vol: Mapping[str, Any], fld: str, allowed: tuple[str, ...]) -> list[Problem]:
-    """A template volume of a kind beyond the cluster's claims that the deployment does not allow."""
+    """A volume (of a template, or of a pod at its admission) of a kind beyond :data:`PLAIN_VOLUME_KINDS`
+    that the deployment does not allow: ``csi``, ``nfs``, and every other network or node volume type."""
+    if not isinstance(vol, Mapping) or "*" in allowed:
+        return []
     return [Problem(f"{fld}.{kind}", f"a {kind} volume mounts storage past the cluster's volume claims, which "
                                      "the deployment does not allow",
                     f"use a persistentVolumeClaim, or an administrator adds {kind} to [tfk8s] allowed_volume_types")
-            for kind in POLICED_VOLUME_KINDS if kind in vol and kind not in allowed and "*" not in allowed]
+            for kind in vol if kind != "name" and kind not in PLAIN_VOLUME_KINDS and kind not in allowed]

@@ -47,6 +47,8 @@ DEFAULT_ACTIVE_DEADLINE_S = 24 * 3600
 #: Where the nodes (and the Airflow workers) mount the GlusterFS volume (``TFK8S_GLUSTER_MOUNT``).
 DEFAULT_GLUSTER_MOUNT = "/mnt/tfk8s-gluster"
 ANY = "*"
+#: 24 hours: the longest a spec's schedule_timeout may be by default (setup's pre-flight waits that long).
+DEFAULT_MAX_SCHEDULE_TIMEOUT_S = 24 * 3600
 #: The evaluation pods' image when the deployment names none: the package's own trainer image.
 DEFAULT_EVALUATION_IMAGE = "tfk8s/trainer:0.1"
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -198,8 +200,8 @@ class DeploymentPolicy:
     run_as_non_root: bool = field(default=False, metadata=setting(
         "every pod with runAsNonRoot: true (the kubelet refuses images that run as root)", "false", _bool))
     allowed_volume_types: tuple[str, ...] = field(default=(), metadata=setting(
-        "volume kinds past the cluster's claims a pod template may use: csi (inline), nfs (comma-separated, "
-        "or *)", "none", _names))
+        "volume kinds past the cluster's claims a pod may use: csi (inline), nfs in a pod template; any other "
+        "kind (iscsi, rbd, glusterfs...) at a pod's admission (comma-separated, or *)", "none", _names))
     default_namespace: str = field(default="default", metadata=setting(
         "the namespace plain allowed_secrets entries (a name without `namespace/`, or *) apply to",
         "default", _namespace))
@@ -225,6 +227,16 @@ class DeploymentPolicy:
     default_queue: str = field(default="", metadata=setting(
         "the Kueue LocalQueue of every job whose spec names no queue (its namespace must have one and be managed by "
         "Kueue; docs/jobs.md)", "unset: no queue", _queue))
+    max_schedule_timeout: int = field(default=DEFAULT_MAX_SCHEDULE_TIMEOUT_S, metadata=setting(
+        "the longest schedule_timeout a spec may set (a duration): setup's pre-flight may wait that long for room "
+        "while it holds a worker slot", "86400 (24 h)", _duration))
+    allowed_queues: tuple[str, ...] = field(default=(ANY,), metadata=setting(
+        "Kueue LocalQueues a spec's queue may name (comma-separated, or *); default_queue is always allowed",
+        "*: every queue", _names))
+    allowed_priority_classes: tuple[str, ...] = field(default=(ANY,), metadata=setting(
+        "priority classes a spec may name (comma-separated, or *): its priority_class (Kueue's "
+        "WorkloadPriorityClass) and a pod template's priorityClassName (Kubernetes' PriorityClass)",
+        "*: every class", _names))
 
     def __post_init__(self) -> None:
         if not self.allowed_host_paths:  # the default: the volume and the DAGs' root
@@ -292,7 +304,34 @@ class DeploymentPolicy:
                 out.append(problem)
         out += self._templates(spec, realpath)
         out += self._spec_confinement(spec)
+        out += self._scheduling(spec)
         return out
+
+    def _scheduling(self, spec: TFJobSpec) -> list[Problem]:
+        """The spec's schedule_timeout, queue and priority class, within the deployment's bounds."""
+        out: list[Problem] = []
+        if spec.schedule_timeout > self.max_schedule_timeout:
+            out.append(Problem("schedule_timeout", f"{spec.schedule_timeout}s is longer than the deployment allows "
+                                                   f"({self.max_schedule_timeout}s: setup may wait that long for "
+                                                   "room)",
+                               f"write schedule_timeout: {self.max_schedule_timeout} or less, or an administrator "
+                               "raises [tfk8s] max_schedule_timeout"))
+        if spec.queue and spec.queue != self.default_queue and not _allowed(spec.queue, self.allowed_queues):
+            out.append(Problem("queue", f"{spec.queue} is not among the allowed queues "
+                                        f"({', '.join(self.allowed_queues) or 'none'})",
+                               "remove queue (the deployment's default_queue applies), or an administrator adds it "
+                               "to [tfk8s] allowed_queues"))
+        if spec.priority_class:
+            out += self.priority_class_problems("priority_class", spec.priority_class)
+        return out
+
+    def priority_class_problems(self, fld: str, name: Any) -> list[Problem]:
+        """A priority class (Kueue's or Kubernetes') that ``allowed_priority_classes`` does not hold."""
+        if _allowed(str(name), self.allowed_priority_classes):
+            return []
+        return [Problem(fld, f"priority class {str(name)[:63]} is not among the allowed priority classes "
+                             f"({', '.join(self.allowed_priority_classes) or 'none'})",
+                        "remove it, or an administrator adds it to [tfk8s] allowed_priority_classes")]
 
     def _spec_confinement(self, spec: TFJobSpec) -> list[Problem]:
         """AppArmor annotations the spec's ``annotations`` put on the pods (job-wide and per role)."""
@@ -367,6 +406,8 @@ class DeploymentPolicy:
                                        "remove it, or an administrator sets [tfk8s] allow_service_account_token "
                                        "= true"))
         out += self.template_secret_problems(tpl, p, namespace)
+        if spec.get("priorityClassName"):
+            out += self.priority_class_problems(f"{p}.priorityClassName", spec["priorityClassName"])
         pod_sc = merge(pod_default, spec.get("securityContext") or {}, {})
         if self.restricted_security_context:
             out += apparmor_annotation_problems((tpl.get("metadata") or {}).get("annotations"),

@@ -13,11 +13,11 @@ not the spec (whose ``env`` may hold values a pod needs).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tfk8s_airflow import untrusted
 from tfk8s_airflow.exceptions import RecordError
 from tfk8s_airflow.job.defaults import POLL_INTERVAL_S
 from tfk8s_airflow.job.run.judge import JobPolicy, JobStatus
@@ -28,13 +28,15 @@ from tfk8s_airflow.job.states import EndState, JobState
 RECORD_VERSION = 1
 #: Setup's XCom beside ``job``: the record's :attr:`JobRecord.job_id`, a few bytes the triggers pull first.
 JOB_ID_KEY = "job_id"
+#: Bytes of a record given as JSON text (XCom's, a trigger event's), read through the bounded reader.
+RECORD_TEXT_MAX = 64 << 20
 
 
 def _load(data: Any, what: str) -> dict[str, Any]:
     """The dict of a record, from XCom's value (a dict, or its JSON text)."""
     if isinstance(data, str):
         try:
-            data = json.loads(data)
+            data = untrusted.loads(data, max_bytes=RECORD_TEXT_MAX, what="the record")
         except ValueError as exc:
             raise RecordError(f"{what}: not a JSON record ({exc})") from None
     if not isinstance(data, Mapping):
@@ -246,7 +248,7 @@ class JobSummary:
         """A summary read back (from a trigger event, or the XCom as a dict or its JSON text)."""
         if isinstance(data, str):
             try:
-                data = json.loads(data)
+                data = untrusted.loads(data, max_bytes=RECORD_TEXT_MAX, what="the summary")
             except ValueError as exc:
                 raise RecordError(f"job summary: not JSON ({exc})") from None
         if not isinstance(data, Mapping):

@@ -17,7 +17,8 @@ The rules (docs/recovery.md has the table):
   coordinator tolerates a worker coming back, a chief resumes from its checkpoint).
 * ``oom`` with ``oom_memory_factor``: the replica is recreated with that much more memory, up to
   ``max_memory`` (a parameter server again through a group restart); without it, or beyond the
-  cap, the job fails as ``oom``. Each relaunch also spends ``infra_restarts``.
+  cap, the job fails as ``oom``. Each relaunch also spends ``infra_restarts``. The memory a
+  recreated replica gets is never less than its spec asked (:func:`relaunch_memory`).
 * ``restart_policy: ExitCode`` (TFJob's): the pod is ``Never``; an exit code >= 128 (a signal,
   an OOM kill, the runtime's retryable 138) recreates the replica's pod, with the same name and
   DNS (a parameter server: the whole group), up to ``max_restarts`` times for that replica, then
@@ -32,9 +33,10 @@ A group restart or replacement waits ``restart_backoff`` first, and every attemp
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import assert_never
+from typing import Any, assert_never
 
 from tfk8s_airflow.contract import is_retryable_exit
 from tfk8s_airflow.job.run.judge import CODE, CONFIG, INFRASTRUCTURE, OOM, STALLED, JobStatus
@@ -214,3 +216,21 @@ def _gib(value: float) -> str:
 
 __all__ = ["RecoveryPolicy", "Progress", "Decision", "decide", "NONE", "FAIL", "RESTART_GROUP", "REPLACE",
            "CONFIG"]
+
+
+def relaunch_memory(spec_memory: float | None, override: Any) -> int | None:
+    """The memory in bytes that an OOM relaunch's ``override`` gives a recreated replica's training
+    container (its request and limit), bounded below by what the replica's spec asked (``spec_memory``:
+    its template's memory limit, else its request).
+
+    The planner only ever grows memory (``oom_memory_factor`` > 1), so an override below the spec's own
+    can only come from a rewritten ``tfk8s.io/attempts`` annotation: ``1e-300`` rendered as memory
+    ``"0"``, a pod with no memory limit at all. Such an override is **clamped** up to the spec's memory
+    (not refused: the relaunch still happens, with what the spec asked). A replica whose spec set no
+    memory keeps its template as it is (None: no relaunch grows memory there), as does an override that
+    is no finite number.
+    """
+    if not spec_memory or not math.isfinite(spec_memory) or isinstance(override, bool) \
+            or not isinstance(override, (int, float)) or not math.isfinite(override):
+        return None
+    return max(int(override), math.ceil(spec_memory))

@@ -10,11 +10,11 @@ job's watch then recovers nothing (the job is judged as it stands).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
+from tfk8s_airflow import untrusted
 from tfk8s_airflow.job.run.judge import FAILURE_CLASSES
 from tfk8s_airflow.job.run.records import Attempt, JobRecord
 from tfk8s_airflow.job.run.recovery import REPLACE, RESTART_GROUP
@@ -87,12 +87,8 @@ def read_attempts(raw: str | None, record: JobRecord) -> tuple[list[Attempt], di
     and only when it sets ``oom_memory_factor``, attempt numbers increasing. ValueError otherwise."""
     if not raw:
         return [], {}
-    if len(raw.encode("utf-8", "replace")) > MAX_ANNOTATION_BYTES:
-        raise ValueError(f"the annotation is larger than {MAX_ANNOTATION_BYTES} bytes")
-    try:
-        doc = json.loads(raw, parse_constant=_refuse_constant)
-    except RecursionError:
-        raise ValueError("the annotation nests too deeply") from None
+    # The shared bounded reader: larger than the bound, nested too deep, not JSON: a ValueError.
+    doc = untrusted.loads(raw, max_bytes=MAX_ANNOTATION_BYTES, strict=True, what="the annotation")
     if not isinstance(doc, Mapping) or not set(doc) <= {"attempts", "overrides"}:
         raise ValueError("the annotation must be an object of attempts and overrides")
     keys = {r.key for r in record.replicas}
@@ -110,7 +106,3 @@ def read_attempts(raw: str | None, record: JobRecord) -> tuple[list[Attempt], di
     if not isinstance(overrides, Mapping) or not all(isinstance(k, str) and k in keys for k in overrides):
         raise ValueError("overrides must be keyed by replicas of the job")
     return attempts, {k: _override(k, v, bound) for k, v in overrides.items()}
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a number")

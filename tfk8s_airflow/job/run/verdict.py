@@ -17,7 +17,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from tfk8s_airflow.job.run.judge import FAILURE_CLASSES
+from tfk8s_airflow.job.run.records import RECORD_TEXT_MAX
 from tfk8s_airflow.job.states import JobState
+from tfk8s_airflow.untrusted import clean_text, loads, read
 
 __all__ = ["VERDICT_ANNOTATION", "VERDICT_STATES", "read_verdict", "verdict_body", "summary_verdict"]
 
@@ -45,20 +47,22 @@ def verdict_body(state: str, reason: str, by: str, failure_class: str | None = N
 
 def read_verdict(annotations: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """The verdict recorded on a Service's annotations; None when there is none or it is not one
-    (a namespace writer's value is ignored, never trusted for more than ending the job's watch)."""
-    raw = (annotations or {}).get(VERDICT_ANNOTATION)
-    if not isinstance(raw, str) or len(raw) > 4 * VERDICT_REASON_MAX:
+    (a namespace writer's value is ignored, never trusted for more than ending the job's watch).
+
+    Read through the bounded reader (:func:`tfk8s_airflow.untrusted.read`): a value too large, nested
+    too deep or not JSON is ignored with a warning, never raised into the watch or teardown. Its
+    reason and author become the job's failure reason, so they are cleaned: control and format
+    characters removed, at most :data:`VERDICT_REASON_MAX` and 64 characters."""
+    raw = (annotations or {}).get(VERDICT_ANNOTATION) if isinstance(annotations, Mapping) else None
+    if raw is None:
         return None
-    try:
-        doc = json.loads(raw)
-    except ValueError:
-        return None
+    doc = read(raw, max_bytes=4 * VERDICT_REASON_MAX, what=f"the annotation {VERDICT_ANNOTATION}")
     if not isinstance(doc, dict) or doc.get("state") not in VERDICT_STATES:
         return None
-    reason = doc.get("reason")
     cls, key = doc.get("failure_class"), doc.get("failed_replica")
-    return {"state": doc["state"], "reason": reason if isinstance(reason, str) else "",
-            "by": str(doc.get("by", ""))[:64],
+    by = doc.get("by", "")
+    return {"state": doc["state"], "reason": clean_text(doc.get("reason"), VERDICT_REASON_MAX),
+            "by": clean_text(by if isinstance(by, str) else str(by)[:64], 64),
             "failure_class": cls if cls in FAILURE_CLASSES else None,
             "failed_replica": key if isinstance(key, str) and _REPLICA_KEY.fullmatch(key) else None}
 
@@ -69,7 +73,7 @@ def summary_verdict(summary: Any) -> tuple[JobState, str, Mapping[str, Any]] | N
     when the sensor ended in the triggerer."""
     if isinstance(summary, str):
         try:
-            summary = json.loads(summary)
+            summary = loads(summary, max_bytes=RECORD_TEXT_MAX, what="the job's summary")
         except ValueError:
             return None
     if not isinstance(summary, Mapping) or summary.get("state") not in (JobState.SUCCEEDED, JobState.FAILED):

@@ -17,9 +17,13 @@ import os
 import time
 from typing import Any
 
+from tfk8s_airflow import untrusted
+
 TRAIN_STATE = "train_state.json"
 METRICS = "metrics.json"
 REPLICAS_DIR = "replicas"
+#: Bytes of a state or replica record read back (each is a few KiB).
+STATE_READ_MAX = 16 << 20
 
 
 def _finite(value: Any) -> Any:
@@ -45,10 +49,17 @@ def write_json_atomic(path: str, doc: Any) -> None:
 
 
 def read_json(path: str, default: Any = None) -> Any:
+    """The JSON document at ``path`` (on the shared volume, which other jobs' pods may write), read through
+    the bounded reader: ``default`` when it is absent, larger than :data:`STATE_READ_MAX`, nested too deep
+    or not JSON."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
-    except (FileNotFoundError, json.JSONDecodeError):
+        with open(path, "rb") as fh:
+            data = fh.read(STATE_READ_MAX + 1)
+    except FileNotFoundError:
+        return default
+    try:
+        return untrusted.loads(data, max_bytes=STATE_READ_MAX, what=path)
+    except ValueError:
         return default
 
 
