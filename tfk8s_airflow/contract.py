@@ -47,6 +47,9 @@ SUMMARY_DIR = "train"
 RESERVED_VOLUMES = frozenset({CODE_VOLUME, SHARDS_VOLUME})
 
 # ----------------------------------------------------------------------------- labels
+#: The names of what a staging task makes (its pods, lease and delegation-token Secrets): reserved, so no job
+#: spec may name such a Secret, whatever [tfk8s] allowed_secrets says.
+STAGING_NAME_PREFIX = "tfk8s-stage-"
 LABEL_PREFIX = "tfk8s.io/"
 LABEL_JOB = "tfk8s.io/job"
 LABEL_ROLE = "tfk8s.io/role"

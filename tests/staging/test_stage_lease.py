@@ -39,7 +39,7 @@ def _owned_pods(core, namespace: str, owner: dict, count: int = 2) -> list[str]:
 def _left(core, batch, namespace: str) -> list[str]:
     pods = [p.metadata.name for p in core.list_namespaced_pod(namespace).items]
     secrets = [s.metadata.name for s in core.list_namespaced_secret(namespace).items
-               if s.metadata.name == tokensecret.secret_name(KEY)]
+               if s.metadata.name.startswith(f"tfk8s-stage-{KEY}-hdfs-")]
     jobs = [j.metadata.name for j in batch.list_namespaced_job(namespace).items]
     return pods + secrets + jobs
 

@@ -26,7 +26,7 @@ import pytest
 from tests.fixtures.data import HDFS_UP_TIMEOUT_S, _up
 from tests.fixtures.nodeagent import LOCAL_NODE_SELECTOR, LOCAL_TOLERATIONS
 from tests.staging.test_stage_pods import DS, MiB, comparable, hidden_and_pods, run, states, write_partition
-from tfk8s_airflow.k8s.tokensecret import KEY, secret_name
+from tfk8s_airflow.k8s.tokensecret import KEY
 from tfk8s_airflow.staging.glusterfs import GlusterVolume as StageVolume
 from tfk8s_airflow.staging.manifest import MANIFEST_NAME, read_local
 from tfk8s_airflow.staging.stage import stage_hdfs
@@ -142,7 +142,7 @@ def test_kerberos_pods_copy_byte_identical_token_in_secret_then_cancelled(
     assert len(watcher.secrets) == 1, watcher.secrets
     (name, token), = watcher.secrets.items()
     key = next(iter(watcher.pods)).split("-")[2]
-    assert name == secret_name(key)
+    assert name.startswith(f"tfk8s-stage-{key}-hdfs-") and len(name) == len(f"tfk8s-stage-{key}-hdfs-") + 8
     assert watcher.token_worked[name] is True
     # The pods read it by reference only: no token value anywhere in their specs.
     for pod_name, pod in watcher.pods.items():
@@ -207,10 +207,19 @@ def test_cancelled_kerberos_copy_deletes_the_secret_and_cancels_the_token(
     assert not cache.exists(), "a cancelled copy published something"
 
 
-def test_a_secret_of_that_name_not_ours_is_left_alone_and_fails_the_task(
-        kerberos_pods_env, gluster_dir, k8s_cluster, airflow_db, request):
-    """Never adopt: a Secret named like the task's, without the package's labels, is neither read,
-    replaced nor deleted; the task fails naming it, before any pod is created."""
+def _deferred(task, ti):
+    from airflow.sdk.exceptions import TaskDeferred
+
+    with pytest.raises(TaskDeferred) as deferred:
+        task.execute({"ti": ti})
+    return deferred.value.trigger
+
+
+def test_a_secret_labelled_like_ours_but_not_the_tasks_is_never_read_cancelled_or_deleted(
+        kerberos_pods_env, secure_hdfs, gluster_dir, k8s_cluster, airflow_db, request):
+    """Never adopt: a Secret carrying the task's labels that its lease does not own (someone else's, or a
+    forgery) is neither read, cancelled, replaced nor deleted, while the task's own Secret (a name nobody could
+    predict) is."""
     from tfk8s_airflow.k8s.copypods import copy_key
 
     sys.path.insert(0, str(REPO / "tests" / "dags"))
@@ -218,23 +227,76 @@ def test_a_secret_of_that_name_not_ours_is_left_alone_and_fails_the_task(
 
     namespace, hdfs, base = kerberos_pods_env
     part = f"{base}/foreign/dt={DS}"
-    write_partition(hdfs.client, part, [2 * MiB, 3 * MiB])
+    write_partition(hdfs.client, part, [6 * MiB] * 4, block_mib=4)
     task = scenarios.stage_pods_kubernetes.get_task("stage")
     saved = task.input_path, task.cache_dir, task.num_workers
     request.addfinalizer(lambda: setattr_all(task, saved))
     task.input_path, task.cache_dir, task.num_workers = part, str(gluster_dir / "pods"), 2
     run_id = f"krb-foreign-{uuid.uuid4().hex[:6]}"
-    name = secret_name(copy_key("tfk8s_t_stage_pods_kubernetes", run_id, "stage", -1))
+    key = copy_key("tfk8s_t_stage_pods_kubernetes", run_id, "stage", -1)
     core = k8s_cluster.core_v1
+    forged = f"tfk8s-stage-{key}-hdfs-forged00"
+    labels = {"tfk8s.io/staging": key, "tfk8s.io/secret": "hdfs-delegation",
+              "app.kubernetes.io/managed-by": "tfk8s-airflow", "app.kubernetes.io/component": "staging"}
     foreign = base64.b64encode(b"someone else's").decode()
-    core.create_namespaced_secret(namespace, {"metadata": {"name": name, "labels": {"team": "other"}},
-                                              "data": {KEY: foreign}})
+    core.create_namespaced_secret(namespace, {"metadata": {"name": forged, "labels": labels}, "data": {KEY: foreign}})
     ti = SimpleNamespace(dag_id="tfk8s_t_stage_pods_kubernetes", run_id=run_id, task_id="stage", map_index=-1)
-    with pytest.raises(Exception, match=f"Secret {namespace}/{name} exists and was not created by tfk8s-airflow"):
+    trigger = _deferred(task, ti)
+    (own,) = [n for n in secrets_left(core, namespace) if n != forged]
+    asyncio.run(trigger.on_kill())
+    assert secrets_left(core, namespace) == [forged]  # the task's own went, the other stayed
+    kept = core.read_namespaced_secret(forged, namespace)
+    assert kept.data == {KEY: foreign} and kept.metadata.labels == labels and own != forged
+
+
+def test_a_new_try_cancels_the_earlier_tries_token_before_it_issues_its_own(
+        kerberos_pods_env, secure_hdfs, gluster_dir, k8s_cluster, airflow_db, request):
+    """A try that died without cleaning up (a worker lost mid-copy) left its Secret and a live token; the next
+    try of the same task cancels that token and deletes its Secret before it issues its own."""
+    sys.path.insert(0, str(REPO / "tests" / "dags"))
+    import tfk8s_staging_scenarios as scenarios
+
+    namespace, hdfs, base = kerberos_pods_env
+    part = f"{base}/retry/dt={DS}"
+    write_partition(hdfs.client, part, [6 * MiB] * 4, block_mib=4)
+    task = scenarios.stage_pods_kubernetes.get_task("stage")
+    saved = task.input_path, task.cache_dir, task.num_workers
+    request.addfinalizer(lambda: setattr_all(task, saved))
+    task.input_path, task.cache_dir, task.num_workers = part, str(gluster_dir / "pods"), 2
+    ti = SimpleNamespace(dag_id="tfk8s_t_stage_pods_kubernetes", run_id=f"krb-retry-{uuid.uuid4().hex[:6]}",
+                         task_id="stage", map_index=-1)
+    core, url = k8s_cluster.core_v1, secure_hdfs["TFK8S_SECURE_WEBHDFS_URL"]
+    _deferred(task, ti)  # the first try: its trigger never runs (the worker was lost)
+    (first,) = secrets_left(core, namespace)
+    first_token = base64.b64decode(core.read_namespaced_secret(first, namespace).data[KEY]).decode()
+    assert token_works(url, first_token) is True
+    trigger = _deferred(task, ti)  # the second try of the same task
+    (second,) = secrets_left(core, namespace)
+    assert second != first and token_works(url, first_token) is False
+    second_token = base64.b64decode(core.read_namespaced_secret(second, namespace).data[KEY]).decode()
+    asyncio.run(trigger.on_kill())
+    assert secrets_left(core, namespace) == [] and token_works(url, second_token) is False
+
+
+def test_a_kerberos_copy_refuses_the_jobs_default_namespace_before_anything_is_made(
+        kerberos_pods_env, gluster_dir, k8s_cluster, airflow_db, request, monkeypatch):
+    sys.path.insert(0, str(REPO / "tests" / "dags"))
+    import tfk8s_staging_scenarios as scenarios
+
+    namespace, hdfs, base = kerberos_pods_env
+    monkeypatch.setenv("AIRFLOW__TFK8S__DEFAULT_NAMESPACE", namespace)
+    part = f"{base}/samens/dt={DS}"
+    write_partition(hdfs.client, part, [2 * MiB])
+    task = scenarios.stage_pods_kubernetes.get_task("stage")
+    saved = task.input_path, task.cache_dir, task.num_workers
+    request.addfinalizer(lambda: setattr_all(task, saved))
+    task.input_path, task.cache_dir, task.num_workers = part, str(gluster_dir / "pods"), 2
+    ti = SimpleNamespace(dag_id="tfk8s_t_stage_pods_kubernetes", run_id=f"krb-ns-{uuid.uuid4().hex[:6]}",
+                         task_id="stage", map_index=-1)
+    with pytest.raises(Exception, match=r"\[tfk8s\] staging_namespace"):
         task.execute({"ti": ti})
-    kept = core.read_namespaced_secret(name, namespace)
-    assert kept.data == {KEY: foreign} and kept.metadata.labels == {"team": "other"}
-    assert core.list_namespaced_pod(namespace).items == []
+    core = k8s_cluster.core_v1
+    assert secrets_left(core, namespace) == [] and core.list_namespaced_pod(namespace).items == []
 
 
 def test_killed_kerberos_copy_pod_is_retried_with_the_same_secret(

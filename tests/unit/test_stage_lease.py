@@ -66,3 +66,28 @@ def test_the_trigger_carries_the_lease_it_renews():
                               kubernetes_conn_id=None, started=0.0, lease=45)
     _, kwargs = trigger.serialize()
     assert kwargs["lease"] == 45 and CopyPodsTrigger(**kwargs).lease == 45
+
+
+def test_no_spec_may_read_a_staging_tasks_secret_whatever_allowed_secrets_says():
+    from tfk8s_airflow.job.policy import DeploymentPolicy
+
+    policy = DeploymentPolicy(allowed_secrets=("*", "staging/*"))
+    for namespace in ("default", "staging"):
+        problem = policy.secret_problem("env.T.value_from", namespace, "tfk8s-stage-0123456789ab-hdfs-1a2b3c4d")
+        assert problem is not None and "staging tasks' own Secrets" in problem.message
+    assert policy.secret_problem("env.T.value_from", "default", "db") is None
+
+
+def test_a_kerberos_copys_token_never_lives_in_the_jobs_default_namespace():
+    with pytest.raises(SpecError, match=r"\[tfk8s\] staging_namespace"):
+        fanout.check_token_namespace("default", "default")
+    fanout.check_token_namespace("staging", "default")
+
+
+def test_a_token_secrets_name_cannot_be_predicted():
+    from tfk8s_airflow.k8s.tokensecret import env_entry, new_secret_name
+
+    names = {new_secret_name("0123456789ab") for _ in range(50)}
+    assert len(names) == 50 and all(n.startswith("tfk8s-stage-0123456789ab-hdfs-") and len(n) <= 63 for n in names)
+    name = next(iter(names))
+    assert env_entry(name)["valueFrom"]["secretKeyRef"] == {"name": name, "key": "token"}

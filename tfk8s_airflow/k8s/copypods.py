@@ -12,6 +12,7 @@ from typing import Any
 from kubernetes.client import BatchV1Api, CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
+from tfk8s_airflow.contract import STAGING_NAME_PREFIX
 from tfk8s_airflow.exceptions import StagingError
 from tfk8s_airflow.k8s.client import api_client, call, wrap_api_error
 from tfk8s_airflow.staging.lease import has_expired, lease_job, lease_name, owner_reference, renewed_deadline
@@ -35,7 +36,7 @@ def task_labels(key: str) -> dict[str, str]:
 
 
 def pod_name(key: str, part: int, attempt: int) -> str:
-    return f"tfk8s-stage-{key}-p{part}-a{attempt}"
+    return f"{STAGING_NAME_PREFIX}{key}-p{part}-a{attempt}"
 
 
 def core(conn_id: str | None) -> CoreV1Api:

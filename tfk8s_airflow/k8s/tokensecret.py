@@ -1,24 +1,29 @@
 """The Secret that hands a staging task's HDFS delegation token to its copy pods.
 
-One Secret per staging task (``tfk8s-stage-<key>-hdfs`` in the copy pods' namespace, labelled like the
-pods), created by the task before its pods, read back by the task to cancel the token, and deleted
-when the copy finishes, fails or is cancelled. Its owner is the task's lease Job
-(:mod:`tfk8s_airflow.staging.lease`), never a pod (the pods of a part are replaced when the part is
-retried): a task that ended with nobody left to delete it loses the Secret with its lease. A Secret of
-that name that this package did not create for this task (other labels) is never read, replaced or
-deleted: the task fails naming it.
+One Secret per try of a staging task, in ``[tfk8s] staging_namespace`` (never the jobs' default namespace:
+the task refuses that configuration, see :func:`tfk8s_airflow.staging.fanout.check_token_namespace`), under
+an unpredictable name (``tfk8s-stage-<key>-hdfs-<8 random hex digits>``), labelled like the pods and owned
+by the task's lease Job (:mod:`tfk8s_airflow.staging.lease`). The pods read it by ``secretKeyRef``; no job
+spec may name it (admission refuses every Secret named ``tfk8s-stage-*``, whatever ``allowed_secrets``
+says). The task reads it back to cancel the token and deletes it when the copy finishes, fails or is
+cancelled; a new try first cancels and deletes the earlier tries' Secrets (ours: our labels and owned by the
+same lease), so replacing a token never leaves the old one live. A task that ended with nobody left to
+delete it loses its Secret with its lease. A Secret carrying our labels that the lease does not own is never
+read, cancelled or deleted.
 """
 
 from __future__ import annotations
 
 import base64
 import logging
+import secrets
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubernetes.client import CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
+from tfk8s_airflow.contract import STAGING_NAME_PREFIX
 from tfk8s_airflow.exceptions import StagingError
 from tfk8s_airflow.k8s.client import wrap_api_error
 from tfk8s_airflow.k8s.copypods import LABEL_STAGING
@@ -26,7 +31,8 @@ from tfk8s_airflow.staging import delegation
 
 log = logging.getLogger(__name__)
 
-__all__ = ["KEY", "secret_name", "create", "read_token", "delete", "env_entry", "issue", "release"]
+__all__ = ["KEY", "new_secret_name", "create", "read_token", "env_entry", "issue", "release",
+           "owned"]
 
 #: The key of the token in the Secret's data.
 KEY = "token"
@@ -34,14 +40,14 @@ LABEL_PURPOSE = "tfk8s.io/secret"
 PURPOSE = "hdfs-delegation"
 
 
-def secret_name(key: str) -> str:
-    return f"tfk8s-stage-{key}-hdfs"
+def new_secret_name(key: str) -> str:
+    """A name nobody can guess ahead of the task (so no spec is written to read it)."""
+    return f"{STAGING_NAME_PREFIX}{key}-hdfs-{secrets.token_hex(4)}"
 
 
-def env_entry(key: str) -> dict[str, object]:
-    """The copy pods' ``TFK8S_HDFS_DELEGATION``: a reference to the Secret, never the token."""
-    return {"name": "TFK8S_HDFS_DELEGATION",
-            "valueFrom": {"secretKeyRef": {"name": secret_name(key), "key": KEY}}}
+def env_entry(name: str) -> dict[str, object]:
+    """The copy pods' ``TFK8S_HDFS_DELEGATION``: a reference to the Secret ``name``, never the token."""
+    return {"name": "TFK8S_HDFS_DELEGATION", "valueFrom": {"secretKeyRef": {"name": name, "key": KEY}}}
 
 
 def _labels(key: str) -> dict[str, str]:
@@ -55,9 +61,8 @@ def _ours(secret: object, key: str) -> bool:
 
 
 def create(api: CoreV1Api, namespace: str, key: str, token: str, owner: Mapping[str, Any] | None = None) -> str:
-    """Create the Secret of ``key`` holding ``token`` (owned by ``owner``, the task's lease); one left by an
-    earlier try of the same task (our labels) gets the new token. Returns its name."""
-    name = secret_name(key)
+    """Create a new Secret of ``key`` holding ``token``, owned by ``owner`` (the task's lease); its name."""
+    name = new_secret_name(key)
     metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": _labels(key)}
     if owner:
         metadata["ownerReferences"] = [dict(owner)]
@@ -65,36 +70,29 @@ def create(api: CoreV1Api, namespace: str, key: str, token: str, owner: Mapping[
                             "data": {KEY: base64.b64encode(token.encode()).decode()}}
     try:
         api.create_namespaced_secret(namespace, body)
-        return name
     except ApiException as exc:
-        if exc.status != 409:
-            raise wrap_api_error(f"creating the delegation token Secret {namespace}/{name}", exc) from None
-    existing = _read(api, namespace, name)
-    if existing is None or not _ours(existing, key):
-        raise StagingError(f"Secret {namespace}/{name} exists and was not created by tfk8s-airflow for this "
-                           "staging task; it is left alone (delete or rename it, then retry the task)")
-    try:
-        version = getattr(getattr(existing, "metadata", None), "resource_version", None)
-        api.replace_namespaced_secret(name, namespace, {**body, "metadata": {**metadata, "resourceVersion": version}})
-    except ApiException as exc:
-        raise wrap_api_error(f"replacing the delegation token Secret {namespace}/{name}", exc) from None
+        if exc.status == 409:  # 32 random bits taken: never adopt what is there
+            raise StagingError(f"Secret {namespace}/{name} exists already; it is left alone (retry the task)") \
+                from None
+        raise wrap_api_error(f"creating the delegation token Secret {namespace}/{name}", exc) from None
     return name
 
 
-def _read(api: CoreV1Api, namespace: str, name: str) -> object | None:
+def owned(api: CoreV1Api, namespace: str, key: str, owner_uid: str | None) -> list[Any]:
+    """The Secrets of ``key`` that are ours: our labels, and owned by the lease ``owner_uid``."""
+    if not owner_uid:
+        return []
+    selector = ",".join(f"{k}={v}" for k, v in _labels(key).items())
     try:
-        return api.read_namespaced_secret(name, namespace)
+        listed = api.list_namespaced_secret(namespace, label_selector=selector).items
     except ApiException as exc:
-        if exc.status == 404:
-            return None
-        raise wrap_api_error(f"reading the delegation token Secret {namespace}/{name}", exc) from None
+        raise wrap_api_error(f"listing the delegation token Secrets of staging {key}", exc) from None
+    return [s for s in listed if _ours(s, key) and any(
+        getattr(ref, "uid", None) == owner_uid for ref in (getattr(s.metadata, "owner_references", None) or ()))]
 
 
-def read_token(api: CoreV1Api, namespace: str, key: str) -> str | None:
-    """The token in the Secret of ``key`` (None when there is none, or it is not ours)."""
-    secret = _read(api, namespace, secret_name(key))
-    if secret is None or not _ours(secret, key):
-        return None
+def read_token(secret: Any) -> str | None:
+    """The token a Secret of ours holds (None when it holds none that reads as one)."""
     raw = (getattr(secret, "data", None) or {}).get(KEY)
     if not raw:
         return None
@@ -104,25 +102,21 @@ def read_token(api: CoreV1Api, namespace: str, key: str) -> str | None:
         return None
 
 
-def delete(api: CoreV1Api, namespace: str, key: str) -> bool:
-    """Delete the Secret of ``key`` if it is ours; False when there was none of ours."""
-    name = secret_name(key)
-    secret = _read(api, namespace, name)
-    if secret is None or not _ours(secret, key):
-        return False
+def _delete(api: CoreV1Api, namespace: str, name: str) -> None:
     try:
         api.delete_namespaced_secret(name, namespace)
     except ApiException as exc:
         if exc.status != 404:
             raise wrap_api_error(f"deleting the delegation token Secret {namespace}/{name}", exc) from None
-    return True
 
 
 def issue(api: CoreV1Api, namespace: str, key: str, hdfs: Any, mask: Callable[[str], None],
-          owner: Mapping[str, Any] | None = None) -> str:
+          owner: Mapping[str, Any]) -> str:
     """Obtain a delegation token for the Kerberos connection ``hdfs`` (renewer: its login), hand it to
-    ``mask`` (the task log's redaction) and put it in the Secret of ``key``. Returns the Secret's
-    name; a token whose Secret could not be made is cancelled at once."""
+    ``mask`` (the task log's redaction) and put it in a new Secret of ``key`` owned by ``owner`` (the task's
+    lease), after cancelling and deleting an earlier try's. Returns the Secret's name; a token whose Secret
+    could not be made is cancelled at once."""
+    release(api, namespace, key, hdfs, str(owner["uid"]))
     token = delegation.obtain(hdfs, hdfs.config.user)
     mask(token)
     try:
@@ -135,16 +129,17 @@ def issue(api: CoreV1Api, namespace: str, key: str, hdfs: Any, mask: Callable[[s
         raise
 
 
-def release(api: CoreV1Api, namespace: str, key: str, hdfs: Any | None) -> bool:
-    """Cancel the token in the Secret of ``key`` (when ``hdfs``, the Kerberos connection, is given) and
-    delete the Secret. A failed cancellation is logged and the Secret still deleted (the token then
-    lives until HDFS's maximum token lifetime). True when there was a Secret of ours."""
-    token = read_token(api, namespace, key)
-    if token is None:
-        return delete(api, namespace, key)
-    if hdfs is not None:
-        try:
-            delegation.cancel(hdfs, token)
-        except Exception as exc:
-            log.warning("cancelling the HDFS delegation token of staging %s failed: %s", key, exc)
-    return delete(api, namespace, key)
+def release(api: CoreV1Api, namespace: str, key: str, hdfs: Any | None, owner_uid: str | None) -> int:
+    """Cancel the token of every Secret of ``key`` the lease ``owner_uid`` owns (when ``hdfs``, the Kerberos
+    connection, is given) and delete the Secret. A failed cancellation is logged and the Secret still deleted
+    (the token then lives until HDFS's maximum token lifetime). How many Secrets there were."""
+    found = owned(api, namespace, key, owner_uid)
+    for secret in found:
+        token = read_token(secret)
+        if hdfs is not None and token is not None:
+            try:
+                delegation.cancel(hdfs, token)
+            except Exception as exc:
+                log.warning("cancelling the HDFS delegation token of staging %s failed: %s", key, exc)
+        _delete(api, namespace, secret.metadata.name)
+    return len(found)

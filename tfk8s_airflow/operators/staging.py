@@ -118,12 +118,19 @@ def _start_pods(task: BaseOperator, state: dict[str, Any], parts: list[int], spe
 
             container = admitted["spec"]["containers"][0]
             container["env"] = [e for e in container.get("env") or ()
-                                if e.get("name") != "TFK8S_HDFS_DELEGATION"] + [env_entry(state["key"])]
+                                if e.get("name") != "TFK8S_HDFS_DELEGATION"] + [env_entry(state["token_secret"])]
         pods.append(admitted)
         names[str(part)] = name
     # Every pod is owned by the task's lease, made (or renewed) before the first of them: whatever ends the
     # task, Kubernetes deletes them once the lease is no longer renewed.
     owner = _lease(settings, state["key"], (pod_sc, container_sc))
+    if state.get("token_secret") and state.get("lease_uid") not in (None, owner["uid"]):
+        # The lease ran out while nobody renewed it (the triggerer away longer than staging_lease): Kubernetes
+        # deleted the delegation-token Secret with it. A new try of the task issues a new token.
+        raise StagingError(f"the staging lease ran out while the {what} waited (longer than [tfk8s] staging_lease, "
+                           f"{settings.lease}s, without a triggerer); its HDFS delegation token went with it "
+                           "(retry the task: it resumes what was verified)")
+    state["lease_uid"] = str(owner["uid"])
     for pod in pods:
         pod["metadata"]["ownerReferences"] = [owner]
     api = copypods.core(settings.kubernetes_conn_id)
@@ -282,10 +289,13 @@ class HdfsStageOperator(BaseOperator):
             # trigger's arguments or the log); it is cancelled and deleted when the copy ends.
             from airflow.sdk.log import mask_secret
 
+            from tfk8s_airflow.deployment import deployment_policy
             from tfk8s_airflow.k8s import copypods, tokensecret
 
+            fanout.check_token_namespace(settings.namespace, deployment_policy().default_namespace)
             api = copypods.core(settings.kubernetes_conn_id)
             owner = _lease(settings, key)  # first: the Secret is the lease's from the moment it exists
+            state["lease_uid"] = self._tfk8s_lease_uid = str(owner["uid"])
             name = tokensecret.issue(api, settings.namespace, key, hdfs, mask_secret, owner)
             state["token_secret"] = name
             state["webhdfs_conn_id"] = self.webhdfs_conn_id  # the trigger cancels the token on a cancel
@@ -306,7 +316,7 @@ class HdfsStageOperator(BaseOperator):
             from tfk8s_airflow.k8s import copypods, tokensecret
 
             if tokensecret.release(copypods.core(settings.kubernetes_conn_id), settings.namespace, state["key"],
-                                   hdfs):
+                                   hdfs, state.get("lease_uid")):
                 self.log.info("cancelled the HDFS delegation token and deleted Secret %s/%s", settings.namespace,
                               state["token_secret"])
         _end_lease(settings, state["key"])
@@ -376,7 +386,8 @@ class HdfsStageOperator(BaseOperator):
         api = copypods.core(settings.kubernetes_conn_id)
         copypods.delete_all(api, settings.namespace, ctx)
         hdfs = webhdfs(self.webhdfs_conn_id)
-        tokensecret.release(api, settings.namespace, ctx, hdfs if hdfs.config.kerberos else None)
+        tokensecret.release(api, settings.namespace, ctx, hdfs if hdfs.config.kerberos else None,
+                            getattr(self, "_tfk8s_lease_uid", None))
         _end_lease(settings, ctx)
 
 

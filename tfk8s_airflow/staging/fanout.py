@@ -134,6 +134,17 @@ class CopySettings:
         return cls(**values)
 
 
+def check_token_namespace(staging_namespace: str, jobs_namespace: str) -> None:
+    """A Kerberos copy's delegation-token Secret lives in ``staging_namespace``: never the jobs' default
+    namespace, where specs are written to read Secrets (:class:`SpecError` naming the setting)."""
+    if staging_namespace == jobs_namespace:
+        raise SpecError(Problem("[tfk8s] staging_namespace",
+                                f"is {staging_namespace!r}, the jobs' default namespace ([tfk8s] default_namespace): "
+                                "a Kerberos copy through pods keeps its HDFS delegation token in a Secret there",
+                                "give the staging pods a namespace of their own (staging_namespace), or copy "
+                                "locally (copy_executor='local')"))
+
+
 def choose_executor(executor: str, total_bytes: int, settings: CopySettings, *, kerberos: bool = False) -> str:
     """``local`` or ``kubernetes`` for ``executor`` (``auto``: kubernetes at or above the threshold,
     when the deployment names a copy image). ``kerberos`` no longer changes the choice: a Kerberos

@@ -24,6 +24,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from tfk8s_airflow.contract import STAGING_NAME_PREFIX
+
 __all__ = ["LEASE_API_VERSION", "lease_name", "lease_job", "owner_reference", "renewed_deadline", "RENEW_FRACTION",
            "has_expired"]
 
@@ -34,7 +36,7 @@ RENEW_FRACTION = 0.25
 
 def lease_name(key: str) -> str:
     """The lease Job of the staging task ``key`` (at most 30 characters for a 12-character key)."""
-    return f"tfk8s-stage-{key}-lease"
+    return f"{STAGING_NAME_PREFIX}{key}-lease"
 
 
 def lease_job(key: str, namespace: str, labels: Mapping[str, str], lease_s: int, image: str,

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
+from tfk8s_airflow.contract import STAGING_NAME_PREFIX
 from tfk8s_airflow.exceptions import Problem, SpecError
 from tfk8s_airflow.job.policy.confinement import apparmor_annotation_problems, selinux_problems, volume_kind_problems
 from tfk8s_airflow.job.policy.preflight import ENFORCE, parse_mode
@@ -442,6 +443,10 @@ class DeploymentPolicy:
         return False
 
     def secret_problem(self, fld: str, namespace: str, secret: str) -> Problem | None:
+        if secret.startswith(STAGING_NAME_PREFIX):  # a staging task's own (its HDFS delegation token)
+            return Problem(fld, f"Secret {secret} is a name tfk8s-airflow keeps for its staging tasks' own Secrets "
+                                "(an HDFS delegation token); no job may read one, whatever allowed_secrets says",
+                           "name another Secret")
         if self.secret_allowed(namespace, secret):
             return None
         shown = ", ".join(self.allowed_secrets) or "none"
