@@ -120,3 +120,18 @@ def test_the_bounded_list_reads_a_real_api_server(k8s_cluster, k8s_namespace, mo
         "spec": {"nodeSelector": {"type": "none"}, "containers": [{"name": "tensorflow", "image": "x"}]}})
     live = sources.live_replicas(rec)
     assert live is not None and live["ps-0"]["phase"] == "Pending", live
+
+
+def test_a_page_of_many_jobs_on_a_dead_cluster_is_bounded_as_a_whole(silent, monkeypatch):
+    """Before: each job of a page asked the dead cluster in turn (``?limit=500``: 500 bounded requests, ~40 min);
+    now the page stops asking a connection that failed, and spends at most its budget on LISTs in all."""
+    from tfk8s_airflow.ui.rows import JobSources
+
+    jobs = [JobSources(dag_id="d", run_id=f"r{i}", run_state="running", prefix="train.",
+                       record=record("tfk8s_silent", namespace=f"ns{i}")) for i in range(20)]
+    t0 = time.monotonic()
+    shown = sources.with_live(jobs)
+    took = time.monotonic() - t0
+    assert [j.live for j in shown] == [None] * 20  # each row shows what its records give
+    assert took < BOUND_S + SLACK_S, took  # one bounded request, not twenty
+    assert len(silent.accepted) == 1

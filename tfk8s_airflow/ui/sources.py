@@ -9,6 +9,7 @@ pages cost one LIST per job and poll.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -25,6 +26,8 @@ from tfk8s_airflow.ui.bounded import VIEW_REQUEST_TIMEOUT_S, SingleFlight, ViewR
 from tfk8s_airflow.ui.rows import REPLICA, TEARDOWN, WAIT, JobSources, ReplicaTask, group_prefix, wants_pod_list
 
 POD_LIST_TTL_S = 5.0
+#: Seconds one page of the view may spend on LISTs of its jobs' pods, in all.
+PAGE_LIST_BUDGET_S = 10.0
 _log = logging.getLogger(__name__)
 DEFAULT_LIMIT = 50
 
@@ -94,9 +97,27 @@ def find_jobs(session: Session, dag_ids: Collection[str], *, run: tuple[str, str
     for job in jobs.values():
         if (final := final_progress(job.get("summary"))) is not None:
             job["progress"] = final  # the sensor's last word: it pushes no XCom 'progress' when it ends
-        src = JobSources(**job)
-        if list_pods and wants_pod_list(src.run_state, src.summary, src.progress):
-            src = JobSources(**{**job, "live": live_replicas(src.record)})
+        out.append(JobSources(**job))
+    return with_live(out) if list_pods else out
+
+
+def with_live(jobs: list[JobSources], budget_s: float | None = None) -> list[JobSources]:
+    """Each running job with its pods' live state, within one page's budget: the LISTs of a page take
+    :data:`PAGE_LIST_BUDGET_S` in all (plus the one in flight), and once a cluster (a connection) failed to
+    answer, the page asks it no more. The jobs past either show what their records give, as a failed LIST's
+    do. Without it a page of 500 jobs on a dead cluster waited 500 bounded requests (~40 min)."""
+    deadline = time.monotonic() + (PAGE_LIST_BUDGET_S if budget_s is None else budget_s)
+    dead: set[str | None] = set()
+    out = []
+    for src in jobs:
+        if wants_pod_list(src.run_state, src.summary, src.progress):
+            conn = src.record.kubernetes_conn_id
+            live = None
+            if conn not in dead and time.monotonic() < deadline:
+                live = live_replicas(src.record)
+                if live is None:
+                    dead.add(conn)
+            src = dataclasses.replace(src, live=live)
         out.append(src)
     return out
 
