@@ -76,7 +76,7 @@ def training_spec(model_dir: str) -> dict:
         "node_selector": {"type": "{{ params.node_type }}"},
         # The devstack's node agent is tainted so only jobs meant for it land there.
         "tolerations": [{"key": "tfk8s.io/node-agent", "operator": "Exists", "effect": "NoSchedule"}],
-        "command": ["python", "-m", "tfk8s_airflow.trainer"],
+        "command": ["python", "-m", "tfk8s_airflow.pod.trainer"],
         "args": ["--mode", "tf1", "--steps", "{{ params.steps }}", "--batch-size", "64",
                  "--learning-rate", "{{ params.learning_rate }}", "--peer-timeout", "120"],
         "resources": {"cpu": "500m", "memory": "1Gi"},

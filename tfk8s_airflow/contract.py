@@ -1,7 +1,7 @@
 """The pod contract: every name that the objects we create and the code inside the pods must agree on.
 
 Why one module: the builders (:mod:`tfk8s_airflow.job.builders.objects`) write these names into pods,
-and the pod side (:mod:`tfk8s_airflow.runtime`, the code fetcher, the reference trainer)
+and the pod side (:mod:`tfk8s_airflow.pod.runtime`, the code fetcher, the reference trainer)
 reads them back. Spelled once here, the two sides cannot drift. Standard library only: the
 code fetcher runs in an init container with nothing but ``python3`` and this package, and
 the runtime runs in training images without Airflow.
@@ -105,13 +105,13 @@ def volume_dir_env(volume_name: str) -> str:
 
 # ----------------------------------------------------------------------------- progress
 #: A program reports progress with one line on stdout: ``tfk8s.progress {"step": 120, "loss": 0.31}``
-#: (:func:`tfk8s_airflow.runtime.report` writes it). The job sensor reads the lead replica's
+#: (:func:`tfk8s_airflow.pod.runtime.report` writes it). The job sensor reads the lead replica's
 #: newest such line (the chief, else worker 0) from its log. Keys: step (int, required), loss,
 #: examples_per_sec, target_step.
 PROGRESS_PREFIX = "tfk8s.progress "
 
 # ----------------------------------------------------------------------------- evaluation
-#: The evaluator's result (``python -m tfk8s_airflow.trainer.evaluate``), the only keys the worker accepts.
+#: The evaluator's result (``python -m tfk8s_airflow.pod.trainer.evaluate``), the only keys the worker accepts.
 EVAL_RESULT_KEYS = ("accuracy", "examples", "global_step", "source", "positive_rate")
 #: The largest result the worker reads: a kubelet's termination message limit.
 EVAL_RESULT_MAX_BYTES = 4096

@@ -4,7 +4,7 @@ Why one module: operators decide retry-or-fail by error class alone. Errors that
 subclass :class:`PermanentError` can never succeed on retry (bad input, a job that
 failed by its own policy), so operators turn them into ``AirflowFailException``;
 everything else may be transient and is left to Airflow's retries. This module
-imports nothing from Airflow so pod-side code (``tfk8s_airflow.runtime``) can use it.
+imports nothing from Airflow so pod-side code (``tfk8s_airflow.pod.runtime``) can use it.
 """
 
 from __future__ import annotations

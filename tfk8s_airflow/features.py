@@ -10,14 +10,21 @@ deployment up:
   seconds, until it defers, and its outcome is the same;
 - XComs written from the triggerer while a task waits (``XCom.aset``, task SDK 1.3): the
   sensor's XCom ``progress`` and the links are then stored only when the task ends.
+
+The cncf.kubernetes provider supported from 10.15 renamed one argument the replica tasks set:
+``reattach_on_restart`` (a restarted task reattaches to its pod instead of creating another) is
+deprecated in 10.25 for ``durable``, which takes effect from Airflow 3.3 on (below, the provider
+reattaches by labels as before and warns that ``durable`` does nothing). :func:`reattach_kwargs`
+names the one the installed pair takes without a warning.
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["MINIMUM", "START_FROM_TRIGGER", "XCOM_FROM_TRIGGERER", "airflow_version", "has",
-           "worker_start_note", "xcom_from_triggerer_note"]
+__all__ = ["DURABLE", "MINIMUM", "PROVIDER_DURABLE", "START_FROM_TRIGGER", "XCOM_FROM_TRIGGERER",
+           "airflow_version", "has", "provider_version", "reattach_kwargs", "worker_start_note",
+           "xcom_from_triggerer_note"]
 
 #: The oldest Airflow the package supports (setup.cfg's pin says the same).
 MINIMUM = (3, 2, 0)
@@ -25,6 +32,10 @@ MINIMUM = (3, 2, 0)
 START_FROM_TRIGGER = (3, 3, 0)
 #: The first Airflow whose task SDK writes an XCom from the triggerer (``XCom.aset``).
 XCOM_FROM_TRIGGERER = (3, 3, 0)
+#: The first cncf.kubernetes provider with ``KubernetesPodOperator(durable=)``, deprecating ``reattach_on_restart``.
+PROVIDER_DURABLE = (10, 25, 0)
+#: The first Airflow on which ``durable`` takes effect (the provider keeps the pod's identity in the task state store).
+DURABLE = (3, 3, 0)
 
 
 def _parse(text: str) -> tuple[int, int, int]:
@@ -40,6 +51,13 @@ def airflow_version() -> tuple[int, int, int]:
     return _parse(__version__)
 
 
+def provider_version() -> tuple[int, int, int]:
+    """The installed cncf.kubernetes provider's (major, minor, patch)."""
+    from airflow.providers.cncf.kubernetes import __version__
+
+    return _parse(__version__)
+
+
 def has(since: tuple[int, int, int]) -> bool:
     """Whether the running Airflow is ``since`` or newer."""
     return airflow_version() >= since
@@ -47,6 +65,16 @@ def has(since: tuple[int, int, int]) -> bool:
 
 def _dotted(version: tuple[int, int, int]) -> str:
     return ".".join(str(n) for n in version)
+
+
+def reattach_kwargs() -> dict[str, bool]:
+    """The KubernetesPodOperator argument that makes a restarted task reattach to its pod, as the
+    installed provider and Airflow take it without a deprecation warning (always on, as before)."""
+    if provider_version() < PROVIDER_DURABLE:
+        return {"reattach_on_restart": True}
+    if has(DURABLE):
+        return {"durable": True}
+    return {}  # provider 10.25+ below Airflow 3.3: reattaching is its default, and durable only warns
 
 
 def worker_start_note() -> str | None:

@@ -43,8 +43,7 @@ def tf_job(group_id: str = "train", *, spec: Any, shards: Any = None,
            replica_kwargs: Mapping[str, Any] | None = None, setup_retries: int = 2,
            sensor_timeout: float | None = None, replicas_start_from_trigger: bool = True,
            log_bytes: int = DEFAULT_LOG_BYTES, create_concurrency: int = DEFAULT_CONCURRENCY,
-           launch_kwargs: Mapping[str, Any] | None = None, replica_grace: float = REPLICA_GRACE_S,
-           preflight: str | None = None) -> TaskGroup:
+           replica_grace: float = REPLICA_GRACE_S, preflight: str | None = None) -> TaskGroup:
     """Build the job's task group in the current DAG; ``group >> evaluate`` gates on success.
 
     :param spec: TFJobSpec, dict (Jinja allowed), YAML/JSON path, or ``"{{ params.spec }}"``.
@@ -58,7 +57,6 @@ def tf_job(group_id: str = "train", *, spec: Any, shards: Any = None,
         pods need not mount it): each replica task streams its replica's whole log there while it
         runs, and its **Replica log** link opens it; teardown keeps those files and archives a tail
         of any replica not streamed. Default: the spec's ``logs`` volume's host path.
-    :param launch_kwargs: the former name of ``replica_kwargs``.
     :param replica_grace: seconds teardown gives the replica tasks, once the sensor has the job's
         verdict, to end before it deletes the job anyway.
     :param preflight: the pre-flight's mode for this job (enforce, warn, off); default: the deployment's.
@@ -70,7 +68,7 @@ def tf_job(group_id: str = "train", *, spec: Any, shards: Any = None,
             poll_interval=poll_interval, create_concurrency=create_concurrency, retries=setup_retries,
             log_dir=archive_dir, preflight=preflight)
         job = XComArg(setup, key="job")
-        extra = {**dict(launch_kwargs or {}), **dict(replica_kwargs or {})}
+        extra = dict(replica_kwargs or {})
         if not replicas_start_from_trigger:
             extra["start_from_trigger"] = False
         # No retries: a replica task reports its pod's outcome; a retry would report it again.

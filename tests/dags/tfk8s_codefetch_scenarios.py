@@ -1,7 +1,7 @@
 """Scenario DAGs whose replicas run code fetched when they start (the job's ``code:`` field).
 
 Every pod of the job runs the ``fetch-code`` init container (``python3 -m
-tfk8s_airflow.codefetch``) on the node agent's node, so the fetch happens inside the pod's
+tfk8s_airflow.pod.codefetch``) on the node agent's node, so the fetch happens inside the pod's
 own network namespace: it reaches the host only at the node agent's host address
 (10.213.0.1), never at the host's 127.0.0.1. The training container then runs the fetched
 entrypoint with ``sh``. ``params.code`` is the whole ``code:`` mapping (uri, entrypoint,

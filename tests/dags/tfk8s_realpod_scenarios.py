@@ -33,7 +33,7 @@ CHECKOUT = str(Path(__file__).resolve().parents[2])
 def evaluate_model(params: dict, **_context) -> dict:
     """Evaluate what the job left in the model directory (a subprocess: TensorFlow stays
     out of the Airflow worker); fails below the threshold."""
-    cmd = [sys.executable, "-m", "tfk8s_airflow.trainer.evaluate", "--model-dir", params["model_dir"],
+    cmd = [sys.executable, "-m", "tfk8s_airflow.pod.trainer.evaluate", "--model-dir", params["model_dir"],
            "--heldout", f"{params['data_dir']}/heldout.csv", "--threshold", str(GOOD)]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if res.returncode != 0:
@@ -101,7 +101,7 @@ def trainer_dag(dag_id: str, mode: str, roles: dict, evaluate: bool = True, extr
     spec = {
         "name": f"rp-{mode}", "namespace": "{{ params.namespace }}", "image": "tfk8s/trainer:0.1",
         "node_selector": LOCAL, "tolerations": TOLERATE_AGENT,
-        "command": ["python", "-m", "tfk8s_airflow.trainer"],
+        "command": ["python", "-m", "tfk8s_airflow.pod.trainer"],
         "args": ["--mode", mode, "--model-dir", MODEL, "--steps={{ params.steps }}",
                  "--step-delay={{ params.step_delay }}", "--checkpoint-every={{ params.checkpoint_every }}",
                  "--log-every", "10", "--heldout", f"{DATA}/heldout.csv", "--peer-timeout", "90", *extra_args],

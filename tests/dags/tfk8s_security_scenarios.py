@@ -38,7 +38,7 @@ with DAG("tfk8s_t_eval_subprocess", schedule=None, start_date=START, catchup=Fal
 EVAL_SPEC = {"name": "evil", "namespace": "{{ params.namespace }}", "image": "tfk8s/trainer:0.1",
              "node_selector": {"type": "local"},
              "tolerations": [{"key": "tfk8s.io/node-agent", "operator": "Exists", "effect": "NoSchedule"}],
-             "command": ["python", "-m", "tfk8s_airflow.trainer"],
+             "command": ["python", "-m", "tfk8s_airflow.pod.trainer"],
              "resources": {"cpu": "500m", "memory": "1Gi"},
              "volumes": [{"name": "model", "mount_path": "{{ params.root }}", "host_path": "{{ params.root }}"}],
              "ps": 1, "worker": 1}

@@ -40,7 +40,7 @@ def dataset(out: Path) -> dict[str, list[str]]:
     sys.path.insert(0, str(REPO / "tests" / "dags"))
     from tfk8s_realpod_scenarios import DATA  # noqa: PLC0415 - the scenarios' mount point
 
-    subprocess.run([sys.executable, "-m", "tfk8s_airflow.trainer.dataset", "--out", str(out), "--files", "4",
+    subprocess.run([sys.executable, "-m", "tfk8s_airflow.pod.trainer.dataset", "--out", str(out), "--files", "4",
                     "--rows", "1000", "--seed", "7", "--workers", "2"], check=True, timeout=120)
     host = json.loads((out / "shards.json").read_text())
     return {key: [f"{DATA}/{Path(p).name}" for p in files] for key, files in host.items()}

@@ -33,7 +33,7 @@ def allowed_host_paths(monkeypatch, tmp_path_factory):
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("realpod-data")
-    subprocess.run([sys.executable, "-m", "tfk8s_airflow.trainer.dataset", "--out", str(out), "--files", "4",
+    subprocess.run([sys.executable, "-m", "tfk8s_airflow.pod.trainer.dataset", "--out", str(out), "--files", "4",
                     "--rows", "1000", "--seed", "7", "--workers", "2"], check=True, timeout=120)
     from tfk8s_realpod_scenarios import DATA  # noqa: PLC0415 - imports Airflow
     host = json.loads((out / "shards.json").read_text())

@@ -141,7 +141,7 @@ def test_worker_without_peers_fails_in_bounded_time_naming_the_peer(agent, k8s_n
                     "nodeSelector": LOCAL_NODE_SELECTOR, "tolerations": LOCAL_TOLERATIONS,
                     "containers": [{
                         "name": "tensorflow", "image": "tfk8s/trainer:0.1",
-                        "command": ["python", "-m", "tfk8s_airflow.trainer"],
+                        "command": ["python", "-m", "tfk8s_airflow.pod.trainer"],
                         "args": ["--mode", "tf1", "--model-dir", "/mnt/tfk8s-realpod/model", "--peer-timeout", "5"],
                         "env": [{"name": "TF_CONFIG", "value": json.dumps(tf_config)},
                                 {"name": "TF_CPP_MIN_LOG_LEVEL", "value": "2"},

@@ -7,7 +7,7 @@ answers), and ``http.server`` behind TLS with a self-signed certificate for the 
 They stand in for artifact stores, WebHDFS and CDNs because the point is the bytes a hostile
 or broken server sends, which a real one cannot be made to send on demand.
 
-The fetcher runs as the pod runs it (``python -m tfk8s_airflow.codefetch`` in a subprocess),
+The fetcher runs as the pod runs it (``python -m tfk8s_airflow.pod.codefetch`` in a subprocess),
 so each test checks the exit code, stderr and the termination message end to end.
 """
 from __future__ import annotations
@@ -246,7 +246,7 @@ def _drip(conn: socket.socket, stop: threading.Event) -> None:
 # ----------------------------------------------------------------------------- running the fetcher
 def run_fetch(uri: str, tmp_path: Path, *args: str, sha256: str | None = None, entrypoint: str = "run.sh",
               env: dict[str, str] | None = None, preexec_fn=None) -> subprocess.CompletedProcess:
-    cmd = [FETCH_PYTHON, "-m", "tfk8s_airflow.codefetch", "--uri", uri, "--dest", str(tmp_path / "code"),
+    cmd = [FETCH_PYTHON, "-m", "tfk8s_airflow.pod.codefetch", "--uri", uri, "--dest", str(tmp_path / "code"),
            "--entrypoint", entrypoint, "--retries", "1", "--timeout", "10", *args]
     if sha256:
         cmd += ["--sha256", sha256]

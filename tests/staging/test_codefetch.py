@@ -1,5 +1,5 @@
 """Code staging: the init container's fetch script against HTTP on loopback and real HDFS,
-run as the pod runs it (``python3 -m tfk8s_airflow.codefetch ...`` in a subprocess)."""
+run as the pod runs it (``python3 -m tfk8s_airflow.pod.codefetch ...`` in a subprocess)."""
 from __future__ import annotations
 
 import hashlib
@@ -79,7 +79,7 @@ def http_files():
 
 def fetch(uri: str, dest: Path, entrypoint: str = "run.sh", sha256: str | None = None,
           **env: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "tfk8s_airflow.codefetch", "--uri", uri, "--dest", str(dest),
+    cmd = [sys.executable, "-m", "tfk8s_airflow.pod.codefetch", "--uri", uri, "--dest", str(dest),
            "--entrypoint", entrypoint, "--retries", "1", "--timeout", "10"]
     if sha256:
         cmd += ["--sha256", sha256]
@@ -193,5 +193,5 @@ def test_rendered_pods_carry_the_init_container():
     for pod in pods:
         init = pod["spec"]["initContainers"][0]
         assert init["name"] == FETCH_CONTAINER
-        assert init["args"][:2] == ["-m", "tfk8s_airflow.codefetch"]
+        assert init["args"][:2] == ["-m", "tfk8s_airflow.pod.codefetch"]
         assert "hdfs://nn:8020/code/algo.tgz" in init["args"]

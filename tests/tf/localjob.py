@@ -114,4 +114,4 @@ def wait_until(predicate: Callable[[], bool], timeout: float, what: str,
 
 
 def trainer_command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "tfk8s_airflow.trainer", *args]
+    return [sys.executable, "-m", "tfk8s_airflow.pod.trainer", *args]

@@ -57,7 +57,7 @@ def test_the_evaluation_pod_is_a_read_only_pod_of_the_jobs_kind():
     assert container["image"] == "tfk8s/trainer:0.1"  # the deployment's evaluation_image, never the spec's
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
     assert podspec["nodeSelector"] == {"pool": "gpu"} and podspec["tolerations"][0]["key"] == "gpu"
-    assert container["command"] == ["python", "-m", "tfk8s_airflow.trainer.evaluate"]
+    assert container["command"] == ["python", "-m", "tfk8s_airflow.pod.trainer.evaluate"]
     assert container["args"] == ["--model-dir", "/model", "--source", "auto", "--heldout", "/data/heldout.csv",
                                  "--threshold", "0.6", "--termination-log"]
     assert container["env"] == []  # nothing of the spec's environment (a PYTHONPATH would replace the evaluator)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import re
+import warnings
 from importlib import metadata
 from types import SimpleNamespace
 
@@ -65,9 +66,26 @@ def test_without_xcom_aset_the_push_says_why(monkeypatch):
 
 def test_the_replica_operator_takes_the_providers_arguments_it_sets():
     """TFReplicaPodOperator sets on_kill_action (provider 10.15.0+), on_finish_action,
-    reattach_on_restart and base_container_name; an older provider refuses the task when it is
-    unmapped at run time (a DAG parse does not build mapped tasks, so it would not show)."""
+    reattaching (reattach_on_restart, or durable from provider 10.25 on) and base_container_name;
+    an older provider refuses the task when it is unmapped at run time (a DAG parse does not build
+    mapped tasks, so it would not show). No argument it sets is deprecated: no warning at all."""
     from tfk8s_airflow.operators.replica import TFReplicaPodOperator
 
-    op = TFReplicaPodOperator(task_id="replica", job={}, replica="worker-0")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        op = TFReplicaPodOperator(task_id="replica", job={}, replica="worker-0")
     assert op.reattach_on_restart is True and op.base_container_name == "tensorflow"
+    assert getattr(op, "durable", True) is True
+
+
+def test_durable_exists_from_the_provider_version_said():
+    """provider 10.25 adds durable (deprecating reattach_on_restart); it takes effect from Airflow 3.3."""
+    from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
+
+    has_durable = "durable" in inspect.signature(KubernetesPodOperator.__init__).parameters
+    assert has_durable == (features.provider_version() >= features.PROVIDER_DURABLE)
+    kwargs = features.reattach_kwargs()
+    if not has_durable:
+        assert kwargs == {"reattach_on_restart": True}
+    else:
+        assert kwargs == ({"durable": True} if features.has(features.DURABLE) else {})

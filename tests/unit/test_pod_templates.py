@@ -20,7 +20,6 @@ from tfk8s_airflow.job.builders.objects import JobNames
 from tfk8s_airflow.job.spec import parse_spec
 from tfk8s_airflow.k8s.recovery import (
     CONFIGMAP_MAX_BYTES,
-    LEGACY_TEMPLATES_KEY,
     TEMPLATES_KEY,
     check_templates_fit,
     read_templates,
@@ -63,12 +62,6 @@ def test_pods_that_cannot_fit_are_refused_naming_replicas_and_the_fix():
     assert "nothing was created" in str(err.value) and "fix: fewer replicas" in str(err.value)
 
 
-def test_templates_of_a_job_set_up_before_xz_are_still_read():
-    pods = pods_of(4)
-    legacy = {LEGACY_TEMPLATES_KEY: base64.b64encode(gzip.compress(json.dumps(pods).encode())).decode()}
-    assert read_templates(legacy, "ConfigMap ns/old-pods") == pods
-
-
 @pytest.mark.parametrize("data, why", [
     ({}, "holds no pods.json.xz"),
     ({TEMPLATES_KEY: base64.b64encode(b"not xz at all").decode()}, "is not xz data"),
@@ -106,7 +99,3 @@ def test_templates_are_read_only_while_they_hold_what_setup_wrote():
     swapped = templates_configmap("bench", "bench-221f261b", "bench-pods", {}, evil)
     with pytest.raises(PermanentKubernetesApiError, match="no longer holds what setup wrote"):
         read_templates(swapped["binaryData"], "ConfigMap x", digest=digest)
-    # 0.1's gzip key is read only for records that carry no digest (0.1's setup kept none).
-    legacy = {LEGACY_TEMPLATES_KEY: base64.b64encode(gzip.compress(json.dumps(evil).encode())).decode()}
-    with pytest.raises(PermanentKubernetesApiError, match="holds no"):
-        read_templates(legacy, "ConfigMap x", digest=digest)

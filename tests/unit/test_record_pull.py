@@ -74,10 +74,11 @@ def test_a_setup_that_ran_again_is_pulled_again():
     assert ti.pulls.count("job") == 2
 
 
-def test_a_setup_without_job_id_is_pulled_by_each_trigger():
-    ti = SetupXComs(record("j1", 1000.5), with_id=False)
-    asyncio.run(start(ti, 3))
-    assert ti.pulls.count("job") == 3
+def test_a_setup_without_job_id_fails_every_trigger_naming_the_setup_task():
+    ti = SetupXComs(record("j1", 1000.5), with_id=False)  # not a setup of this package
+    results = asyncio.run(asyncio.wait_for(_gather_errors(ti, 3), 5))
+    assert all(isinstance(r, RecordError) and "train.setup pushed no XCom 'job_id'" in str(r) for r in results)
+    assert "job" not in ti.pulls
 
 
 def test_a_missing_record_fails_every_trigger_naming_the_setup_task():

@@ -19,7 +19,7 @@ MINIMAL = {"name": "mnist", "image": "tfk8s/trainer:0.1", "ps": {"replicas": 1},
 
 FULL = {
     "name": "ctr-model", "namespace": "team-a", "image": "registry.example.com:5000/ml/trainer:2.21",
-    "image_pull_policy": "Always", "command": ["python", "-m", "tfk8s_airflow.trainer"],
+    "image_pull_policy": "Always", "command": ["python", "-m", "tfk8s_airflow.pod.trainer"],
     "args": ["--steps", "1000"], "env": {"LOG_LEVEL": "info"},
     "resources": {"cpu": "2", "memory": "4Gi"}, "port": 2223, "tf_wiring": "both",
     "success_policy": "all_workers", "restart_policy": "ExitCode", "max_restarts": 5,

@@ -23,7 +23,6 @@ import json
 import lzma
 import os
 import time
-import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -42,7 +41,6 @@ from tfk8s_airflow.k8s.client import GATE_PATCH, GATE_PATCH_TYPE, REQUEST_TIMEOU
 
 ATTEMPTS_ANNOTATION = "tfk8s.io/attempts"
 TEMPLATES_KEY = "pods.json.xz"
-LEGACY_TEMPLATES_KEY = "pods.json.gz"  # jobs set up by 0.1: still read, so their recovery survives an upgrade
 CONFIGMAP_MAX_BYTES = 1024 * 1024  # the kube-apiserver's bound on a ConfigMap's data
 TEMPLATES_MAX_JSON_BYTES = 256 * 1024 * 1024  # read bound: a ConfigMap that inflates beyond this is refused
 GONE_TIMEOUT_S = 120.0
@@ -94,22 +92,17 @@ def read_templates(binary_data: Mapping[str, str] | None, where: str,
     admitted setup's; a ConfigMap that no longer holds it is refused before it is inflated.
     """
     data = binary_data or {}
-    if TEMPLATES_KEY in data:
-        inflate: Any = lzma.LZMADecompressor()
-        raw = base64.b64decode(data[TEMPLATES_KEY])
-        found = _digest(raw) if digest is not None else ""
-        if digest is not None and found != digest:
-            raise _unreadable(where, f"it no longer holds what setup wrote ({found[:19]}..., setup wrote "
-                                     f"{digest[:19]}...): recovery creates only the pods setup admitted")
-    elif LEGACY_TEMPLATES_KEY in data and digest is None:  # 0.1's setup kept no digest
-        inflate = zlib.decompressobj(wbits=31)  # gzip
-        raw = base64.b64decode(data[LEGACY_TEMPLATES_KEY])
-    else:
+    if TEMPLATES_KEY not in data:
         raise _unreadable(where, f"it holds no {TEMPLATES_KEY}")
+    raw = base64.b64decode(data[TEMPLATES_KEY])
+    found = _digest(raw) if digest is not None else ""
+    if digest is not None and found != digest:
+        raise _unreadable(where, f"it no longer holds what setup wrote ({found[:19]}..., setup wrote "
+                                 f"{digest[:19]}...): recovery creates only the pods setup admitted")
     try:
-        text = inflate.decompress(raw, limit + 1)
-    except (lzma.LZMAError, zlib.error) as exc:
-        raise _unreadable(where, f"it is not {'xz' if TEMPLATES_KEY in data else 'gzip'} data ({exc})") from None
+        text = lzma.LZMADecompressor().decompress(raw, limit + 1)
+    except lzma.LZMAError as exc:
+        raise _unreadable(where, f"it is not xz data ({exc})") from None
     if len(text) > limit:
         raise _unreadable(where, f"it inflates beyond {limit} bytes")
     try:

@@ -2,7 +2,7 @@
 
 Why: a SavedModel is a program. Loaded in the worker it runs with the worker's environment
 (connection passwords), descriptors and files, and whatever it prints the worker would take
-for the result. So the evaluator (``python -m tfk8s_airflow.trainer.evaluate``) runs elsewhere
+for the result. So the evaluator (``python -m tfk8s_airflow.pod.trainer.evaluate``) runs elsewhere
 and the worker only takes its small result, validated
 (:func:`tfk8s_airflow.job.builders.evaluation.read_result`), and applies the threshold itself:
 

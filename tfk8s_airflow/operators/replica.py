@@ -32,7 +32,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from airflow.triggers.base import StartTriggerArgs
 
 from tfk8s_airflow.contract import CONTAINER_NAME, LABEL_INDEX, LABEL_JOB, LABEL_ROLE
-from tfk8s_airflow.features import worker_start_note
+from tfk8s_airflow.features import reattach_kwargs, worker_start_note
 from tfk8s_airflow.job.run.records import JobRecord, TriggerOutcome
 from tfk8s_airflow.job.states import EndState
 from tfk8s_airflow.links import ReplicaLogLink, replica_log_url, store_link
@@ -71,7 +71,8 @@ class TFReplicaPodOperator(KubernetesPodOperator):
         kwargs.setdefault("base_container_name", CONTAINER_NAME)
         kwargs.setdefault("on_kill_action", "keep_pod")
         kwargs.setdefault("on_finish_action", "keep_pod")
-        kwargs.setdefault("reattach_on_restart", True)
+        if "durable" not in kwargs and "reattach_on_restart" not in kwargs:
+            kwargs.update(reattach_kwargs())  # a restarted task reattaches to its pod (the provider's name for it)
         kwargs.setdefault("get_logs", False)
         super().__init__(**kwargs)
         self.job = job

@@ -465,7 +465,7 @@ class GlusterFSStageOperator(BaseOperator):
 
         settings = copy_settings()
         total = sum(f.size for f in listing.files)
-        if fanout.choose_executor(self.copy_executor, total, settings, kerberos=False) != "kubernetes":
+        if fanout.choose_executor(self.copy_executor, total, settings) != "kubernetes":
             self.log.info("checksums of %.1f MiB computed locally (below [tfk8s] staging_threshold, %.1f MiB)",
                           total / 2**20, settings.threshold / 2**20)
             return False

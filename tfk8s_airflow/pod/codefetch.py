@@ -1,6 +1,6 @@
 """Fetch a job's training code into a shared directory (the ``fetch-code`` init container).
 
-    python3 -m tfk8s_airflow.codefetch --uri URI --dest DIR --entrypoint run.sh [--sha256 HEX]
+    python3 -m tfk8s_airflow.pod.codefetch --uri URI --dest DIR --entrypoint run.sh [--sha256 HEX]
 
 Why it exists: users should not build an image per algorithm. The job spec's ``code:``
 field names an archive or a script served over HTTP(S) or stored on HDFS; every replica's
@@ -718,7 +718,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python3 -m tfk8s_airflow.codefetch", description="Fetch training code into a directory.",
+    parser = _Parser(prog="python3 -m tfk8s_airflow.pod.codefetch", description="Fetch training code into a directory.",
                      epilog="BYTES may end in K, M, G or T (powers of 1024): 512M, 1G. See docs/code-staging.md.")
     parser.add_argument("--uri", required=True)
     parser.add_argument("--dest", required=True)

@@ -64,7 +64,7 @@ from tfk8s_airflow.exceptions import (
     TFK8sError,
 )
 
-log = logging.getLogger("tfk8s_airflow.runtime")
+log = logging.getLogger("tfk8s_airflow.pod.runtime")
 
 
 #: Roles whose task 0 leads the job, in order of precedence ("master" is TFJob's old name).

@@ -145,12 +145,10 @@ def check_token_namespace(staging_namespace: str, jobs_namespace: str) -> None:
                                 "locally (copy_executor='local')"))
 
 
-def choose_executor(executor: str, total_bytes: int, settings: CopySettings, *, kerberos: bool = False) -> str:
+def choose_executor(executor: str, total_bytes: int, settings: CopySettings) -> str:
     """``local`` or ``kubernetes`` for ``executor`` (``auto``: kubernetes at or above the threshold,
-    when the deployment names a copy image). ``kerberos`` no longer changes the choice: a Kerberos
-    connection copies through pods too, the task handing them a delegation token through a Secret
-    (:mod:`tfk8s_airflow.k8s.tokensecret`)."""
-    del kerberos  # kept for callers
+    when the deployment names a copy image). A Kerberos connection copies through pods too, the task
+    handing them a delegation token through a Secret (:mod:`tfk8s_airflow.k8s.tokensecret`)."""
     if executor not in EXECUTORS:
         raise SpecError(f"must be one of {', '.join(map(repr, EXECUTORS))}, got {executor!r}",
                         field="copy_executor")

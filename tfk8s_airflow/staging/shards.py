@@ -28,7 +28,7 @@ __all__ = ["ShardPlan", "assign_shards", "shard_key", "parse_num_workers"]
 
 
 def shard_key(index: int, role: str = "worker") -> str:
-    """``worker-<i>``: the key ``tfk8s_airflow.runtime`` looks up for its own replica."""
+    """``worker-<i>``: the key ``tfk8s_airflow.pod.runtime`` looks up for its own replica."""
     return f"{role}-{index}"
 
 

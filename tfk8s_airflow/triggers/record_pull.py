@@ -8,8 +8,7 @@ triggers' logs back to it: at 512 replicas both sides blocked, and the triggerer
 
 So setup also pushes ``job_id`` (a few bytes, new whenever setup runs again). A trigger pulls
 that; the first trigger of a job pulls the record and every other trigger of the job in the same
-process takes it from here. A setup that pushed no ``job_id`` (0.1) is read the old way, each
-trigger pulling the record itself.
+process takes it from here.
 """
 from __future__ import annotations
 
@@ -25,6 +24,8 @@ __all__ = ["pull_record"]
 #: Records kept (75 KB each at 512 replicas): the jobs whose triggers a triggerer starts at one time.
 CACHE_SIZE = 64
 
+_FIX = "fix: the replica tasks and the sensor must follow the job's setup task, as tf_job() builds them"
+
 _records: OrderedDict[str, JobRecord] = OrderedDict()
 _pending: dict[tuple[int, str], asyncio.Future[JobRecord]] = {}
 
@@ -33,7 +34,7 @@ async def pull_record(ti: Any, source: str) -> JobRecord:
     """The record of ``source`` (the setup task) for the trigger of task instance ``ti``."""
     key = await ti.axcom_pull(task_ids=source, key=JOB_ID_KEY, map_indexes=-1)
     if not isinstance(key, str) or not key:
-        return await _pull(ti, source)
+        raise RecordError(f"task {source} pushed no XCom {JOB_ID_KEY!r} ({_FIX})")
     if key in _records:
         _records.move_to_end(key)
         return _records[key]
@@ -66,6 +67,5 @@ async def pull_record(ti: Any, source: str) -> JobRecord:
 async def _pull(ti: Any, source: str) -> JobRecord:
     value = await ti.axcom_pull(task_ids=source, key="job", map_indexes=-1)
     if value is None:
-        raise RecordError(f"task {source} pushed no XCom 'job' (fix: the replica tasks and the sensor must "
-                          "follow the job's setup task, as tf_job() builds them)")
+        raise RecordError(f"task {source} pushed no XCom 'job' ({_FIX})")
     return JobRecord.from_xcom(value)

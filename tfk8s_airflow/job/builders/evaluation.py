@@ -10,7 +10,7 @@ it sees the model and the held-out data where the job saw them. It differs from 
 where evaluating needs less, and where the job's form must not steer it:
 
 * it runs the deployment's ``evaluation_image`` (``[tfk8s]``), not the job's (the form may
-  choose that one): ``python -m tfk8s_airflow.trainer.evaluate`` and nothing of the job's
+  choose that one): ``python -m tfk8s_airflow.pod.trainer.evaluate`` and nothing of the job's
   command, code, environment, sidecars or init containers;
 * every volume is mounted read-only, so the model cannot change itself or the data;
 * no TF_CONFIG, no shard list, no Service (no peers), no service-account token;
@@ -49,7 +49,7 @@ __all__ = ["EVALUATOR", "SOURCES", "evaluator_args", "evaluation_pod", "evaluati
            "printable"]
 
 #: The evaluator's command in the pod (and, with the worker's interpreter, in a child process).
-EVALUATOR = ("python", "-m", "tfk8s_airflow.trainer.evaluate")
+EVALUATOR = ("python", "-m", "tfk8s_airflow.pod.trainer.evaluate")
 SOURCES = ("auto", "saved_model", "checkpoint")
 #: The role whose pod settings the evaluation pod takes: the first the spec has.
 ROLE_PREFERENCE = ("evaluator", "worker", "chief")
@@ -58,7 +58,7 @@ _MAX_COUNT = 10**12
 
 
 def evaluator_args(model_dir: str, heldout: Sequence[str], threshold: float | None, source: str) -> list[str]:
-    """The evaluator's arguments (after ``python -m tfk8s_airflow.trainer.evaluate``)."""
+    """The evaluator's arguments (after ``python -m tfk8s_airflow.pod.trainer.evaluate``)."""
     if source not in SOURCES:
         raise SpecError(f"must be one of {', '.join(SOURCES)}, got {source!r}", field="source")
     if not heldout:

@@ -280,7 +280,7 @@ def _init_containers(spec: TFJobSpec, image: str, security: dict[str, Any]) -> l
     if not spec.code:
         return []
     code = spec.code
-    args = ["-m", "tfk8s_airflow.codefetch", "--uri", code.uri, "--dest", code.mount_path,
+    args = ["-m", "tfk8s_airflow.pod.codefetch", "--uri", code.uri, "--dest", code.mount_path,
             "--entrypoint", code.entrypoint]
     if code.sha256:
         args += ["--sha256", code.sha256]
@@ -392,7 +392,7 @@ def owned_by(obj: Mapping[str, Any], reference: Mapping[str, Any]) -> dict[str, 
 
 def configmap_manifest(spec: TFJobSpec, names: JobNames, shards: Mapping[str, Sequence[str]]
                        ) -> dict[str, Any]:
-    """Shard assignments, keyed '<role>-<index>', read by tfk8s_airflow.runtime in the pod."""
+    """Shard assignments, keyed '<role>-<index>', read by tfk8s_airflow.pod.runtime in the pod."""
     return {
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": names.configmap, "namespace": names.namespace,

@@ -1,4 +1,4 @@
-"""``python -m tfk8s_airflow.trainer``: see :mod:`tfk8s_airflow.trainer.cli`."""
+"""``python -m tfk8s_airflow.pod.trainer``: see :mod:`tfk8s_airflow.pod.trainer.cli`."""
 
 import sys
 

@@ -1,9 +1,9 @@
-"""Command line of the reference trainer: ``python -m tfk8s_airflow.trainer``.
+"""Command line of the reference trainer: ``python -m tfk8s_airflow.pod.trainer``.
 
 Why one entry point for every role: the job's pods all run the same command and differ
 only in ``TF_CONFIG`` (or the legacy ``--job_name/--task_index`` flags), exactly like a
 TFJob, so the trainer decides from its task what to be (PS server, worker, chief,
-evaluator). Every ending goes through :func:`tfk8s_airflow.runtime.run_main`, so a bad
+evaluator). Every ending goes through :func:`tfk8s_airflow.pod.runtime.run_main`, so a bad
 input exits 1 (permanent) and a lost peer exits 138 (retryable) for the pod's restart
 policy. Defaults come from the ``TFK8S_*`` environment where the pod provides them.
 """
@@ -11,7 +11,6 @@ policy. Defaults come from the ``TFK8S_*`` environment where the pod provides th
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import logging
 import os
@@ -24,7 +23,7 @@ from tfk8s_airflow.pod import runtime
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m tfk8s_airflow.trainer",
+        prog="python -m tfk8s_airflow.pod.trainer",
         description="Reference distributed TensorFlow trainer (PS/worker) for tfk8s-airflow.")
     p.add_argument("--mode", choices=("tf1", "tf2"), required=True,
                    help="tf1: between-graph async PS training; tf2: ParameterServerStrategy")
@@ -88,7 +87,10 @@ def _run(argv: Sequence[str] | None) -> None:
         print(json.dumps({"evaluation": evaluator.run(cfg, args)}), flush=True)
         return
     # Imported here: both import TensorFlow, and only one is needed.
-    impl = importlib.import_module(f"tfk8s_airflow.trainer.{'tf1' if args.mode == 'tf1' else 'tf2'}")
+    if args.mode == "tf1":
+        from tfk8s_airflow.pod.trainer import tf1 as impl  # noqa: PLC0415
+    else:
+        from tfk8s_airflow.pod.trainer import tf2 as impl  # type: ignore[no-redef]  # noqa: PLC0415
     metrics = impl.train(cfg, args)
     if metrics is None:
         return

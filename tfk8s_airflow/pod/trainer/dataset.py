@@ -11,7 +11,7 @@ CSV (``label,f0,f1,...`` with a header) because it is readable by plain Python, 
 ``tf.data.experimental.CsvDataset`` and by a human looking at a staged file. Pure
 standard library (``random``), so data can be made where TensorFlow is not installed.
 
-``python -m tfk8s_airflow.trainer.dataset --out DIR --files N --rows R --seed S``
+``python -m tfk8s_airflow.pod.trainer.dataset --out DIR --files N --rows R --seed S``
 writes ``train-0000i-of-0000N.csv``, ``heldout.csv``, ``dataset.json`` (the rule) and,
 with ``--workers W``, a ``shards.json`` in the runtime's ``{"worker-<i>": [...]}`` layout.
 """
@@ -130,7 +130,7 @@ def count_features(path: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m tfk8s_airflow.trainer.dataset",
+    p = argparse.ArgumentParser(prog="python -m tfk8s_airflow.pod.trainer.dataset",
                                 description="Write synthetic classification CSV shards.")
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--files", type=int, default=4, help="number of training shards")

@@ -22,7 +22,7 @@ from tfk8s_airflow.pod.trainer.evaluate import evaluate
 from tfk8s_airflow.pod.trainer.inputs import split_files
 from tfk8s_airflow.pod.trainer.state import TRAIN_STATE, read_json, write_json_atomic
 
-log = logging.getLogger("tfk8s_airflow.trainer.eval_replica")
+log = logging.getLogger("tfk8s_airflow.pod.trainer.eval_replica")
 
 
 def run(cfg: runtime.TFConfig, args: argparse.Namespace) -> dict:

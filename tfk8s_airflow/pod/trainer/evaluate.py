@@ -6,7 +6,7 @@ checkpoint, so a chief that died after its last checkpoint is still judged), com
 accuracy on held-out files, and raises a :class:`PermanentError` subclass when the model
 is missing or worse than the threshold: retrying an evaluation cannot improve a model.
 It is plain Python + TensorFlow so a pod can call :func:`evaluate` directly;
-``python -m tfk8s_airflow.trainer.evaluate`` prints the result as JSON and exits 0 / 1
+``python -m tfk8s_airflow.pod.trainer.evaluate`` prints the result as JSON and exits 0 / 1
 (permanent) like the trainer. ``TFEvaluateOperator`` runs it in an evaluation pod (the result
 goes to the container's termination message, ``--termination-log``) or in a scrubbed child
 process (``--out``), never inside the Airflow worker: a SavedModel is a program.
@@ -31,7 +31,7 @@ from tfk8s_airflow.pod.trainer.dataset import read_csv
 from tfk8s_airflow.pod.trainer.inputs import split_files
 from tfk8s_airflow.pod.trainer.state import write_json_atomic
 
-log = logging.getLogger("tfk8s_airflow.trainer.evaluate")
+log = logging.getLogger("tfk8s_airflow.pod.trainer.evaluate")
 
 
 def _load_heldout(files: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -105,7 +105,7 @@ def write_termination_message(text: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m tfk8s_airflow.trainer.evaluate",
+    p = argparse.ArgumentParser(prog="python -m tfk8s_airflow.pod.trainer.evaluate",
                                 description="Accuracy of a trained model on held-out CSV files.")
     p.add_argument("--model-dir", default=os.environ.get(runtime.MODEL_DIR_ENV))
     p.add_argument("--heldout", action="append", required=True, help="file(s), comma-separated or repeated")

@@ -2,7 +2,7 @@
 
 Why separate: both training modes and the evaluator decide their inputs the same way,
 and the decision is the contract with the staging operators: ``--data`` wins (explicit),
-otherwise this replica's shard from :func:`tfk8s_airflow.runtime.my_shard` (the job's
+otherwise this replica's shard from :func:`tfk8s_airflow.pod.runtime.my_shard` (the job's
 ConfigMap or ``TFK8S_SHARD_FILES``). A TF2 chief reads on behalf of its workers, so when it
 has no shard of its own it takes the union of every shard, in key order. An empty list is
 refused here with a message naming where the list came from, before any TensorFlow work.

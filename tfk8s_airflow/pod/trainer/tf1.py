@@ -40,7 +40,7 @@ from tfk8s_airflow.pod.trainer import model as mdl
 from tfk8s_airflow.pod.trainer.state import RunRecorder
 from tfk8s_airflow.pod.trainer.summaries import TF1Summaries
 
-log = logging.getLogger("tfk8s_airflow.trainer.tf1")
+log = logging.getLogger("tfk8s_airflow.pod.trainer.tf1")
 v1 = tf.compat.v1
 
 

@@ -38,7 +38,7 @@ from tfk8s_airflow.pod.trainer.dataset import count_features
 from tfk8s_airflow.pod.trainer.state import RunRecorder
 from tfk8s_airflow.pod.trainer.summaries import TF2Summaries
 
-log = logging.getLogger("tfk8s_airflow.trainer.tf2")
+log = logging.getLogger("tfk8s_airflow.pod.trainer.tf2")
 
 
 def serve_forever(cfg: runtime.TFConfig) -> None:
