@@ -236,7 +236,7 @@ def test_cancelled_copy_deletes_the_pods_and_publishes_nothing(pods_env, hdfs_se
     import sys
     from types import SimpleNamespace
 
-    from airflow.exceptions import TaskDeferred
+    from airflow.sdk.exceptions import TaskDeferred
 
     sys.path.insert(0, str(REPO / "tests" / "dags"))
     import tfk8s_staging_scenarios as scenarios
