@@ -5,6 +5,10 @@ Every setting of :class:`~tfk8s_airflow.job.policy.DeploymentPolicy` is read the
 under ``[tfk8s]`` in airflow.cfg); without either, ``TFK8S_ALLOWED_HOST_PATHS`` from the
 environment; then the built-in default (the same order as the ``tfk8s`` command's,
 :mod:`tfk8s_airflow.job.policy.settings`). See :mod:`tfk8s_airflow.job.policy` and docs/security.md.
+
+Airflow also knows each setting's default, from the provider's metadata (:mod:`tfk8s_airflow.provider`,
+for ``airflow config list``); a value Airflow gives that is that default is read as unset, so that
+``TFK8S_<NAME>`` still applies (the defaults are the package's own: the same when nothing is set).
 """
 
 from __future__ import annotations
@@ -20,7 +24,10 @@ from tfk8s_airflow.staging.fanout import CopySettings
 def _airflow_setting(name: str) -> Any:
     from airflow.configuration import conf
 
-    return conf.get(SECTION, name, fallback=None)
+    value = conf.get(SECTION, name, fallback=None)
+    if value is not None and value == conf.get_default_value(SECTION, name):
+        return None
+    return value
 
 
 def deployment_policy() -> DeploymentPolicy:

@@ -9,7 +9,11 @@ deployment up:
   from there (the path of ``replicas_start_from_trigger=False``): each holds a worker slot for
   seconds, until it defers, and its outcome is the same;
 - XComs written from the triggerer while a task waits (``XCom.aset``, task SDK 1.3): the
-  sensor's XCom ``progress`` and the links are then stored only when the task ends.
+  sensor's XCom ``progress`` and the links are then stored only when the task ends;
+- partition keys on Asset events (``outlet_events[asset].add_partitions``, task SDK 1.3): a
+  staging task's event then carries its partition in its extra only (``extra["partition"]``,
+  which every release gets), and no partitioned DAG schedules on it (partitioned DAGs are
+  Airflow 3.3's too).
 
 The cncf.kubernetes provider supported from 10.15 renamed one argument the replica tasks set:
 ``reattach_on_restart`` (a restarted task reattaches to its pod instead of creating another) is
@@ -22,9 +26,9 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["DURABLE", "MINIMUM", "PROVIDER_DURABLE", "START_FROM_TRIGGER", "XCOM_FROM_TRIGGERER",
-           "airflow_version", "has", "provider_version", "reattach_kwargs", "worker_start_note",
-           "xcom_from_triggerer_note"]
+__all__ = ["ASSET_PARTITIONS", "DURABLE", "MINIMUM", "PROVIDER_DURABLE", "START_FROM_TRIGGER",
+           "XCOM_FROM_TRIGGERER", "airflow_version", "has", "provider_version", "reattach_kwargs",
+           "worker_start_note", "xcom_from_triggerer_note"]
 
 #: The oldest Airflow the package supports (setup.cfg's pin says the same).
 MINIMUM = (3, 2, 0)
@@ -36,6 +40,8 @@ XCOM_FROM_TRIGGERER = (3, 3, 0)
 PROVIDER_DURABLE = (10, 25, 0)
 #: The first Airflow on which ``durable`` takes effect (the provider keeps the pod's identity in the task state store).
 DURABLE = (3, 3, 0)
+#: The first Airflow whose task SDK puts partition keys on an Asset event (``add_partitions``).
+ASSET_PARTITIONS = (3, 3, 0)
 
 
 def _parse(text: str) -> tuple[int, int, int]:

@@ -6,15 +6,15 @@ A code block preceded by ``<!-- runnable: tfk8s validate -->`` is a job spec tha
 Airflow must load without import errors (next to the last spec block, as ``specs/<name>.yaml``).
 
 The spec's keys, the job's defaults and limits and the deployment's settings are declared once, in
-tfk8s_airflow/job/spec/model.py, tfk8s_airflow/job/defaults.py and tfk8s_airflow/job/policy/deployment.py; the
-tables of docs/spec.md and docs/security.md between the
+tfk8s_airflow/job/spec/model.py, tfk8s_airflow/job/defaults.py, tfk8s_airflow/job/policy/deployment.py and
+tfk8s_airflow/staging/fanout.py (the ``[tfk8s]`` settings through tfk8s_airflow/configspec.py); the
+tables of docs/spec.md, docs/security.md and docs/staging.md between the
 ``<!-- ...:begin -->`` and ``<!-- ...:end -->`` markers are generated from those declarations
 (``TFK8S_UPDATE_GOLDEN=1`` rewrites them), and every ```` ```yaml spec ```` block there is a
 whole spec that ``tfk8s validate`` accepts under the policy the docs state.
 """
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import os
 import re
@@ -24,9 +24,11 @@ from pathlib import Path
 
 import pytest
 
+from tfk8s_airflow.configspec import declared
 from tfk8s_airflow.job.defaults import DEFAULTS, MAX_REPLICAS, MAX_REPLICAS_ENV, POLL_INTERVAL_S
 from tfk8s_airflow.job.policy import SECTION, DeploymentPolicy
 from tfk8s_airflow.job.spec import ROLES, RoleSpec, TFJobSpec, spec_fields
+from tfk8s_airflow.staging.fanout import CopySettings
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md", REPO / "CHANGELOG.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -181,9 +183,15 @@ def field_table() -> str:
 
 def settings_table() -> str:
     rows = [f"| `[{SECTION}]` setting | fallback variable | default | meaning |", "| --- | --- | --- | --- |"]
-    for f in dataclasses.fields(DeploymentPolicy):
-        rows.append(f"| `{f.name}` | `TFK8S_{f.name.upper()}` | {_cell(f.metadata['default'])} | "
-                    f"{_cell(f.metadata['doc'])} |")
+    for s in declared(DeploymentPolicy):
+        rows.append(f"| `{s.name}` | `{s.variable}` | {_cell(s.default)} | {_cell(s.doc)} |")
+    return "\n".join(rows)
+
+
+def staging_settings_table() -> str:
+    rows = ["| setting | default | meaning |", "| --- | --- | --- |"]
+    rows += [f"| `{s.name}` | `{s.default}` | {_cell(s.doc)} |" if not s.default.startswith("unset") else
+             f"| `{s.name}` | {_cell(s.default)} | {_cell(s.doc)} |" for s in declared(CopySettings)]
     return "\n".join(rows)
 
 
@@ -232,6 +240,19 @@ def test_the_operator_tables_show_the_declared_defaults():
 
 def test_the_security_doc_lists_every_policy_setting():
     _check_block(SECURITY_DOC, "settings", settings_table())
+
+
+def test_the_staging_doc_lists_every_staging_setting():
+    _check_block(REPO / "docs" / "staging.md", "settings", staging_settings_table())
+
+
+def test_every_tfk8s_setting_is_in_one_of_the_docs_tables():
+    """The provider's ``config`` (what ``airflow config list`` shows) and the docs' tables are one list."""
+    from tfk8s_airflow.provider import HOLDERS
+    tables = settings_table() + staging_settings_table()
+    for holder in HOLDERS:
+        for s in declared(holder):
+            assert f"| `{s.name}` |" in tables, s.name
 
 
 def spec_blocks():

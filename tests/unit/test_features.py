@@ -52,6 +52,27 @@ def test_an_xcom_from_the_triggerer_exists_from_the_version_said():
     assert hasattr(XCom, "aset") == features.has(features.XCOM_FROM_TRIGGERER)
 
 
+def test_asset_partitions_exist_from_the_version_said():
+    from airflow.sdk.execution_time.context import OutletEventAccessor
+
+    assert hasattr(OutletEventAccessor, "add_partitions") == features.has(features.ASSET_PARTITIONS)
+
+
+def test_the_outlet_event_gets_the_partition_key_only_where_the_task_sdk_has_it(monkeypatch):
+    from airflow.sdk import Asset
+
+    from tfk8s_airflow.operators.base import describe_outlets
+
+    asset = Asset("clicks", uri="file:///clicks")
+    added = []
+    accessor = SimpleNamespace(extra={}, add_partitions=added.append)
+    for since, expected in (((3, 0, 0), ["dt=1"]), ((99, 0, 0), [])):
+        added.clear()
+        monkeypatch.setattr(features, "ASSET_PARTITIONS", since)
+        describe_outlets({"outlet_events": {asset: accessor}}, [asset], {"partition": "dt=1"}, "dt=1")
+        assert added == expected and accessor.extra["partition"] == "dt=1"
+
+
 def test_without_xcom_aset_the_push_says_why(monkeypatch):
     from airflow.sdk.execution_time import xcom
 

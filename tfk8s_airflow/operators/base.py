@@ -13,6 +13,7 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
 
+from tfk8s_airflow import features
 from tfk8s_airflow.exceptions import PermanentError
 
 
@@ -40,8 +41,13 @@ def partition_key(path: str) -> str:
 
 def describe_outlets(context: Mapping[str, Any], outlets: Iterable[Any], extra: Mapping[str, Any],
                      partition: str | None = None) -> None:
-    """Attach ``extra`` (and the partition key) to the events Airflow emits for the task's Asset outlets."""
+    """Attach ``extra`` (and the partition key) to the events Airflow emits for the task's Asset outlets.
+
+    The partition key goes on the event itself from Airflow 3.3 (:data:`features.ASSET_PARTITIONS`);
+    before, the event's ``extra`` (which callers give the key too) is all it carries."""
     from airflow.sdk import Asset
+
+    partitions = features.has(features.ASSET_PARTITIONS)
 
     events = context.get("outlet_events")
     if events is None:
@@ -50,5 +56,5 @@ def describe_outlets(context: Mapping[str, Any], outlets: Iterable[Any], extra: 
         if isinstance(outlet, Asset):
             accessor = events[outlet]
             accessor.extra.update(dict(extra))
-            if partition:
+            if partition and partitions:
                 accessor.add_partitions(partition[:250])

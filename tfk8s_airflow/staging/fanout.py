@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tfk8s_airflow.configspec import read, setting
 from tfk8s_airflow.exceptions import DataError, PathSafetyError, Problem, SpecError, StagingError
 from tfk8s_airflow.pathrules import is_safe_relative
 from tfk8s_airflow.pod.stagecopy import checksums_match, file_checksum
@@ -65,7 +66,10 @@ def records_dir(dest: Path, key: str) -> Path:
     return dest.with_name(f".{dest.name}.tfk8s-parts-{key}")
 
 
-def _bytes(raw: Any, name: str) -> int:
+_FIX = "correct the deployment's setting (docs/staging.md)"
+
+
+def _size(raw: Any) -> int | Problem:
     text = str(raw).strip().lower()
     for unit in sorted(_UNITS, key=len, reverse=True):
         if unit and text.endswith(unit):
@@ -76,62 +80,80 @@ def _bytes(raw: Any, name: str) -> int:
     try:
         value = float(number) * _UNITS[unit]
     except ValueError:
-        raise SpecError(f"must be a size such as 10Gi or 5000000000, got {raw!r}", field=f"[tfk8s] {name}") from None
+        return Problem("", f"must be a size such as 10Gi or 5000000000, got {raw!r}", _FIX)
     if value < 0:
-        raise SpecError(f"must not be negative, got {raw!r}", field=f"[tfk8s] {name}")
+        return Problem("", f"must not be negative, got {raw!r}", _FIX)
     return int(value)
+
+
+def _text(raw: Any) -> str:
+    return str(raw).strip()
+
+
+def _at_least(minimum: int) -> Callable[[Any], int | Problem]:
+    def parse(raw: Any) -> int | Problem:
+        try:
+            value = int(str(raw).strip())
+        except ValueError:
+            return Problem("", f"must be an integer, got {raw!r}", _FIX)
+        if value < minimum:
+            return Problem("", f"must be at least {minimum}, got {raw!r}", _FIX)
+        return value
+    return parse
+
+
+def _pod_template(raw: Any) -> dict[str, Any] | Problem:
+    try:
+        tpl = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError as exc:
+        return Problem("", f"must be a JSON object (a pod spec fragment: nodeSelector, tolerations, env), "
+                           f"got {raw!r}: {exc}", _FIX)
+    if not isinstance(tpl, dict):
+        return Problem("", "must be a JSON object", _FIX)
+    return tpl
 
 
 @dataclass(frozen=True)
 class CopySettings:
-    """The deployment's settings for staging copy pods (``[tfk8s] staging_*``)."""
+    """The deployment's settings for staging copy pods (``[tfk8s] staging_*``), each declared once
+    (:func:`tfk8s_airflow.configspec.setting`: docs/staging.md's table and the provider's metadata)."""
 
-    image: str = ""                       # staging_image: Python 3 and this package
-    namespace: str = "default"            # staging_namespace
-    pods: int = 4                         # staging_pods: parts (and pods) of a copy
-    threshold: int = 10 * 2**30           # staging_threshold: "auto" copies through pods above it
-    memory: str = "256Mi"                 # staging_pod_memory: request and limit
-    cpu: str = "1"                        # staging_pod_cpu: request (no CPU limit: throttling slows CRCs)
-    kubernetes_conn_id: str | None = None  # staging_kubernetes_conn_id
-    deadline: int = 6 * 3600              # staging_pod_deadline: activeDeadlineSeconds of each pod
-    lease: int = 300                      # staging_lease: the pods outlive a task nobody waits for by this
-    part_retries: int = 3                 # staging_part_retries: new pods for a part that failed
-    pod_template: Mapping[str, Any] = field(default_factory=dict)  # staging_pod_template (JSON)
+    image: str = field(default="", metadata=setting(
+        "image of the copy pods: Python 3 and this package (the training image, "
+        "`deploy/training-image.Dockerfile`, has both); the programs are `python -m tfk8s_airflow.pod.stagecopy` "
+        "(copy pods) and `python -m tfk8s_airflow.pod.stagesum` (checksum pods)", "unset (pods never used)", _text,
+        name="staging_image", example="tfk8s/trainer:0.1"))
+    namespace: str = field(default="default", metadata=setting(
+        "where the copy pods run", "default", _text, name="staging_namespace"))
+    threshold: int = field(default=10 * 2**30, metadata=setting(
+        "bytes from which `copy_executor=\"auto\"` copies through pods", "10Gi", _size, name="staging_threshold",
+        value="10Gi", kind="string"))
+    pods: int = field(default=4, metadata=setting(
+        "parts (and pods) of a copy", "4", _at_least(1), name="staging_pods"))
+    memory: str = field(default="256Mi", metadata=setting(
+        "memory request and limit of each pod (a pod streams in 4 MiB pieces; ~40 MiB used)", "256Mi", _text,
+        name="staging_pod_memory"))
+    cpu: str = field(default="1", metadata=setting(
+        "CPU request (no limit: a throttled pod computes CRCs slower)", "1", _text, name="staging_pod_cpu"))
+    deadline: int = field(default=6 * 3600, metadata=setting(
+        "the pods' `activeDeadlineSeconds`: a pod outlives no lost Airflow", "21600", _at_least(1),
+        name="staging_pod_deadline"))
+    lease: int = field(default=300, metadata=setting(
+        "seconds the pods outlive a task that nobody waits for any more (docs/staging.md, \"The lease\")", "300",
+        _at_least(1), name="staging_lease"))
+    part_retries: int = field(default=3, metadata=setting(
+        "new pods for a part whose pod failed", "3", _at_least(0), name="staging_part_retries"))
+    kubernetes_conn_id: str | None = field(default=None, metadata=setting(
+        "the Kubernetes connection", "kubernetes_default", _text, name="staging_kubernetes_conn_id"))
+    pod_template: Mapping[str, Any] = field(default_factory=dict, metadata=setting(
+        "JSON: `nodeSelector`, `tolerations`, `affinity`, `priorityClassName`, `imagePullSecrets` of the pods, "
+        "and `env` added to their container", "{}", _pod_template, name="staging_pod_template",
+        example='{"nodeSelector": {"pool": "staging"}}'))
 
     @classmethod
     def from_settings(cls, get: Callable[[str], Any]) -> CopySettings:
         """From ``get("staging_image")`` ... (Airflow's ``[tfk8s]``, then ``TFK8S_STAGING_*``)."""
-        values: dict[str, Any] = {}
-        for key, name in (("image", "staging_image"), ("namespace", "staging_namespace"),
-                          ("memory", "staging_pod_memory"), ("cpu", "staging_pod_cpu"),
-                          ("kubernetes_conn_id", "staging_kubernetes_conn_id")):
-            raw = get(name)
-            if raw not in (None, ""):
-                values[key] = str(raw).strip()
-        for key, name in (("pods", "staging_pods"), ("part_retries", "staging_part_retries"),
-                          ("deadline", "staging_pod_deadline"), ("lease", "staging_lease")):
-            raw = get(name)
-            if raw not in (None, ""):
-                try:
-                    values[key] = int(str(raw).strip())
-                except ValueError:
-                    raise SpecError(f"must be an integer, got {raw!r}", field=f"[tfk8s] {name}") from None
-                if values[key] < (0 if key == "part_retries" else 1):
-                    raise SpecError(f"must be at least 1, got {raw!r}", field=f"[tfk8s] {name}")
-        raw = get("staging_threshold")
-        if raw not in (None, ""):
-            values["threshold"] = _bytes(raw, "staging_threshold")
-        raw = get("staging_pod_template")
-        if raw not in (None, ""):
-            try:
-                tpl = json.loads(raw) if isinstance(raw, str) else raw
-            except ValueError as exc:
-                raise SpecError(f"must be a JSON object (a pod spec fragment: nodeSelector, tolerations, env), "
-                                f"got {raw!r}: {exc}", field="[tfk8s] staging_pod_template") from None
-            if not isinstance(tpl, dict):
-                raise SpecError("must be a JSON object", field="[tfk8s] staging_pod_template")
-            values["pod_template"] = tpl
-        return cls(**values)
+        return cls(**read(cls, get))
 
 
 def check_token_namespace(staging_namespace: str, jobs_namespace: str) -> None:

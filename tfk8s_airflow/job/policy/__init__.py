@@ -6,10 +6,10 @@ This module is the layer's face for ``DeploymentPolicy`` and its shared checks; 
 layer import each other directly, never this face.
 """
 
+from tfk8s_airflow.configspec import SECTION
 from tfk8s_airflow.job.policy.confinement import apparmor_annotation_problems, volume_kind_problems
 from tfk8s_airflow.job.policy.deployment import (
     DEFAULT_GLUSTER_MOUNT,
-    SECTION,
     DeploymentPolicy,
     host_namespace_problems,
     restricted_problems,

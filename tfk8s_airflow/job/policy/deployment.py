@@ -27,9 +27,10 @@ import os
 import posixpath
 import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tfk8s_airflow.configspec import read, setting
 from tfk8s_airflow.contract import STAGING_NAME_PREFIX
 from tfk8s_airflow.exceptions import Problem, SpecError
 from tfk8s_airflow.job.policy.confinement import apparmor_annotation_problems, selinux_problems, volume_kind_problems
@@ -42,7 +43,6 @@ from tfk8s_airflow.pathrules import has_parent_segment
 if TYPE_CHECKING:
     from tfk8s_airflow.job.spec import TFJobSpec
 
-SECTION = "tfk8s"
 #: 24 hours: long enough for a day's retraining, short enough that a forgotten job ends.
 DEFAULT_ACTIVE_DEADLINE_S = 24 * 3600
 #: Where the nodes (and the Airflow workers) mount the GlusterFS volume (``TFK8S_GLUSTER_MOUNT``).
@@ -164,33 +164,29 @@ def _queue(raw: Any) -> str | Problem:
     return text
 
 
-def setting(doc: str, default: str, parse: Callable[[Any], Any]) -> dict[str, Any]:
-    """Metadata of a policy field that is a deployment setting: its doc and default as docs show
-    them, and the function that reads its raw value (returning a Problem when it cannot)."""
-    return {"doc": doc, "default": default, "parse": parse}
-
-
 @dataclass(frozen=True)
 class DeploymentPolicy:
     """The deployment's bounds on every job; each field is a setting of ``[tfk8s]``."""
 
     default_active_deadline: int = field(default=DEFAULT_ACTIVE_DEADLINE_S, metadata=setting(
         "the pods' activeDeadlineSeconds when the spec sets no active_deadline (a duration)", "86400 (24 h)",
-        _duration))
+        _duration, kind="string", example="12h"))
     gluster_mount: str = field(default=DEFAULT_GLUSTER_MOUNT, metadata=setting(
         "where the nodes mount the GlusterFS volume; a default allowed host path", DEFAULT_GLUSTER_MOUNT, _path))
     root: str = field(default="", metadata=setting(
         "the DAGs' data and model root (`TFK8S_ROOT`); also a default allowed host path when set", "unset", _path))
     allowed_host_paths: tuple[str, ...] = field(default=(), metadata=setting(
         "host paths a volume may mount, the paths and everything under them (comma-separated); never /",
-        "gluster_mount and root", _host_paths))
+        "gluster_mount and root", _host_paths, example="/mnt/tfk8s-gluster/tfk8s,/mnt/datasets"))
     allowed_service_accounts: tuple[str, ...] = field(default=(), metadata=setting(
-        "ServiceAccounts a spec may name (comma-separated, or *)", "none: the namespace's default only", _names))
+        "ServiceAccounts a spec may name (comma-separated, or *)", "none: the namespace's default only", _names,
+        example="tf-trainer"))
     allow_service_account_token: bool = field(default=False, metadata=setting(
         "whether a spec may ask for automount_service_account_token: true", "false", _bool))
     allowed_secrets: tuple[str, ...] = field(default=(), metadata=setting(
         "Secrets a spec may read through env, env_from and volumes (comma-separated): `namespace/name`, "
-        "`namespace/*`, or a plain `name` (or *) for the default_namespace only", "none", _secret_names))
+        "`namespace/*`, or a plain `name` (or *) for the default_namespace only", "none", _secret_names,
+        example="db,ml-team/registry-creds"))
     allowed_image_pull_secrets: tuple[str, ...] = field(default=(ANY,), metadata=setting(
         "Secrets of the job's namespace a pod template may name in imagePullSecrets (comma-separated, or *): "
         "the kubelet reads them to pull the image, the pods never do", "*: every Secret of the namespace",
@@ -202,24 +198,26 @@ class DeploymentPolicy:
         "every pod with runAsNonRoot: true (the kubelet refuses images that run as root)", "false", _bool))
     allowed_volume_types: tuple[str, ...] = field(default=(), metadata=setting(
         "volume kinds past the cluster's claims a pod may use: csi (inline), nfs in a pod template; any other "
-        "kind (iscsi, rbd, glusterfs...) at a pod's admission (comma-separated, or *)", "none", _names))
+        "kind (iscsi, rbd, glusterfs...) at a pod's admission (comma-separated, or *)", "none", _names,
+        example="csi,nfs"))
     default_namespace: str = field(default="default", metadata=setting(
         "the namespace plain allowed_secrets entries (a name without `namespace/`, or *) apply to",
         "default", _namespace))
     read_only_host_paths: tuple[str, ...] = field(default=(), metadata=setting(
         "host paths a volume may mount read-only only, and everything under them (comma-separated): every "
         "pod mounts them read-only, sidecars included; a writable mount of a directory above one is refused",
-        "none", _host_paths))
+        "none", _host_paths, example="/mnt/datasets"))
     evaluation_image: str = field(default=DEFAULT_EVALUATION_IMAGE, metadata=setting(
         "the image of every evaluation pod (its evaluator's code): never the job's form's; the DAG author may "
         "choose the job's own with TFEvaluateOperator(use_job_image=True)", DEFAULT_EVALUATION_IMAGE, _image))
     tensorboard_ingress: tuple[str, ...] = field(default=(), metadata=setting(
         "where a job's TensorBoard port may be reached from, beyond the job's own pods (comma-separated CIDRs "
-        "such as 10.0.0.0/8, or `namespace:<name>`)", "none: the job's pods only", _ingress))
+        "such as 10.0.0.0/8, or `namespace:<name>`)", "none: the job's pods only", _ingress,
+        example="10.0.0.0/8,namespace:monitoring"))
     tensorboard_url: str = field(default="", metadata=setting(
         "where a browser opens a job's TensorBoard: a URL template with {job} {namespace} {service} {pod} "
         "{port} {host} {pod_ip}, e.g. http://{pod_ip}:{port}/", "unset: TensorBoard runs, without a link",
-        _url_template))
+        _url_template, example="http://{pod_ip}:{port}/"))
     preflight: str = field(default=ENFORCE, metadata=setting(
         "the pre-flight verdict before setup creates a job: enforce (never fails it, waits waits for room up to "
         "schedule_timeout), warn (logs the verdict, creates the job anyway: for clusters with an autoscaler) or off",
@@ -227,7 +225,7 @@ class DeploymentPolicy:
 
     default_queue: str = field(default="", metadata=setting(
         "the Kueue LocalQueue of every job whose spec names no queue (its namespace must have one and be managed by "
-        "Kueue; docs/jobs.md)", "unset: no queue", _queue))
+        "Kueue; docs/jobs.md)", "unset: no queue", _queue, example="team-a"))
     max_schedule_timeout: int = field(default=DEFAULT_MAX_SCHEDULE_TIMEOUT_S, metadata=setting(
         "the longest schedule_timeout a spec may set (a duration): setup's pre-flight may wait that long for room "
         "while it holds a worker slot", "86400 (24 h)", _duration))
@@ -251,20 +249,7 @@ class DeploymentPolicy:
 
         Every setting is checked; a bad one is a SpecError naming ``[tfk8s] <name>``.
         """
-        values: dict[str, Any] = {}
-        problems: list[Problem] = []
-        for f in fields(cls):
-            raw = get(f.name)
-            if raw is None or (isinstance(raw, str) and not raw.strip()):
-                continue
-            value = f.metadata["parse"](raw)
-            if isinstance(value, Problem):
-                problems.append(Problem(f"[{SECTION}] {f.name}", value.message, value.fix))
-            else:
-                values[f.name] = value
-        if problems:
-            raise SpecError(problems)
-        return cls(**values)
+        return cls(**read(cls, get))
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> DeploymentPolicy:

@@ -21,8 +21,8 @@ import configparser
 import os
 from collections.abc import Callable, Mapping
 
+from tfk8s_airflow.configspec import SECTION
 from tfk8s_airflow.exceptions import Problem, SpecError
-from tfk8s_airflow.job.policy.deployment import SECTION
 
 __all__ = ["airflow_config_path", "lookup", "with_fallback"]
 
