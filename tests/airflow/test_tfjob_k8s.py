@@ -524,6 +524,9 @@ def test_clean_pod_policy_none_keeps_the_finished_workers_for_the_ttl_then_nothi
     assert dr.state == "success", st
     assert seen["services"] == []  # the Service went with the PS...
     assert seen["pods"] == {"worker-0": ("Succeeded", None), "worker-1": ("Succeeded", None)}  # ...the workers stay
+    # Teardown waited until the API server had deleted them; the watch's thread may take a moment to read it.
+    for key in ("ps-0", "worker-0", "worker-1"):
+        watch.wait_for(lambda life, k=key: life.key == k and life.deleted is not None, 30, f"{key}'s deletion")
     ps = watch.history("ps-0")[-1]
     workers = [watch.history(f"worker-{i}")[-1] for i in range(2)]
     for w in workers:

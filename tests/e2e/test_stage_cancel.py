@@ -153,13 +153,43 @@ def no_triggerer(airflow_stack):
         stack.restart("triggerer")
 
 
+def _deferrals_drained(copy: Copy) -> int:
+    """How many of the stage task's workloads (a try up to its deferral, a resumed try) the scheduler has taken
+    the executor's word for."""
+    text = Path(copy.stack.logs["scheduler"]).read_text(errors="replace")
+    return sum(1 for line in text.splitlines() if "TaskInstance Finished:" in line and f"run_id={copy.run_id}," in line
+               and "task_id=stage," in line)
+
+
 def _rerun_publishes(copy: Copy) -> None:
-    """Clearing the stage task runs it again: it starts clean (new pods, a new lease) and publishes."""
+    """Clearing the stage task runs it again: it starts clean (new pods, a new lease) and publishes.
+
+    The new try's copy processes are held until the scheduler has processed the executor's report of the
+    try's deferral. Airflow 3.3 fails a resumed task whose deferral the scheduler reads only after the resumed
+    try started (apache/airflow#72716); a copy of a few MiB ends within a second or two, fast enough to hit
+    it on a loaded machine. Real copies take minutes; the test waits for the scheduler instead of racing it."""
     stack = copy.stack
+    drained = _deferrals_drained(copy)
     resp = stack.api.post(stack.url(f"api/v2/dags/{DAG_ID}/clearTaskInstances"), timeout=60, json={
         "dry_run": False, "task_ids": ["stage"], "dag_run_id": copy.run_id, "only_failed": False,
         "reset_dag_runs": True})
     assert resp.status_code == 200, resp.text
+    held: dict[str, int] = {}
+
+    def hold_until_drained():
+        for key, pid in copy.nodeagent.pids(copy.namespace).items():
+            if key not in held and pid not in copy.pids.values() and Path(f"/proc/{pid}").exists():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGSTOP)
+                    held[key] = pid
+        return _deferrals_drained(copy) > drained
+
+    try:
+        _wait("the scheduler processing the new try's deferral", hold_until_drained, 240, 0.2)
+    finally:
+        for pid in held.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
     stack.wait_for_runs(DAG_ID, [copy.run_id], timeout=300, interval=2)
     assert copy.states().get("stage") == "success", copy.states()
     assert len(list(copy.cache.glob("part-*"))) == 6
