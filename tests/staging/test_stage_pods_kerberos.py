@@ -207,6 +207,18 @@ def test_cancelled_kerberos_copy_deletes_the_secret_and_cancels_the_token(
     assert not cache.exists(), "a cancelled copy published something"
 
 
+def _scenario_task(request, part: str, cache):
+    """The shared scenario DAG's stage task pointed at this test's partition and cache; put back after."""
+    sys.path.insert(0, str(REPO / "tests" / "dags"))
+    import tfk8s_staging_scenarios as scenarios
+
+    task = scenarios.stage_pods_kubernetes.get_task("stage")
+    saved = task.input_path, task.cache_dir, task.num_workers
+    request.addfinalizer(lambda: setattr_all(task, saved))
+    task.input_path, task.cache_dir, task.num_workers = part, str(cache), 2
+    return task
+
+
 def _deferred(task, ti):
     from airflow.sdk.exceptions import TaskDeferred
 
@@ -222,16 +234,10 @@ def test_a_secret_labelled_like_ours_but_not_the_tasks_is_never_read_cancelled_o
     predict) is."""
     from tfk8s_airflow.k8s.copypods import copy_key
 
-    sys.path.insert(0, str(REPO / "tests" / "dags"))
-    import tfk8s_staging_scenarios as scenarios
-
     namespace, hdfs, base = kerberos_pods_env
     part = f"{base}/foreign/dt={DS}"
     write_partition(hdfs.client, part, [6 * MiB] * 4, block_mib=4)
-    task = scenarios.stage_pods_kubernetes.get_task("stage")
-    saved = task.input_path, task.cache_dir, task.num_workers
-    request.addfinalizer(lambda: setattr_all(task, saved))
-    task.input_path, task.cache_dir, task.num_workers = part, str(gluster_dir / "pods"), 2
+    task = _scenario_task(request, part, gluster_dir / "pods")
     run_id = f"krb-foreign-{uuid.uuid4().hex[:6]}"
     key = copy_key("tfk8s_t_stage_pods_kubernetes", run_id, "stage", -1)
     core = k8s_cluster.core_v1
@@ -253,16 +259,10 @@ def test_a_new_try_cancels_the_earlier_tries_token_before_it_issues_its_own(
         kerberos_pods_env, secure_hdfs, gluster_dir, k8s_cluster, airflow_db, request):
     """A try that died without cleaning up (a worker lost mid-copy) left its Secret and a live token; the next
     try of the same task cancels that token and deletes its Secret before it issues its own."""
-    sys.path.insert(0, str(REPO / "tests" / "dags"))
-    import tfk8s_staging_scenarios as scenarios
-
     namespace, hdfs, base = kerberos_pods_env
     part = f"{base}/retry/dt={DS}"
     write_partition(hdfs.client, part, [6 * MiB] * 4, block_mib=4)
-    task = scenarios.stage_pods_kubernetes.get_task("stage")
-    saved = task.input_path, task.cache_dir, task.num_workers
-    request.addfinalizer(lambda: setattr_all(task, saved))
-    task.input_path, task.cache_dir, task.num_workers = part, str(gluster_dir / "pods"), 2
+    task = _scenario_task(request, part, gluster_dir / "pods")
     ti = SimpleNamespace(dag_id="tfk8s_t_stage_pods_kubernetes", run_id=f"krb-retry-{uuid.uuid4().hex[:6]}",
                          task_id="stage", map_index=-1)
     core, url = k8s_cluster.core_v1, secure_hdfs["TFK8S_SECURE_WEBHDFS_URL"]
@@ -280,17 +280,11 @@ def test_a_new_try_cancels_the_earlier_tries_token_before_it_issues_its_own(
 
 def test_a_kerberos_copy_refuses_the_jobs_default_namespace_before_anything_is_made(
         kerberos_pods_env, gluster_dir, k8s_cluster, airflow_db, request, monkeypatch):
-    sys.path.insert(0, str(REPO / "tests" / "dags"))
-    import tfk8s_staging_scenarios as scenarios
-
     namespace, hdfs, base = kerberos_pods_env
     monkeypatch.setenv("AIRFLOW__TFK8S__DEFAULT_NAMESPACE", namespace)
     part = f"{base}/samens/dt={DS}"
     write_partition(hdfs.client, part, [2 * MiB])
-    task = scenarios.stage_pods_kubernetes.get_task("stage")
-    saved = task.input_path, task.cache_dir, task.num_workers
-    request.addfinalizer(lambda: setattr_all(task, saved))
-    task.input_path, task.cache_dir, task.num_workers = part, str(gluster_dir / "pods"), 2
+    task = _scenario_task(request, part, gluster_dir / "pods")
     ti = SimpleNamespace(dag_id="tfk8s_t_stage_pods_kubernetes", run_id=f"krb-ns-{uuid.uuid4().hex[:6]}",
                          task_id="stage", map_index=-1)
     with pytest.raises(Exception, match=r"\[tfk8s\] staging_namespace"):
