@@ -45,7 +45,7 @@ public class SecureHdfsMiniCluster {
   public static void main(String[] args) throws Exception {
     Configuration conf = new HdfsConfiguration();
     boolean format = false;
-    int nnPort = 8022, nnHttpPort = 9880, kdcPort = 60088;
+    int nnPort = 8022, nnHttpPort = 9880, kdcPort = 16088;
     String home = null, host = "localhost", realm = "EXAMPLE.COM", user = "tfk8s";
     String writeConfig = null, writeDetails = null;
     for (int i = 0; i < args.length; i++) {
