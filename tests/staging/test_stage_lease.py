@@ -83,16 +83,23 @@ def test_a_lease_that_ran_out_is_made_anew_for_the_next_round(k8s_cluster, k8s_n
     assert job.metadata.uid == second["uid"] and job.spec.active_deadline_seconds == 300
 
 
-def test_a_job_of_the_leases_name_that_is_not_ours_is_left_alone(k8s_cluster, k8s_namespace):
+@pytest.mark.parametrize("labelled", [False, True], ids=["foreign-labels", "our-labels-suspended"])
+def test_a_job_of_the_leases_name_that_is_not_ours_is_left_alone(k8s_cluster, k8s_namespace, labelled):
+    """A Job of the lease's name is taken only when it is ours and a lease: a foreign one, and one with the
+    task's labels that would never end (suspended: its deadline does not run), are left alone."""
     batch = client.BatchV1Api(k8s_cluster.api_client)
+    labels = copypods.task_labels(KEY) if labelled else {"team": "other"}
     foreign = {"apiVersion": "batch/v1", "kind": "Job",
-               "metadata": {"name": lease_name(KEY), "labels": {"team": "other"}},
-               "spec": {"parallelism": 0, "completions": 1,
+               "metadata": {"name": lease_name(KEY), "labels": labels},
+               "spec": {"parallelism": 0, "completions": 1, "suspend": labelled,
                         "template": {"spec": {"restartPolicy": "Never",
                                               "containers": [{"name": "c", "image": "img"}]}}}}
+    if labelled:
+        foreign["spec"].update(activeDeadlineSeconds=300, ttlSecondsAfterFinished=0)
     batch.create_namespaced_job(k8s_namespace, foreign)
-    with pytest.raises(StagingError, match="not created by tfk8s-airflow"):
+    with pytest.raises(StagingError, match="not this staging task's lease"):
         copypods.ensure_lease(batch, k8s_namespace, KEY, copypods.task_labels(KEY), 300, "img")
     assert not copypods.end_lease(batch, k8s_namespace, KEY)
     job = batch.read_namespaced_job(lease_name(KEY), k8s_namespace)
-    assert job.metadata.labels == {"team": "other"} and job.spec.active_deadline_seconds is None
+    assert job.metadata.labels == labels and job.metadata.deletion_timestamp is None
+    assert job.spec.active_deadline_seconds == (300 if labelled else None)

@@ -11,7 +11,14 @@ from hypothesis import strategies as st
 
 from tfk8s_airflow.exceptions import SpecError
 from tfk8s_airflow.staging import fanout
-from tfk8s_airflow.staging.lease import has_expired, lease_job, lease_name, owner_reference, renewed_deadline
+from tfk8s_airflow.staging.lease import (
+    has_expired,
+    is_lease,
+    lease_job,
+    lease_name,
+    owner_reference,
+    renewed_deadline,
+)
 
 
 def test_the_lease_job_runs_no_pod_ends_at_its_deadline_and_is_deleted_when_it_ends():
@@ -91,3 +98,14 @@ def test_a_token_secrets_name_cannot_be_predicted():
     assert len(names) == 50 and all(n.startswith("tfk8s-stage-0123456789ab-hdfs-") and len(n) <= 63 for n in names)
     name = next(iter(names))
     assert env_entry(name)["valueFrom"]["secretKeyRef"] == {"name": name, "key": "token"}
+
+
+def test_only_a_job_that_ends_is_a_lease():
+    spec = lease_job("0123456789ab", "staging", {}, 300, "img")["spec"]
+    assert is_lease(spec)
+    assert is_lease(SimpleNamespace(parallelism=0, suspend=None, ttl_seconds_after_finished=0,
+                                    active_deadline_seconds=300))
+    for change in ({"suspend": True}, {"parallelism": 1}, {"ttlSecondsAfterFinished": None},
+                   {"ttlSecondsAfterFinished": 3600}, {"activeDeadlineSeconds": None}):
+        assert not is_lease({**spec, **change}), change
+    assert not is_lease(None)

@@ -15,7 +15,14 @@ from kubernetes.client.exceptions import ApiException
 from tfk8s_airflow.contract import STAGING_NAME_PREFIX
 from tfk8s_airflow.exceptions import StagingError
 from tfk8s_airflow.k8s.client import api_client, call, wrap_api_error
-from tfk8s_airflow.staging.lease import has_expired, lease_job, lease_name, owner_reference, renewed_deadline
+from tfk8s_airflow.staging.lease import (
+    has_expired,
+    is_lease,
+    lease_job,
+    lease_name,
+    owner_reference,
+    renewed_deadline,
+)
 
 __all__ = ["LABEL_STAGING", "LABEL_PART", "copy_key", "pod_name", "create", "delete_all", "delete_one", "core",
            "batch", "ensure_lease", "end_lease", "task_labels"]
@@ -47,9 +54,10 @@ def batch(conn_id: str | None) -> BatchV1Api:
     return BatchV1Api(api_client(conn_id))
 
 
-def _ours(obj: Any, labels: Mapping[str, str]) -> bool:
-    have = getattr(getattr(obj, "metadata", None), "labels", None) or {}
-    return all(have.get(k) == v for k, v in labels.items())
+def _ours(job: Any, labels: Mapping[str, str]) -> bool:
+    """A lease Job of this task: its labels, and the shape of a lease (:func:`is_lease`)."""
+    have = getattr(getattr(job, "metadata", None), "labels", None) or {}
+    return all(have.get(k) == v for k, v in labels.items()) and is_lease(getattr(job, "spec", None))
 
 
 def ensure_lease(api: BatchV1Api, namespace: str, key: str, labels: Mapping[str, str], lease_s: int, image: str,
@@ -75,8 +83,10 @@ def ensure_lease(api: BatchV1Api, namespace: str, key: str, labels: Mapping[str,
                 raise wrap_api_error(f"reading the staging lease Job {namespace}/{name}", exc) from None
             continue  # gone between the two calls: create it
         if not _ours(job, labels):
-            raise StagingError(f"Job {namespace}/{name} exists and was not created by tfk8s-airflow for this staging "
-                               "task; it is left alone (delete or rename it, then retry the task)")
+            raise StagingError(f"Job {namespace}/{name} exists and is not this staging task's lease (not created by "
+                               "tfk8s-airflow for it, or its spec no longer ends it: parallelism 0, not suspended, "
+                               "ttlSecondsAfterFinished 0); it is left alone (delete or rename it, then retry the "
+                               "task)")
         if job.metadata.deletion_timestamp is None and not has_expired(job.status.conditions):
             started = (job.status.start_time or job.metadata.creation_timestamp).timestamp()
             call(f"renewing the staging lease Job {namespace}/{name}", api.patch_namespaced_job, name, namespace,

@@ -27,7 +27,7 @@ from typing import Any
 from tfk8s_airflow.contract import STAGING_NAME_PREFIX
 
 __all__ = ["LEASE_API_VERSION", "lease_name", "lease_job", "owner_reference", "renewed_deadline", "RENEW_FRACTION",
-           "has_expired"]
+           "has_expired", "is_lease"]
 
 LEASE_API_VERSION = "batch/v1"
 #: The trigger renews the lease when a quarter of it has passed since the last renewal.
@@ -82,3 +82,16 @@ def has_expired(conditions: Any) -> bool:
         if kind in ("Failed", "Complete", "FailureTarget", "SuccessCriteriaMet") and status == "True":
             return True
     return False
+
+
+def is_lease(spec: Any) -> bool:
+    """Whether a Job's spec (a mapping, or the client's model) is a lease's: it runs no pod, is not suspended
+    (a suspended Job's deadline does not run) and is deleted the moment it ends. The labels say whose task a
+    Job is for; only this shape makes it a lease that ends: a Job of the lease's name and labels that would
+    not end (someone else's, or one whose spec was changed) never gets the task's pods."""
+    def field(name: str, attr: str) -> Any:
+        return spec.get(name) if isinstance(spec, Mapping) else getattr(spec, attr, None)
+
+    return (spec is not None and field("parallelism", "parallelism") == 0 and not field("suspend", "suspend")
+            and field("ttlSecondsAfterFinished", "ttl_seconds_after_finished") == 0
+            and isinstance(field("activeDeadlineSeconds", "active_deadline_seconds"), int))
