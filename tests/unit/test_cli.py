@@ -174,6 +174,26 @@ def test_validate_reads_airflow_variables_over_the_file_and_tfk8s_variables(tmp_
     assert fallback.returncode == 0, fallback.stderr
 
 
+def test_the_defaults_airflow_writes_into_its_generated_cfg_do_not_hide_tfk8s_variables(tmp_path):
+    """Airflow writes every provider setting with its default into the airflow.cfg it generates
+    (`default_namespace = default`, ...): such a value counts as unset, as on the Airflow side, so
+    TFK8S_<NAME> still decides; a value that is not the default still wins over it."""
+    from tfk8s_airflow.configspec import declared
+    from tfk8s_airflow.job.policy import DeploymentPolicy
+
+    cfg = tmp_path / "airflow.cfg"
+    cfg.write_text("[tfk8s]\n" + "".join(f"{s.name} = {s.value}\n" for s in declared(DeploymentPolicy)
+                                         if s.value is not None))
+    assert "default_namespace = default" in cfg.read_text()
+    # Plain Secret names are allowed in the deployment's default namespace, which the variable names.
+    env = {"AIRFLOW_CONFIG": str(cfg), "TFK8S_ALLOWED_SECRETS": "db,registry-creds", "TFK8S_DEFAULT_NAMESPACE": "ml"}
+    res = tfk8s("validate", SECRETS, "--set", "namespace=ml", env=env)
+    assert res.returncode == 0, res.stderr
+    cfg.write_text(cfg.read_text().replace("default_namespace = default", "default_namespace = other"))
+    res = tfk8s("validate", SECRETS, "--set", "namespace=ml", env=env)
+    assert res.returncode == 1 and "Secret db" in res.stderr
+
+
 def test_an_unreadable_airflow_cfg_is_named(tmp_path):
     cfg = tmp_path / "airflow.cfg"
     cfg.write_text("[tfk8s\nallowed_secrets = db\n")

@@ -11,6 +11,10 @@ own variables:
 3. ``TFK8S_<NAME>`` from the environment;
 4. the built-in default (:class:`~tfk8s_airflow.job.policy.DeploymentPolicy`).
 
+As on the Airflow side (:mod:`tfk8s_airflow.deployment`), a value of 1. or 2. that is the setting's
+declared default is read as unset, so 3. still applies: Airflow writes every provider setting with its
+default into the ``airflow.cfg`` it generates, and that file must not hide ``TFK8S_<NAME>``.
+
 Not read here: Airflow's ``_CMD`` and ``_SECRET`` variants and its secrets backends, which
 only Airflow itself can resolve (the Airflow side, :mod:`tfk8s_airflow.deployment`, reads them).
 """
@@ -21,8 +25,9 @@ import configparser
 import os
 from collections.abc import Callable, Mapping
 
-from tfk8s_airflow.configspec import SECTION
+from tfk8s_airflow.configspec import SECTION, declared
 from tfk8s_airflow.exceptions import Problem, SpecError
+from tfk8s_airflow.job.policy.deployment import DeploymentPolicy
 
 __all__ = ["airflow_config_path", "lookup", "with_fallback"]
 
@@ -62,16 +67,18 @@ def with_fallback(airflow_get: Callable[[str], str | None], env: Mapping[str, st
 
 def lookup(env: Mapping[str, str]) -> Callable[[str], str | None]:
     """``get(name) -> value or None`` for :meth:`DeploymentPolicy.from_settings`, in Airflow's precedence,
-    without Airflow: its variable, else its file, else ``TFK8S_<NAME>``."""
+    without Airflow: its variable, else its file, else ``TFK8S_<NAME>``; Airflow's value that is the
+    setting's default counts as unset."""
     section: Mapping[str, str] | None = None
+    defaults = {s.name: s.value for s in declared(DeploymentPolicy)}
 
     def airflow_get(name: str) -> str | None:
         nonlocal section
         value = env.get(f"AIRFLOW__{SECTION.upper()}__{name.upper()}")
-        if value is not None:
-            return value
-        if section is None:
-            section = _section(airflow_config_path(env))
-        return section.get(name.lower())
+        if value is None:
+            if section is None:
+                section = _section(airflow_config_path(env))
+            value = section.get(name.lower())
+        return None if value is not None and value == defaults.get(name) else value
 
     return with_fallback(airflow_get, env)
