@@ -153,23 +153,27 @@ def no_triggerer(airflow_stack):
         stack.restart("triggerer")
 
 
-def _deferrals_drained(copy: Copy) -> int:
-    """How many of the stage task's workloads (a try up to its deferral, a resumed try) the scheduler has taken
-    the executor's word for."""
+def _deferral_taken(copy: Copy, try_number: int) -> bool:
+    """Whether the scheduler has taken the executor's word for try ``try_number`` of the stage task (its
+    workload up to the deferral): the first "TaskInstance Finished" line the scheduler logs for that try."""
     text = Path(copy.stack.logs["scheduler"]).read_text(errors="replace")
-    return sum(1 for line in text.splitlines() if "TaskInstance Finished:" in line and f"run_id={copy.run_id}," in line
-               and "task_id=stage," in line)
+    return any("TaskInstance Finished:" in line and f"run_id={copy.run_id}," in line and "task_id=stage," in line
+               and f"try_number={try_number}," in line for line in text.splitlines())
 
 
 def _rerun_publishes(copy: Copy) -> None:
     """Clearing the stage task runs it again: it starts clean (new pods, a new lease) and publishes.
 
-    The new try's copy processes are held until the scheduler has processed the executor's report of the
+    The new try's copy processes are held until the scheduler has processed the executor's report of that
     try's deferral. Airflow 3.3 fails a resumed task whose deferral the scheduler reads only after the resumed
     try started (apache/airflow#72716); a copy of a few MiB ends within a second or two, fast enough to hit
-    it on a loaded machine. Real copies take minutes; the test waits for the scheduler instead of racing it."""
+    it on a loaded machine. Real copies take minutes; the test waits for the scheduler instead of racing it.
+    It waits for the new try's own report: a busy scheduler may read the earlier try's after the clear."""
     stack = copy.stack
-    drained = _deferrals_drained(copy)
+    ti_url = stack.url(f"api/v2/dags/{DAG_ID}/dagRuns/{copy.run_id}/taskInstances/stage")
+    ti = stack.api.get(ti_url, timeout=60)
+    assert ti.status_code == 200, ti.text
+    new_try = ti.json()["try_number"] + 1
     resp = stack.api.post(stack.url(f"api/v2/dags/{DAG_ID}/clearTaskInstances"), timeout=60, json={
         "dry_run": False, "task_ids": ["stage"], "dag_run_id": copy.run_id, "only_failed": False,
         "reset_dag_runs": True})
@@ -182,7 +186,7 @@ def _rerun_publishes(copy: Copy) -> None:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGSTOP)
                     held[key] = pid
-        return _deferrals_drained(copy) > drained
+        return _deferral_taken(copy, new_try)
 
     try:
         _wait("the scheduler processing the new try's deferral", hold_until_drained, 240, 0.2)

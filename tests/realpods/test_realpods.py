@@ -119,7 +119,9 @@ def test_killed_worker_restarts_in_place_and_resumes(agent, k8s_namespace, airfl
     assert facts["new_pid"] and facts["new_pid"] != facts["killed_pid"]
     assert "task worker-0" in facts["previous_log"]  # kubectl logs --previous through the API
     assert summary["replicas"]["worker-0"]["restarts"] == 1
-    assert len(runs) == 2 and runs[0]["start_step"] == 0
+    # The first run began from scratch: below the first checkpoint (step 50), not necessarily 0 (TF1 is
+    # asynchronous: worker 1 may step between the chief's initialisation and its first step).
+    assert len(runs) == 2 and runs[0]["start_step"] < 50
     assert runs[1]["start_step"] >= facts["checkpoint"] >= 150  # resumed, not restarted at 0
     assert runs[1]["status"] == "finished" and runs[1]["final_step"] >= 600
     assert result["accuracy"] >= GOOD

@@ -55,7 +55,9 @@ def test_killed_ps_restarts_the_group_which_resumes_from_the_checkpoint(agent, k
     assert "ps-0" in attempt["reason"] and "137" in attempt["reason"], attempt
     for key in ("ps-0", "worker-0", "worker-1"):
         assert [life.attempt for life in watch.history(key)] == [1, 2], key  # the whole group, once
-    assert len(runs) == 2 and runs[0]["start_step"] == 0
+    # The first run began from scratch: below the first checkpoint (step 50), not necessarily 0 (TF1 is
+    # asynchronous: a worker may step between the chief's initialisation and its first step).
+    assert len(runs) == 2 and runs[0]["start_step"] < 50
     assert runs[1]["start_step"] >= facts["checkpoint"] >= 150  # resumed from the checkpoint, not from 0
     assert runs[1]["status"] == "finished" and runs[1]["final_step"] >= 600
     assert xcom(dr, "evaluate")["accuracy"] >= s.GOOD

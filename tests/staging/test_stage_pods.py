@@ -187,10 +187,14 @@ def test_killed_copy_pod_retries_only_its_part(pods_env, hdfs_server, hdfs_dir, 
         f"{nodeagent.logs_dir}/{pods_env}_{retried[0]}_*/copy/*.log"))
     assert "part 0: resuming, " in retry_log, retry_log[-2000:]
     # What the trigger reads for the task log's progress lines (bytes and items, from each pod's log).
+    # The pod's last progress line states its part's totals; the trigger reads its bytes and items only.
+    from tfk8s_airflow.pod.stagecopy import PROGRESS_PREFIX
     from tfk8s_airflow.triggers.staging import _last_progress
 
-    last = _last_progress(retry_log)
-    assert last and last["items"] == last["total_items"] and last["bytes"] == last["total_bytes"] > 0
+    line = [t for t in retry_log.splitlines() if t.startswith(PROGRESS_PREFIX)][-1]
+    totals = json.loads(line[len(PROGRESS_PREFIX):])
+    assert totals["total_items"] and totals["total_bytes"] > 0
+    assert _last_progress(retry_log) == {"bytes": totals["total_bytes"], "items": totals["total_items"]}
     for name, data in written.items():
         assert (cache / name).read_bytes() == data, name
     doc = read_local(cache / MANIFEST_NAME)
