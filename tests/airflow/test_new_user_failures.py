@@ -34,9 +34,9 @@ def test_pods_too_big_for_recoverys_configmap_fail_setup_once_before_anything_is
         k8s_cluster, k8s_namespace, airflow_db, monkeypatch, capsys):
     # No real spec of <= 512 replicas outgrows the ConfigMap once xz-compressed (512 replicas: ~10 KB); the
     # bound is lowered here, in this process (dag.test() runs setup in it), so a 3-replica job exceeds it.
-    from tfk8s_airflow.k8s import recovery
+    from tfk8s_airflow.job.builders import templatemap
 
-    monkeypatch.setattr(recovery, "CONFIGMAP_MAX_BYTES", 64 * 1024 + 100)
+    monkeypatch.setattr(templatemap, "CONFIGMAP_MAX_BYTES", 64 * 1024 + 100)
     spec = {"name": "big", "namespace": k8s_namespace, "image": "tfk8s/trainer:0.1", "ps": 1, "worker": 2}
     capsys.readouterr()
     dr = run_dag("tfk8s_t_from_conf", k8s_namespace, spec=spec)

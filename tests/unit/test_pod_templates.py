@@ -17,15 +17,15 @@ import pytest
 from tfk8s_airflow.exceptions import PermanentKubernetesApiError, SpecError
 from tfk8s_airflow.job.builders.manifests import job_manifests
 from tfk8s_airflow.job.builders.objects import JobNames
-from tfk8s_airflow.job.spec import parse_spec
-from tfk8s_airflow.k8s.recovery import (
+from tfk8s_airflow.job.builders.templatemap import (
     CONFIGMAP_MAX_BYTES,
     TEMPLATES_KEY,
     check_templates_fit,
-    read_templates,
     templates_configmap,
     templates_digest,
 )
+from tfk8s_airflow.job.spec import parse_spec
+from tfk8s_airflow.k8s.recovery import read_templates
 
 
 def pods_of(replicas: int, **spec) -> list[dict]:

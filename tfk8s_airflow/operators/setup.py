@@ -53,6 +53,7 @@ from tfk8s_airflow.job.builders.objects import (
     service_manifest,
 )
 from tfk8s_airflow.job.builders.shardmap import normalize_shards
+from tfk8s_airflow.job.builders.templatemap import check_templates_fit, templates_configmap, templates_digest
 from tfk8s_airflow.job.builders.tensorboard import plan_tensorboard, tensorboard_manifest
 from tfk8s_airflow.job.defaults import POLL_INTERVAL_S
 from tfk8s_airflow.job.policy.preflight import PREFLIGHT_KEY, check_mode
@@ -63,7 +64,6 @@ from tfk8s_airflow.k8s import capacity
 from tfk8s_airflow.k8s.client import DEFAULT_CONCURRENCY, JobClient
 from tfk8s_airflow.k8s.kueue import release_quota
 from tfk8s_airflow.k8s.owned import check_absent_or_own, create_own
-from tfk8s_airflow.k8s.recovery import check_templates_fit, templates_configmap, templates_digest
 from tfk8s_airflow.operators.base import fail_permanently
 
 __all__ = ["TFJobSetupOperator", "normalize_shards", "replica_task_labels"]
