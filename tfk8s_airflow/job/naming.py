@@ -118,3 +118,19 @@ def sanitize_label_value(value: str) -> str:
     head = cleaned[: LABEL_VALUE_MAX - len(tail) - 1]
     head = re.sub(r"[^A-Za-z0-9]+$", "", head)
     return f"{head}-{tail}" if head else tail
+
+
+def pod_operator_label_value(value: str) -> str:
+    """A label value exactly as the cncf.kubernetes provider's KubernetesPodOperator makes it
+    (``pod_generator.make_safe_label_value``): setup labels the replica pods so that each replica task
+    finds its pod by the labels the operator computes, so the two must agree to the character.
+
+    Characters outside ``[A-Za-z0-9_.-]`` and non-alphanumeric ends are dropped; a value altered so, or
+    over 63 characters, is cut to 53 and given ``-`` and 9 hex digits of the original's MD5.
+    (tests/unit/test_plan.py checks it against the installed provider's.)
+    """
+    safe = re.sub(r"^[^a-z0-9A-Z]*|[^a-zA-Z0-9_\-\.]|[^a-z0-9A-Z]*$", "", value)
+    if len(safe) > LABEL_VALUE_MAX or value != safe:
+        tail = hashlib.md5(value.encode(), usedforsecurity=False).hexdigest()[:9]
+        safe = safe[: LABEL_VALUE_MAX - len(tail) - 1] + "-" + tail
+    return safe
