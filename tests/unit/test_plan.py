@@ -148,3 +148,53 @@ def test_the_pods_are_admitted_by_the_deployments_policy():
     # A host path that resolves elsewhere (a planted link) is refused: the plan is what may be created, or nothing.
     with pytest.raises(SpecError, match="resolves .through a symbolic link. to '/etc'"):
         planned(doc, policy=DeploymentPolicy(), realpath=lambda p: "/etc" if p.endswith("/v1") else p)
+
+
+# ----------------------------------------------------------------------------- render prints the plan
+def test_render_prints_the_plan_object_for_object_and_no_owner():
+    import yaml
+
+    from tfk8s_airflow.job.builders.render import parse_yaml, render_yaml
+
+    plan = planned(WITH_TENSORBOARD, shards=SHARDS)
+    text = render_yaml(plan)
+    assert parse_yaml(text) == plan.objects()
+    assert list(yaml.safe_load_all(text)) == list(yaml.safe_load_all(yaml.safe_dump_all(plan.objects())))
+    assert "ownerReferences" not in text
+
+
+def test_the_tfk8s_command_renders_the_plan_setup_would_create(tmp_path):
+    import json
+
+    import yaml
+
+    from tests.unit.test_cli import tfk8s
+
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(yaml.safe_dump(WITH_TENSORBOARD))
+    shards = tmp_path / "shards.json"
+    shards.write_text(json.dumps(SHARDS))
+    args = ("render", str(spec_file), "--shards", str(shards), "--run-id", RUN, "--dag-id", "tfk8s_dag",
+            "--group", "train")
+    for env in ({}, {"TFK8S_DEFAULT_QUEUE": "shared"}):
+        res = tfk8s(*args, env=env, check=True)
+        plan = planned(WITH_TENSORBOARD, policy=DeploymentPolicy.from_env(env), shards=SHARDS)
+        assert list(yaml.safe_load_all(res.stdout)) == plan.objects()
+        pods = [o for o in yaml.safe_load_all(res.stdout) if o["kind"] == "Pod"][:3]
+        assert all(p["metadata"]["labels"]["task_id"] == "train.replica" for p in pods)
+        assert all((kueue.QUEUE_LABEL in p["metadata"]["labels"]) == bool(env) for p in pods)
+
+
+def test_a_template_of_ones_own_is_a_view_of_the_plan(tmp_path):
+    """The template docs/cli.md shows prints the same objects as the default output."""
+    from tfk8s_airflow.job.builders.render import parse_yaml, render_yaml
+
+    tpl = tmp_path / "objects.yaml.jinja"
+    tpl.write_text("{% for obj in objects %}---\n{{ obj | json }}\n{% endfor %}")
+    plan = planned(WITH_TENSORBOARD, shards=SHARDS)
+    assert parse_yaml(render_yaml(plan, tpl)) == plan.objects()
+    names = tmp_path / "names.yaml.jinja"
+    names.write_text("job: {{ names.job | json }}\nspec: {{ spec.name | json }}\nqueue: {{ plan.queue | json }}\n"
+                     "pods: {{ plan.pods | map(attribute='metadata.name') | list | json }}\n")
+    assert parse_yaml(render_yaml(plan, names)) == [{"job": plan.names.job, "spec": "plan", "queue": None,
+                                                      "pods": [p["metadata"]["name"] for p in plan.pods]}]
