@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tfk8s_airflow.contract import GANG_GATE
 from tfk8s_airflow.exceptions import SpecError
@@ -78,6 +80,13 @@ def test_the_label_values_are_the_pod_operators_to_the_character(value):
 
     assert naming.pod_operator_label_value(value) == make_safe_label_value(value)
     assert replica_task_labels(value, value, value, 3)["run_id"] == make_safe_label_value(value)
+
+
+@given(st.text(alphabet=st.sampled_from("aZ09_.-+:/ é\x00"), max_size=90) | st.text(max_size=90))
+def test_any_label_value_is_the_pod_operators(value):
+    from airflow.providers.cncf.kubernetes.pod_generator import make_safe_label_value
+
+    assert naming.pod_operator_label_value(value) == make_safe_label_value(value)
 
 
 def test_a_queued_job_is_one_kueue_pod_group_and_a_job_without_a_queue_is_none():
