@@ -355,11 +355,12 @@ def floor(cluster: Cluster, replicas: int, gated: bool = False) -> dict[str, flo
     until all run, as the live-replicas issue measured its floor.
 
     ``gated``: the pods are created held by the scheduling gate and released (16 parallel patches)
-    once all exist, as setup does: the floor of a launch that keeps the group together.
+    once all exist, as setup does: the floor of a launch that keeps the group together. Without, the
+    plan's pods are created with the gate left off.
     """
-    from tfk8s_airflow.contract import GANG_GATE
-    from tfk8s_airflow.job.builders.manifests import job_manifests
     from tfk8s_airflow.job.builders.objects import JobNames
+    from tfk8s_airflow.job.builders.plan import plan_job
+    from tfk8s_airflow.job.policy import DeploymentPolicy
     from tfk8s_airflow.job.spec import parse_spec
     from tfk8s_airflow.k8s.client import GATE_PATCH, GATE_PATCH_TYPE, discard
 
@@ -368,19 +369,18 @@ def floor(cluster: Cluster, replicas: int, gated: bool = False) -> dict[str, flo
     try:
         spec = parse_spec(spec_dict(ns, replicas))
         names = JobNames.for_run(spec, uuid.uuid4().hex)
-        objs = job_manifests(spec, names)
-        if gated:
-            for pod in objs[1:]:
-                pod["spec"]["schedulingGates"] = [{"name": GANG_GATE}]
+        plan = plan_job(spec, names, DeploymentPolicy())  # its pods gated, as setup creates them
+        pods = [p if gated else {**p, "spec": {k: v for k, v in p["spec"].items() if k != "schedulingGates"}}
+                for p in plan.pods]
         t0 = time.time()
-        discard(cluster.core.create_namespaced_service(ns, objs[0], _preload_content=False))
+        discard(cluster.core.create_namespaced_service(ns, plan.service, _preload_content=False))
         with ThreadPoolExecutor(16) as pool:
             list(pool.map(lambda o: discard(cluster.core.create_namespaced_pod(ns, o, _preload_content=False)),
-                          objs[1:]))
+                          pods))
             if gated:
                 list(pool.map(lambda o: discard(cluster.core.patch_namespaced_pod(
                     o["metadata"]["name"], ns, GATE_PATCH, _content_type=GATE_PATCH_TYPE,
-                    _preload_content=False)), objs[1:]))
+                    _preload_content=False)), pods))
         while True:
             pods = cluster.core.list_namespaced_pod(ns, label_selector=names.selector).items
             if sum(p.status.phase in ("Running", "Succeeded") for p in pods) == replicas:

@@ -46,10 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("validate", help="check a spec; print every problem")
     _add_spec_args(p)
-    p = sub.add_parser("render", help="print the job's Kubernetes objects as multi-document YAML")
+    p = sub.add_parser("render", help="print the Kubernetes objects setup creates for the job, as multi-document YAML")
     _add_spec_args(p)
     _add_naming_args(p)
-    p.add_argument("--template", help="a Jinja2 template of your own (default: the bundled one)")
+    p.add_argument("--template", help="a Jinja2 template of your own, rendered with the plan (default: plain YAML)")
     p.add_argument("--shards", help="JSON file of shard assignments {\"worker-0\": [paths]}: adds the ConfigMap")
     p = sub.add_parser("tf-config", help="print one replica's TF_CONFIG")
     _add_spec_args(p)
@@ -145,10 +145,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         names = _names(spec, args)
         if args.command == "render":
+            from tfk8s_airflow.job.builders.plan import plan_job, replica_task_id
             from tfk8s_airflow.job.builders.render import render_yaml
             shards = _shards(args.shards) if args.shards else None
-            # Always parsed back before printing: a custom template may write anything.
-            sys.stdout.write(render_yaml(spec, names, shards, args.template, policy=policy, check=True))
+            # What setup would create for this run (its task labels from the same flags), without owner references.
+            plan = plan_job(spec, names, policy, shards, dag_id=args.dag_id, run_id=args.run_id,
+                            task_id=replica_task_id(args.group))
+            sys.stdout.write(render_yaml(plan, args.template))  # a custom template's output is parsed back first
             return 0
         if args.command == "tf-config":
             from tfk8s_airflow.job.builders.wiring import tf_config_json

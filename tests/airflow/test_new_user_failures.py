@@ -34,9 +34,9 @@ def test_pods_too_big_for_recoverys_configmap_fail_setup_once_before_anything_is
         k8s_cluster, k8s_namespace, airflow_db, monkeypatch, capsys):
     # No real spec of <= 512 replicas outgrows the ConfigMap once xz-compressed (512 replicas: ~10 KB); the
     # bound is lowered here, in this process (dag.test() runs setup in it), so a 3-replica job exceeds it.
-    from tfk8s_airflow.k8s import recovery
+    from tfk8s_airflow.job.builders import templatemap
 
-    monkeypatch.setattr(recovery, "CONFIGMAP_MAX_BYTES", 64 * 1024 + 100)
+    monkeypatch.setattr(templatemap, "CONFIGMAP_MAX_BYTES", 64 * 1024 + 100)
     spec = {"name": "big", "namespace": k8s_namespace, "image": "tfk8s/trainer:0.1", "ps": 1, "worker": 2}
     capsys.readouterr()
     dr = run_dag("tfk8s_t_from_conf", k8s_namespace, spec=spec)
@@ -62,9 +62,10 @@ def test_job_without_a_deadline_ends_at_the_deployment_default(k8s_cluster, k8s_
 
 
 def _job(core, namespace, command, node_type="kwok"):
-    from tests.fixtures.k8s import wait_for
-    from tfk8s_airflow.job.builders.manifests import job_manifests
-    from tfk8s_airflow.job.builders.objects import JobNames, plan_replicas
+    from tests.fixtures.k8s import create_service_and_pods, wait_for
+    from tfk8s_airflow.job.builders.objects import JobNames
+    from tfk8s_airflow.job.builders.plan import plan_job
+    from tfk8s_airflow.job.policy import DeploymentPolicy
     from tfk8s_airflow.job.run.judge import JobPolicy
     from tfk8s_airflow.job.run.resolve import job_record
     from tfk8s_airflow.job.spec import parse_spec
@@ -75,15 +76,15 @@ def _job(core, namespace, command, node_type="kwok"):
         raw["command"] = ["python", "train.py"]
     spec = parse_spec(raw)
     names = JobNames.for_run(spec, "talk-1")
-    for obj in job_manifests(spec, names):
-        (core.create_namespaced_pod if obj["kind"] == "Pod" else core.create_namespaced_service)(namespace, obj)
+    plan = plan_job(spec, names, DeploymentPolicy())
+    create_service_and_pods(core, plan)
     if node_type == "kwok":
         wait_for(lambda: sum(p.status.phase == "Running" for p in core.list_namespaced_pod(namespace).items) == 2,
                  60, "2 pods Running")
     else:  # no node has the label: the real scheduler marks both pods Unschedulable
         wait_for(lambda: sum(any(c.reason == "Unschedulable" for c in (p.status.conditions or []))
                              for p in core.list_namespaced_pod(namespace).items) == 2, 60, "2 pods Unschedulable")
-    return job_record(spec, names, plan_replicas(spec, names), policy=JobPolicy.from_spec(spec),
+    return job_record(spec, names, plan.replicas, policy=JobPolicy.from_spec(spec),
                       has_shards=False, kubernetes_conn_id="kubernetes_default", poll_interval=0.2)
 
 

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.k8s import wait_for
-from tfk8s_airflow.job.builders.manifests import job_manifests
-from tfk8s_airflow.job.builders.objects import JobNames, plan_replicas
+from tests.fixtures.k8s import create_service_and_pods, wait_for
+from tfk8s_airflow.job.builders.objects import JobNames
+from tfk8s_airflow.job.builders.plan import plan_job
+from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.run.judge import JobPolicy
 from tfk8s_airflow.job.run.resolve import job_record
 from tfk8s_airflow.job.spec import parse_spec
@@ -89,14 +90,11 @@ def create_job(core, namespace, replicas):
     spec = parse_spec({"name": "count", "namespace": namespace, "image": "tfk8s/trainer:0.1",
                                 "node_selector": {"type": "kwok"}, "ps": 1, "worker": replicas - 1})
     names = JobNames.for_run(spec, f"count-{replicas}")
-    for obj in job_manifests(spec, names):
-        if obj["kind"] == "Pod":
-            core.create_namespaced_pod(namespace, obj)
-        else:
-            core.create_namespaced_service(namespace, obj)
+    plan = plan_job(spec, names, DeploymentPolicy())
+    create_service_and_pods(core, plan)
     wait_for(lambda: sum(p.status.phase == "Running" for p in core.list_namespaced_pod(namespace).items) == replicas,
              120, f"{replicas} pods Running")
-    record = job_record(spec, names, plan_replicas(spec, names), policy=JobPolicy.from_spec(spec),
+    record = job_record(spec, names, plan.replicas, policy=JobPolicy.from_spec(spec),
                         has_shards=False, kubernetes_conn_id="tfk8s_counted", poll_interval=0.2)
     return record
 

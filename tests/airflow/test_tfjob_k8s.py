@@ -261,12 +261,12 @@ def test_replica_task_attaches_to_the_pod_setup_created(k8s_cluster, k8s_namespa
     from airflow.sdk.exceptions import TaskDeferred
 
     from tfk8s_airflow.job.builders.objects import JobNames, plan_replicas, pod_manifest
+    from tfk8s_airflow.job.builders.plan import replica_task_labels
     from tfk8s_airflow.job.run.judge import JobPolicy
     from tfk8s_airflow.job.run.resolve import job_record
     from tfk8s_airflow.job.spec import parse_spec
     from tfk8s_airflow.k8s.client import JobClient
     from tfk8s_airflow.operators.replica import TFReplicaPodOperator
-    from tfk8s_airflow.operators.setup import replica_task_labels
     from tfk8s_airflow.triggers.job import TFReplicaTrigger
 
     spec = parse_spec({"name": "attach", "namespace": k8s_namespace, "image": "tfk8s/trainer:0.1",

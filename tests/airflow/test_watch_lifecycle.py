@@ -21,10 +21,11 @@ from tests.airflow.test_recovery_kwok import in_background
 from tests.airflow.test_recovery_kwok import spec as recovery_spec
 from tests.airflow.test_tfjob_k8s import leftovers, run_dag
 from tests.dagrun import states, xcom
-from tests.fixtures.k8s import wait_for
+from tests.fixtures.k8s import create_service_and_pods, wait_for
 from tests.podwatch import PodWatch
-from tfk8s_airflow.job.builders.manifests import job_manifests
-from tfk8s_airflow.job.builders.objects import JobNames, plan_replicas
+from tfk8s_airflow.job.builders.objects import JobNames
+from tfk8s_airflow.job.builders.plan import plan_job
+from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.run.judge import JobPolicy
 from tfk8s_airflow.job.run.resolve import job_record
 from tfk8s_airflow.job.run.verdict import verdict_body
@@ -43,14 +44,11 @@ def create_job(core, namespace: str, run: str, worker_s: int):
                                 "worker": {"replicas": 2, "annotations": {"tfk8s.io/sim-duration": f"{worker_s}s",
                                                                            "tfk8s.io/sim-exit-code": "0"}}})
     names = JobNames.for_run(spec, run)
-    for obj in job_manifests(spec, names):
-        if obj["kind"] == "Pod":
-            core.create_namespaced_pod(namespace, obj)
-        else:
-            core.create_namespaced_service(namespace, obj)
+    plan = plan_job(spec, names, DeploymentPolicy())
+    create_service_and_pods(core, plan)
     wait_for(lambda: sum(p.status.phase == "Running" for p in core.list_namespaced_pod(namespace).items) == 3,
              120, "3 pods Running")
-    return job_record(spec, names, plan_replicas(spec, names), policy=JobPolicy.from_spec(spec), has_shards=False,
+    return job_record(spec, names, plan.replicas, policy=JobPolicy.from_spec(spec), has_shards=False,
                       kubernetes_conn_id="kubernetes_default", poll_interval=0.5)
 
 

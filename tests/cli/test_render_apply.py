@@ -40,6 +40,18 @@ def test_render_apply_runs_the_job_and_delete_removes_it(k8s_cluster, k8s_namesp
                   "--set", "worker.replicas=3", "--run-id", "cli-1")
     k8s_cluster.kubectl_run("apply", "-f", "-", input=text)
     core = k8s_cluster.core_v1
+    pods = core.list_namespaced_pod(k8s_namespace).items
+    assert len(pods) == 4 and all([g.name for g in p.spec.scheduling_gates] == ["tfk8s.io/gang"] for p in pods)
+    again = k8s_cluster.kubectl_run("apply", "-f", "-", input=text)  # idempotent: same names
+    assert "unchanged" in again.stdout or "configured" in again.stdout
+    # Held by the gate as setup creates them, until released as docs/cli.md shows.
+    job = pods[0].metadata.labels["tfk8s.io/job"]
+    names = k8s_cluster.kubectl_run("get", "pods", "-n", k8s_namespace, "-l", f"tfk8s.io/job={job}",
+                                    "-o", "name").stdout.split()
+    for name in names:
+        k8s_cluster.kubectl_run("patch", "-n", k8s_namespace, name, "-p",
+                                '{"spec":{"schedulingGates":[{"$patch":"delete","name":"tfk8s.io/gang"}]}}')
+
     def started():
         pods = core.list_namespaced_pod(k8s_namespace).items
         ok = len(pods) == 4 and all(p.status.phase in ("Running", "Succeeded") for p in pods)
@@ -47,8 +59,7 @@ def test_render_apply_runs_the_job_and_delete_removes_it(k8s_cluster, k8s_namesp
 
     pods = wait_for(started, 60, "4 pods running")
     assert sorted(p.spec.hostname for p in pods) == ["ps-0", "worker-0", "worker-1", "worker-2"]
-    again = k8s_cluster.kubectl_run("apply", "-f", "-", input=text)  # idempotent: same names
-    assert "unchanged" in again.stdout or "configured" in again.stdout
     k8s_cluster.kubectl_run("delete", "-f", "-", "--wait=true", input=text, timeout=120)
     assert core.list_namespaced_pod(k8s_namespace).items == []
     assert core.list_namespaced_service(k8s_namespace).items == []
+    assert [c.metadata.name for c in core.list_namespaced_config_map(k8s_namespace).items] == ["kube-root-ca.crt"]

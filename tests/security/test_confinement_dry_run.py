@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from tfk8s_airflow.exceptions import SpecError
-from tfk8s_airflow.job.builders.manifests import job_manifests
 from tfk8s_airflow.job.builders.objects import JobNames
+from tfk8s_airflow.job.builders.plan import plan_job
 from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.spec import parse_spec
 
@@ -23,7 +23,7 @@ KEY = "container.apparmor.security.beta.kubernetes.io/tensorflow"
 
 def first_pod(doc, policy):
     spec = parse_spec(doc, policy=policy)
-    return next(o for o in job_manifests(spec, JobNames.for_run(spec, "aa"), policy=policy) if o["kind"] == "Pod")
+    return plan_job(spec, JobNames.for_run(spec, "aa"), policy).pods[0]
 
 
 def test_an_unconfined_apparmor_annotation_is_what_the_api_server_runs_and_the_policy_refuses(k8s_cluster,

@@ -2,8 +2,8 @@
 
 Hypothesis builds specs that are valid or nearly so (odd unicode in values, quantities at
 Kubernetes' bounds, every kind of toleration, volume and env source, both resource forms,
-random deployment policies); the parser keeps the ones it accepts. Every object the
-template renders for them is then created with a server-side dry run (nothing is stored),
+random deployment policies); the parser keeps the ones it accepts. Every object of their plan
+(what setup creates and ``tfk8s render`` prints) is then created with a server-side dry run (nothing is stored),
 in one parallel batch, with ``fieldValidation=Strict`` (an unknown or duplicate field is an error, not
 dropped). A spec the parser accepts but the API server refuses would make
 setup create half a job and then fail on every pod with 422: each such case is listed.
@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from tfk8s_airflow.exceptions import SpecError
-from tfk8s_airflow.job.builders.manifests import job_manifests
 from tfk8s_airflow.job.builders.objects import JobNames
+from tfk8s_airflow.job.builders.plan import plan_job
 from tfk8s_airflow.job.builders.render import parse_yaml, render_yaml
 from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.spec import parse_spec
@@ -135,7 +135,7 @@ shard_maps = st.one_of(st.none(), st.dictionaries(st.sampled_from(["worker-0", "
 
 
 def corpus(namespace: str) -> tuple[list[tuple[dict, list[dict]]], int]:
-    """(spec document, rendered objects) for every generated spec the parser accepts; and how many it refused."""
+    """(spec document, its plan's objects) for every generated spec the parser accepts; and how many it refused."""
     accepted: list[tuple[dict, list[dict]]] = []
     refused = [0]
 
@@ -149,9 +149,11 @@ def corpus(namespace: str) -> tuple[list[tuple[dict, list[dict]]], int]:
         except SpecError:
             refused[0] += 1
             return
-        names = JobNames.for_run(spec, f"dry-{len(accepted)}", "train", "dag")
-        objs = parse_yaml(render_yaml(spec, names, shards, policy=policy, check=True))
-        assert objs == job_manifests(spec, names, shards, policy=policy)  # the template and the builders agree
+        run = f"dry-{len(accepted)}"
+        plan = plan_job(spec, JobNames.for_run(spec, run, "train", "dag"), policy, shards, dag_id="dag", run_id=run,
+                        task_id="train.replica")
+        objs = parse_yaml(render_yaml(plan))
+        assert objs == plan.objects()  # render prints the plan
         accepted.append((doc, objs))
 
     collect()
@@ -159,12 +161,15 @@ def corpus(namespace: str) -> tuple[list[tuple[dict, list[dict]]], int]:
 
 
 def test_every_accepted_spec_renders_objects_the_api_server_accepts(k8s_cluster, k8s_namespace):
+    from kubernetes.client import NetworkingV1Api
+
     core = k8s_cluster.core_v1
     core.create_namespaced_service_account(k8s_namespace, {"metadata": {"name": ACCOUNT}})
     accepted, refused = corpus(k8s_namespace)
     assert len(accepted) >= MIN_ACCEPTED, (len(accepted), refused)
     create = {"Pod": core.create_namespaced_pod, "Service": core.create_namespaced_service,
-              "ConfigMap": core.create_namespaced_config_map}
+              "ConfigMap": core.create_namespaced_config_map,
+              "NetworkPolicy": NetworkingV1Api(k8s_cluster.api_client).create_namespaced_network_policy}
 
     def dry_run(item):
         doc, obj = item

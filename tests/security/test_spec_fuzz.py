@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 
 from tests.security.fuzz_shapes import GOOD_TEMPLATE, GOOD_TFJOB, HOSTILE, mutations
 from tfk8s_airflow.exceptions import SpecError
-from tfk8s_airflow.job.builders.manifests import job_manifests
 from tfk8s_airflow.job.builders.objects import JobNames
+from tfk8s_airflow.job.builders.plan import plan_job
 from tfk8s_airflow.job.builders.render import parse_yaml, render_yaml
 from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.spec import ROLE_KEYS, SPEC_KEYS, parse_spec
@@ -120,9 +120,9 @@ def refused_or_rendered(doc, policy=OPEN_POLICY) -> str:
     except SpecError as exc:
         assert exc.problems and all(p.field and p.message for p in exc.problems), exc
         return "refused"
-    names = JobNames.for_run(spec, "fuzz", "train", "dag")
-    objs = job_manifests(spec, names, None, policy=policy)
-    assert parse_yaml(render_yaml(spec, names, None, policy=policy, check=True)) == objs
+    plan = plan_job(spec, JobNames.for_run(spec, "fuzz", "train", "dag"), policy, dag_id="dag", run_id="fuzz",
+                    task_id="train.replica")
+    assert parse_yaml(render_yaml(plan)) == plan.objects()
     return "rendered"
 
 

@@ -17,8 +17,8 @@ import yaml
 
 from tests.dagrun import states
 from tfk8s_airflow.exceptions import SpecError
-from tfk8s_airflow.job.builders.manifests import job_manifests
 from tfk8s_airflow.job.builders.objects import JobNames
+from tfk8s_airflow.job.builders.plan import plan_job
 from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.spec import parse_spec
 from tfk8s_airflow.k8s.client import JobClient
@@ -34,7 +34,7 @@ def pods_of(doc, namespace):
     policy = DeploymentPolicy(allowed_secrets=SECRETS, default_namespace=namespace)
     spec = parse_spec({**doc, "namespace": namespace} if "kind" not in doc else
                                {**doc, "metadata": {**doc["metadata"], "namespace": namespace}}, policy=policy)
-    return [o for o in job_manifests(spec, JobNames.for_run(spec, "dry"), policy=policy) if o["kind"] == "Pod"]
+    return list(plan_job(spec, JobNames.for_run(spec, "dry"), policy).pods)
 
 
 def dry_run(core, pod):
@@ -80,8 +80,8 @@ def test_a_template_the_server_refuses_is_named_by_the_dry_run_before_anything_e
     doc = _bad_template(k8s_namespace)
     spec = parse_spec(doc)  # the parser accepts it
     client = JobClient(k8s_cluster.core_v1)
-    worker = next(p for p in job_manifests(spec, JobNames.for_run(spec, "dry")) if p["kind"] == "Pod"
-                  and p["metadata"]["labels"]["tfk8s.io/role"] == "worker")
+    worker = next(p for p in plan_job(spec, JobNames.for_run(spec, "dry"), DeploymentPolicy()).pods
+                  if p["metadata"]["labels"]["tfk8s.io/role"] == "worker")
     refusal = client.dry_run_pod(worker)
     assert refusal and "spec.containers[1].livenessProbe" in refusal, refusal
     assert k8s_cluster.core_v1.list_namespaced_pod(k8s_namespace).items == []
@@ -114,8 +114,8 @@ def test_a_roles_merged_template_is_what_the_server_sees(k8s_cluster, k8s_namesp
 
 def _worker_pod(doc, namespace, policy=None):
     spec = parse_spec(doc, policy=policy)
-    return next(p for p in job_manifests(spec, JobNames.for_run(spec, "dry"), policy=policy) if p["kind"] == "Pod"
-                and p["metadata"]["labels"]["tfk8s.io/role"] == "worker")
+    return next(p for p in plan_job(spec, JobNames.for_run(spec, "dry"), policy or DeploymentPolicy()).pods
+                if p["metadata"]["labels"]["tfk8s.io/role"] == "worker")
 
 
 def test_a_misspelt_template_field_is_refused_not_dropped(k8s_cluster, k8s_namespace):

@@ -18,8 +18,9 @@ import pytest
 
 from tests.fixtures.k8s import wait_for
 from tests.fixtures.nodeagent import LOCAL_NODE_SELECTOR, LOCAL_TOLERATIONS
-from tfk8s_airflow.job.builders.manifests import job_manifests
 from tfk8s_airflow.job.builders.objects import JobNames, plan_replicas
+from tfk8s_airflow.job.builders.plan import plan_job
+from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.run.judge import JobPolicy
 from tfk8s_airflow.job.run.resolve import job_record
 from tfk8s_airflow.job.spec import parse_spec
@@ -66,18 +67,17 @@ def test_a_hostile_annotation_and_an_infinity_step_leave_the_watch_alive_and_the
                                 "node_selector": LOCAL_NODE_SELECTOR, "tolerations": LOCAL_TOLERATIONS,
                                 "worker": {"replicas": 1, "command": ["python", "-c", PROGRAM]}})
     names = JobNames.for_run(spec, "hostile")
-    for obj in job_manifests(spec, names):
+    plan = plan_job(spec, names, DeploymentPolicy())
+    for obj in [plan.service, *plan.pods]:  # the pods ungated below: nothing releases them here
         if obj["kind"] == "Pod":
             obj["metadata"]["labels"]["tfk8s.io/attempt"] = "NaN"
             obj["metadata"].setdefault("annotations", {})[ATTEMPTS_ANNOTATION] = '{"attempts": 7'
             obj["spec"].pop("schedulingGates", None)
             core.create_namespaced_pod(ns, obj)
-        elif obj["kind"] == "Service":
+        else:
             obj["metadata"].setdefault("annotations", {})[ATTEMPTS_ANNOTATION] = json.dumps(
                 ["attempts", {"overrides": {"worker-0": {"memory": 1e15}}}])
             core.create_namespaced_service(ns, obj)
-        elif obj["kind"] == "ConfigMap":
-            core.create_namespaced_config_map(ns, obj)
     record = job_record(spec, names, plan_replicas(spec, names), policy=JobPolicy.from_spec(spec), has_shards=False,
                         kubernetes_conn_id=None, poll_interval=0.5)
     pod = record.replicas[0].pod

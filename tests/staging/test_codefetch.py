@@ -181,14 +181,15 @@ def test_fetch_from_real_hdfs(hdfs_server, hdfs_dir, tmp_path, scheme):
 
 
 def test_rendered_pods_carry_the_init_container():
-    from tfk8s_airflow.job.builders.manifests import job_manifests
     from tfk8s_airflow.job.builders.objects import JobNames
+    from tfk8s_airflow.job.builders.plan import plan_job
+    from tfk8s_airflow.job.policy import DeploymentPolicy
     from tfk8s_airflow.job.spec import parse_spec
 
     spec = parse_spec({"name": "algo", "image": "tfk8s/trainer:0.1", "ps": 1, "worker": 2,
                       "code": {"uri": "hdfs://nn:8020/code/algo.tgz", "entrypoint": "run.sh"}})
     names = JobNames.for_run(spec, "manual__1", dag_id="dag")
-    pods = [o for o in job_manifests(spec, names) if o["kind"] == "Pod"]
+    pods = plan_job(spec, names, DeploymentPolicy()).pods
     assert len(pods) == 3
     for pod in pods:
         init = pod["spec"]["initContainers"][0]

@@ -5,8 +5,8 @@ import pytest
 
 from tfk8s_airflow.exceptions import SpecError
 from tfk8s_airflow.job.builders.admission import admit_pod, pod_problems
-from tfk8s_airflow.job.builders.manifests import job_manifests
 from tfk8s_airflow.job.builders.objects import JobNames
+from tfk8s_airflow.job.builders.plan import plan_job
 from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.run.records import JobRecord, ReplicaRef
 from tfk8s_airflow.job.run.recovery_policy import RecoveryPolicy
@@ -18,7 +18,7 @@ GLUSTER = "/mnt/tfk8s-gluster"
 
 def _pods(doc, policy):
     spec = parse_spec({"name": "j", "image": "i", "worker": 1, **doc})
-    return [o for o in job_manifests(spec, JobNames.for_run(spec, "r", "g", "d"), None, policy) if o["kind"] == "Pod"]
+    return [o for o in plan_job(spec, JobNames.for_run(spec, "r", "g", "d"), policy).objects() if o["kind"] == "Pod"]
 
 
 def test_every_pod_the_builders_make_passes_the_admission_of_its_policy():
@@ -30,15 +30,18 @@ def test_every_pod_the_builders_make_passes_the_admission_of_its_policy():
 
 def test_read_only_host_paths_are_mounted_read_only_by_every_container_sidecars_included():
     policy = DeploymentPolicy(read_only_host_paths=(f"{GLUSTER}/serving",))
+    # The pods as a plan without the read-only root makes them (writable mounts), admitted under the policy with it.
     (pod,) = _pods({"volumes": [{"name": "s", "mount_path": "/s", "host_path": f"{GLUSTER}/serving/v1"}],
                     "pod_template": {"spec": {"containers": [
                         {"name": "side", "image": "x", "volumeMounts": [{"name": "s", "mountPath": "/w"}]}]}}},
-                   policy)
+                   DeploymentPolicy())
+    assert not any(m.get("readOnly") for c in pod["spec"]["containers"] for m in c.get("volumeMounts", [])
+                   if m["name"] == "s")
     admitted = admit_pod(pod, policy)
     mounts = [m for c in admitted["spec"]["containers"] for m in c.get("volumeMounts", []) if m["name"] == "s"]
     assert len(mounts) == 2 and all(m["readOnly"] for m in mounts)
     # A writable mount of the directory above it would write into it: refused.
-    (above,) = _pods({"volumes": [{"name": "all", "mount_path": "/all", "host_path": GLUSTER}]}, policy)
+    (above,) = _pods({"volumes": [{"name": "all", "mount_path": "/all", "host_path": GLUSTER}]}, DeploymentPolicy())
     with pytest.raises(SpecError) as info:
         admit_pod(above, policy)
     assert "volumeMounts[all]" in str(info.value) and "read-only" in str(info.value)

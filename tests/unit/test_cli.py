@@ -36,8 +36,14 @@ def test_validate_ok_and_errors(tmp_path):
 def test_render_multi_document_yaml_with_overrides():
     res = tfk8s("render", MNIST, "--set", "worker.replicas=3", "--run-id", "r1", check=True)
     docs = list(yaml.safe_load_all(res.stdout))
-    assert [d["kind"] for d in docs] == ["Service", "Pod", "Pod", "Pod", "Pod"]
+    assert [d["kind"] for d in docs] == ["Service", "ConfigMap", "NetworkPolicy", "Pod", "Pod", "Pod", "Pod"]
     assert docs[-1]["spec"]["hostname"] == "worker-2"
+    assert docs[-1]["spec"]["schedulingGates"] == [{"name": "tfk8s.io/gang"}]
+    assert {k: docs[-1]["metadata"]["labels"][k] for k in ("task_id", "run_id", "map_index")} == {
+        "task_id": "replica", "run_id": "r1", "map_index": "3"}
+    grouped = list(yaml.safe_load_all(tfk8s("render", MNIST, "--group", "train", "--dag-id", "d", check=True).stdout))
+    assert {d["metadata"]["labels"]["task_id"] for d in grouped if d["kind"] == "Pod"} == {"train.replica"}
+    assert {d["metadata"]["labels"]["dag_id"] for d in grouped if d["kind"] == "Pod"} == {"d"}
     other = list(yaml.safe_load_all(tfk8s("render", MNIST, "--run-id", "r2", check=True).stdout))
     assert other[0]["metadata"]["name"] != docs[0]["metadata"]["name"]
 
@@ -46,11 +52,16 @@ def test_render_with_shards_and_custom_template(tmp_path):
     shards = tmp_path / "shards.json"
     shards.write_text(json.dumps({"worker-0": ["a"], "worker-1": ["b"]}))
     res = tfk8s("render", MNIST, "--shards", str(shards), check=True)
-    assert "ConfigMap" in [d["kind"] for d in yaml.safe_load_all(res.stdout)]
+    assert [d["kind"] for d in yaml.safe_load_all(res.stdout)].count("ConfigMap") == 2  # the shards', the pods'
     tpl = tmp_path / "mine.yaml.jinja"
-    tpl.write_text("{% for r in replicas %}---\nkind: Pod\nmetadata: {name: {{ r.pod_name }}}\n{% endfor %}")
+    tpl.write_text("{% for o in objects if o.kind == 'Pod' %}---\nkind: Pod\nmetadata: {name: {{ o.metadata.name }}}\n"
+                   "{% endfor %}---\nkind: Note\njob: {{ names.job | json }}\nreplicas: {{ plan.replicas | length }}\n"
+                   "spec: {{ spec.name | json }}\n")
     res = tfk8s("render", MNIST, "--template", str(tpl), check=True)
-    assert len(list(yaml.safe_load_all(res.stdout))) == 3
+    docs = list(yaml.safe_load_all(res.stdout))
+    assert [d["kind"] for d in docs] == ["Pod", "Pod", "Pod", "Note"]
+    assert docs[-1]["replicas"] == 3 and docs[-1]["spec"] == "mnist" and docs[0]["metadata"]["name"].startswith(
+        docs[-1]["job"])
     typo = tmp_path / "typo.yaml.jinja"
     typo.write_text("name: {{ replica.pod_nme }}\n")
     res = tfk8s("render", MNIST, "--template", str(typo))
@@ -95,7 +106,8 @@ def test_validate_and_render_apply_the_deployment_policy_from_the_environment():
 
 
 def test_templates_are_sandboxed(tmp_path):
-    for expr in ("spec.to_dict.__globals__", "cycler.__init__.__globals__.os", "names.__class__.__mro__"):
+    for expr in ("spec.to_dict.__globals__", "cycler.__init__.__globals__.os", "names.__class__.__mro__",
+                 "plan.owned.__globals__"):
         tpl = tmp_path / "escape.yaml.jinja"
         tpl.write_text("x: {{ " + expr + " }}\n")
         res = tfk8s("render", MNIST, "--template", str(tpl))
@@ -114,7 +126,7 @@ def test_render_output_always_parses_whatever_the_spec_holds(tmp_path):
     assert container["args"] == [odd] and pod["metadata"]["annotations"]["example.com/odd"] == odd
     assert {e["name"]: e.get("value") for e in container["env"]}["ODD"] == odd
     raw = tmp_path / "raw.yaml.jinja"  # a custom template that does not quote: refused, never printed
-    raw.write_text("{% for r in replicas %}---\nkind: Pod\nnote: {{ r.annotations['example.com/odd'] }}\n"
+    raw.write_text("{% for p in plan.pods %}---\nkind: Pod\nnote: {{ p.metadata.annotations['example.com/odd'] }}\n"
                    "{% endfor %}")
     res = tfk8s("render", str(spec), "--template", str(raw))
     assert res.returncode == 1 and "invalid YAML" in res.stderr and res.stdout == ""

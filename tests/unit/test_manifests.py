@@ -1,4 +1,9 @@
-"""Pods, Service and ConfigMap: contract fields, golden YAML, and the Kubernetes 1.36 schema."""
+"""The job's objects (its plan): contract fields, golden YAML, and the Kubernetes 1.36 schema.
+
+The golden files (tests/golden/<example>.yaml) are ``tfk8s render``'s output for each example with
+shards; the templates ConfigMap's xz data is compared decoded (the pods it holds), not byte for
+byte, since another liblzma may compress the same JSON to other bytes.
+"""
 import json
 import os
 from pathlib import Path
@@ -6,16 +11,25 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 
-from tfk8s_airflow.job.builders.manifests import job_manifests
 from tfk8s_airflow.job.builders.objects import JobNames, plan_replicas
+from tfk8s_airflow.job.builders.plan import plan_job
 from tfk8s_airflow.job.builders.render import parse_yaml, render_yaml
+from tfk8s_airflow.job.builders.templatemap import TEMPLATES_KEY
+from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.spec import parse_spec, parse_spec_file
+from tfk8s_airflow.k8s.recovery import read_templates
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 GOLDEN = ROOT / "tests" / "golden"
 K8S_SCHEMA = "1.36.0"
 SHARDS = {"worker-0": ["/data/part-0", "/data/part-2"], "worker-1": ["/data/part-1"]}
+RUN, DAG = "scheduled__2026-11-29T00:00:00+00:00", "tfk8s_retrain_daily"
+#: What the examples need of the deployment's policy (examples/full.yaml's ServiceAccount, the Secrets of
+#: examples/secrets.yaml), as docs/spec.md states it; everything else is the default policy.
+POLICY = DeploymentPolicy.from_env({"TFK8S_ALLOWED_SERVICE_ACCOUNTS": "tf-trainer", "TFK8S_ALLOWED_SECRETS":
+                                    "db,registry-creds,ml-team/db,ml-team/registry-creds"})
+XZ_SHOWN = "<xz-compressed JSON of the job's pods, compared decoded>"
 
 
 def load(path):
@@ -23,7 +37,15 @@ def load(path):
 
 
 def names_for(spec):
-    return JobNames.for_run(spec, "scheduled__2026-11-29T00:00:00+00:00", dag_id="tfk8s_retrain_daily")
+    return JobNames.for_run(spec, RUN, dag_id=DAG)
+
+
+def plan_of(spec, shards=None):
+    return plan_job(spec, names_for(spec), POLICY, shards, dag_id=DAG, run_id=RUN)
+
+
+def objects_of(spec, shards=None):
+    return plan_of(spec, shards).objects()
 
 
 def by_kind(objs, kind):
@@ -33,7 +55,7 @@ def by_kind(objs, kind):
 def test_pod_contract_fields():
     spec = parse_spec({"name": "mnist", "image": "tfk8s/trainer:0.1", "ps": 1, "worker": 2})
     names = names_for(spec)
-    objs = job_manifests(spec, names, SHARDS)
+    objs = objects_of(spec, SHARDS)
     pods = by_kind(objs, "Pod")
     assert [p["metadata"]["name"] for p in pods] == [f"{names.job}-ps-0", f"{names.job}-worker-0",
                                                      f"{names.job}-worker-1"]
@@ -61,10 +83,10 @@ def test_pod_contract_fields():
     assert {"name": "tfk8s-shards", "configMap": {"name": names.configmap}} in w1["spec"]["volumes"]
 
 
-def test_no_configmap_without_shards_and_flags_wiring():
+def test_no_shard_configmap_without_shards_and_flags_wiring():
     spec = load(ROOT / "examples" / "legacy-flags.yaml")
-    objs = job_manifests(spec, names_for(spec))
-    assert not by_kind(objs, "ConfigMap")
+    objs = objects_of(spec)
+    assert [c["metadata"]["name"] for c in by_kind(objs, "ConfigMap")] == [f"{names_for(spec).job}-pods"]
     c = by_kind(objs, "Pod")[-1]["spec"]["containers"][0]
     assert "TF_CONFIG" not in {e["name"] for e in c["env"]}
     assert c["args"][-2:] == ["--job_name=worker", "--task_index=2"]
@@ -74,7 +96,7 @@ def test_no_configmap_without_shards_and_flags_wiring():
 
 def test_full_example_resources_deadline_code():
     spec = load(ROOT / "examples" / "full.yaml")
-    pods = by_kind(job_manifests(spec, names_for(spec)), "Pod")
+    pods = by_kind(objects_of(spec), "Pod")
     worker = next(p for p in pods if p["metadata"]["labels"]["tfk8s.io/role"] == "worker")
     res = worker["spec"]["containers"][0]["resources"]
     assert res["limits"]["nvidia.com/gpu"] == "1" and res["requests"]["cpu"] == "2"
@@ -89,13 +111,13 @@ def test_full_example_resources_deadline_code():
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.stem for e in EXAMPLES])
 def test_every_object_passes_the_kubernetes_schema_strictly(example):
     spec = load(example)
-    for obj in job_manifests(spec, names_for(spec), SHARDS):
+    for obj in objects_of(spec, SHARDS):
         kubernetes_validate.validate(obj, K8S_SCHEMA, strict=True)
 
 
 def test_schema_check_catches_a_broken_object():
     spec = load(EXAMPLES[0])
-    pod = by_kind(job_manifests(spec, names_for(spec)), "Pod")[0]
+    pod = by_kind(objects_of(spec), "Pod")[0]
     pod["spec"]["containers"][0]["ports"][0]["containerPort"] = "2222"
     pod["spec"]["hostnme"] = "typo"
     with pytest.raises(kubernetes_validate.ValidationError):
@@ -103,17 +125,21 @@ def test_schema_check_catches_a_broken_object():
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.stem for e in EXAMPLES])
-def test_template_renders_exactly_the_builders_objects(example):
+def test_render_prints_exactly_the_plans_objects(example):
     spec = load(example)
-    names = names_for(spec)
     for shards in (None, SHARDS):
-        assert parse_yaml(render_yaml(spec, names, shards)) == job_manifests(spec, names, shards)
+        plan = plan_of(spec, shards)
+        assert parse_yaml(render_yaml(plan)) == plan.objects()
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.stem for e in EXAMPLES])
 def test_golden_yaml(example):
-    spec = load(example)
-    text = render_yaml(spec, names_for(spec), SHARDS)
+    plan = plan_of(load(example), SHARDS)
+    blob = plan.templates["binaryData"][TEMPLATES_KEY]
+    assert read_templates(plan.templates["binaryData"], "the plan") == list(plan.pods)
+    text = render_yaml(plan)
+    assert text.count(blob) == 1
+    text = text.replace(blob, XZ_SHOWN)
     golden = GOLDEN / f"{example.stem}.yaml"
     if os.environ.get("TFK8S_UPDATE_GOLDEN"):
         golden.write_text(text)
@@ -132,19 +158,19 @@ def test_kubernetes_form_resources_render_requests_below_limits():
     spec = parse_spec({"name": "burst", "image": "i:1", "ps": {"replicas": 1, "resources": {"cpu": 1}},
                                 "worker": {"replicas": 1, "resources": {"requests": {"cpu": "500m", "memory": "1Gi"},
                                                                         "limits": {"cpu": "2"}}}})
-    names = names_for(spec)
-    objs = job_manifests(spec, names)
+    plan = plan_of(spec)
+    objs = plan.objects()
     ps, worker = (p["spec"]["containers"][0]["resources"] for p in by_kind(objs, "Pod"))
     assert ps == {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}
     assert worker == {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "2"}}
-    assert parse_yaml(render_yaml(spec, names)) == objs
+    assert parse_yaml(render_yaml(plan)) == objs
     for obj in objs:
         kubernetes_validate.validate(obj, K8S_SCHEMA, strict=True)
 
 
 def test_env_from_secrets_renders_references_never_values():
     spec = load(ROOT / "examples" / "secrets.yaml")
-    pods = by_kind(job_manifests(spec, names_for(spec)), "Pod")
+    pods = by_kind(objects_of(spec), "Pod")
     worker = pods[1]["spec"]["containers"][0]
     env = {e["name"]: e for e in worker["env"]}
     assert env["DB_PASSWORD"] == {"name": "DB_PASSWORD",
@@ -166,7 +192,7 @@ def test_env_from_secrets_renders_references_never_values():
 ])
 def test_code_entrypoints_run_with_python3_or_sh(code, command):
     spec = parse_spec({"name": "c", "image": "i:1", "worker": 1, "code": code})
-    pod = by_kind(job_manifests(spec, names_for(spec)), "Pod")[0]
+    pod = by_kind(objects_of(spec), "Pod")[0]
     assert pod["spec"]["containers"][0]["command"] == command
     own = parse_spec({"name": "c", "image": "i:1", "worker": 1, "code": code, "command": ["bash", "x"]})
-    assert by_kind(job_manifests(own, names_for(own)), "Pod")[0]["spec"]["containers"][0]["command"] == ["bash", "x"]
+    assert by_kind(objects_of(own), "Pod")[0]["spec"]["containers"][0]["command"] == ["bash", "x"]

@@ -15,25 +15,28 @@ import os
 import pytest
 
 from tfk8s_airflow.exceptions import PermanentKubernetesApiError, SpecError
-from tfk8s_airflow.job.builders.manifests import job_manifests
 from tfk8s_airflow.job.builders.objects import JobNames
-from tfk8s_airflow.job.spec import parse_spec
-from tfk8s_airflow.k8s.recovery import (
+from tfk8s_airflow.job.builders.plan import plan_job
+from tfk8s_airflow.job.builders.templatemap import (
     CONFIGMAP_MAX_BYTES,
     TEMPLATES_KEY,
     check_templates_fit,
-    read_templates,
     templates_configmap,
     templates_digest,
 )
+from tfk8s_airflow.job.policy import DeploymentPolicy
+from tfk8s_airflow.job.spec import parse_spec
+from tfk8s_airflow.k8s.recovery import read_templates
 
 
 def pods_of(replicas: int, **spec) -> list[dict]:
     doc = {"name": "bench", "namespace": "bench-221f261b", "image": "tfk8s/trainer:0.1", "ps": 1,
            "worker": replicas - 1, **spec}
     s = parse_spec(doc)
-    names = JobNames.for_run(s, "manual__2026-12-01T15:12:00.502648+00:00", "train", "tfk8s_t_from_conf")
-    return [o for o in job_manifests(s, names) if o["kind"] == "Pod"]
+    run = "manual__2026-12-01T15:12:00.502648+00:00"
+    names = JobNames.for_run(s, run, "train", "tfk8s_t_from_conf")
+    return list(plan_job(s, names, DeploymentPolicy(), dag_id="tfk8s_t_from_conf", run_id=run,
+                         task_id="train.replica").pods)
 
 
 def stored(cm: dict, key: str = TEMPLATES_KEY) -> bytes:

@@ -6,8 +6,8 @@ import copy
 import pytest
 
 from tfk8s_airflow.exceptions import SpecError
-from tfk8s_airflow.job.builders.manifests import job_manifests
 from tfk8s_airflow.job.builders.objects import JobNames
+from tfk8s_airflow.job.builders.plan import plan_job
 from tfk8s_airflow.job.builders.render import parse_yaml, render_yaml
 from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.spec import parse_spec
@@ -44,7 +44,7 @@ def spec(**extra):
 
 
 def pods(s, policy=None):
-    return [o for o in job_manifests(s, JobNames.for_run(s, "r1"), policy=policy) if o["kind"] == "Pod"]
+    return list(plan_job(s, JobNames.for_run(s, "r1"), policy or DeploymentPolicy()).pods)
 
 
 def refused(doc, policy=None) -> dict[str, str]:
@@ -129,11 +129,11 @@ def test_security_defaults_reach_sidecars_and_init_containers_under_the_template
                                       "fsGroup": 1000}
 
 
-def test_template_and_jinja_render_the_same_pods():
+def test_render_prints_the_plans_templated_pods():
     for extra in ({"pod_template": TEMPLATE}, {"worker": {"replicas": 2, "pod_template": TEMPLATE}}):
         s = spec(**extra)
-        names = JobNames.for_run(s, "r1")
-        assert parse_yaml(render_yaml(s, names, policy=POLICY)) == job_manifests(s, names, policy=POLICY)
+        plan = plan_job(s, JobNames.for_run(s, "r1"), POLICY)
+        assert parse_yaml(render_yaml(plan)) == plan.objects()
 
 
 def test_rendered_pods_carry_what_the_template_adds():
@@ -295,7 +295,7 @@ def test_image_pull_secrets_have_their_own_setting_allowed_by_default():
     bound it. A deployment may still bound it (allowed_image_pull_secrets)."""
     pull = {"pod_template": {"spec": {"imagePullSecrets": [{"name": "registry-creds"}]}}}
     spec = parse_spec({**BASE, **pull}, policy=DeploymentPolicy())  # allowed_secrets: none
-    pods = [o for o in job_manifests(spec, JobNames.for_run(spec, "r1")) if o["kind"] == "Pod"]
+    pods = plan_job(spec, JobNames.for_run(spec, "r1"), DeploymentPolicy()).pods
     assert pods and all(p["spec"]["imagePullSecrets"] == [{"name": "registry-creds"}] for p in pods)
     narrow = DeploymentPolicy(allowed_image_pull_secrets=("other",), allowed_secrets=("registry-creds",))
     problems = refused(pull, narrow)

@@ -5,8 +5,8 @@ import kubernetes_validate
 import pytest
 
 from tfk8s_airflow.exceptions import SpecError
-from tfk8s_airflow.job.builders.manifests import job_manifests
 from tfk8s_airflow.job.builders.objects import JobNames, plan_replicas
+from tfk8s_airflow.job.builders.plan import plan_job
 from tfk8s_airflow.job.builders.render import parse_yaml, render_yaml
 from tfk8s_airflow.job.policy import DEFAULT_GLUSTER_MOUNT, DeploymentPolicy
 from tfk8s_airflow.job.run.resolve import resolve_spec
@@ -123,15 +123,16 @@ def test_secrets_are_bounded_wherever_the_spec_reads_them():
 def test_every_pod_and_container_gets_the_policy_security_context(policy, pod, container):
     spec = parse_spec({**MINIMAL, "ps": 1, "code": {"uri": "https://h/a.tgz", "sha256": "a" * 64}})
     names = JobNames.for_run(spec, "r")
-    objs = job_manifests(spec, names, policy=policy)
-    for p in (o for o in objs if o["kind"] == "Pod"):
+    plan = plan_job(spec, names, policy)
+    objs = plan.objects()
+    for p in plan.pods:
         assert p["spec"].get("securityContext") == pod
         assert p["spec"]["automountServiceAccountToken"] is False
         assert p["spec"]["activeDeadlineSeconds"] == policy.default_active_deadline
         for c in p["spec"]["containers"] + p["spec"]["initContainers"]:
             assert c.get("securityContext") == container
         kubernetes_validate.validate(p, "1.36.0", strict=True)
-    assert parse_yaml(render_yaml(spec, names, policy=policy)) == objs  # the template agrees
+    assert parse_yaml(render_yaml(plan)) == objs  # render prints them
 
 
 def test_resolve_spec_admits_through_the_policy(tmp_path):

@@ -101,11 +101,12 @@ def _exit_code_job():
 
 def _judged(spec, exit_codes):
     """The job's rendered pods, Running, with the workers in exit_codes ended Failed with that code."""
-    from tfk8s_airflow.job.builders.manifests import job_manifests
     from tfk8s_airflow.job.builders.objects import JobNames
+    from tfk8s_airflow.job.builders.plan import plan_job
+    from tfk8s_airflow.job.policy import DeploymentPolicy
     from tfk8s_airflow.job.run.judge import JobPolicy, evaluate
 
-    pods = [o for o in job_manifests(spec, JobNames.for_run(spec, "r1")) if o["kind"] == "Pod"]
+    pods = list(plan_job(spec, JobNames.for_run(spec, "r1"), DeploymentPolicy()).pods)
     for pod in pods:
         key = f"{pod['metadata']['labels']['tfk8s.io/role']}-{pod['metadata']['labels']['tfk8s.io/index']}"
         code = exit_codes.get(key)
@@ -117,12 +118,13 @@ def _judged(spec, exit_codes):
 
 
 def test_exit_code_pods_are_never_restarted_in_place():
-    from tfk8s_airflow.job.builders.manifests import job_manifests
     from tfk8s_airflow.job.builders.objects import JobNames
+    from tfk8s_airflow.job.builders.plan import plan_job
+    from tfk8s_airflow.job.policy import DeploymentPolicy
 
     spec = _exit_code_job()
     policies = {(o["metadata"]["labels"]["tfk8s.io/role"], o["spec"]["restartPolicy"])
-                for o in job_manifests(spec, JobNames.for_run(spec, "r1")) if o["kind"] == "Pod"}
+                for o in plan_job(spec, JobNames.for_run(spec, "r1"), DeploymentPolicy()).pods}
     assert policies == {("ps", "Never"), ("worker", "Never")}  # TFJob: ExitCode -> Never
 
 

@@ -1,4 +1,4 @@
-"""The job's TensorBoard: the spec key, its pod (builder = template), the URL template, the record, and
+"""The job's TensorBoard: the spec key, its pod (in the plan render prints), the URL template, the record, and
 that nothing about it ever changes a job's outcome."""
 import dataclasses
 
@@ -8,8 +8,8 @@ import pytest
 from tests.unit.test_status import T0, iso, pod
 from tfk8s_airflow.exceptions import SpecError
 from tfk8s_airflow.job.builders import quota
-from tfk8s_airflow.job.builders.manifests import job_manifests
 from tfk8s_airflow.job.builders.objects import JobNames, plan_replicas
+from tfk8s_airflow.job.builders.plan import plan_job
 from tfk8s_airflow.job.builders.render import parse_yaml, render_yaml
 from tfk8s_airflow.job.builders.tensorboard import (
     TensorBoardState,
@@ -75,7 +75,7 @@ def test_the_tensorboard_pod_serves_log_dir_read_only_with_the_jobs_labels_but_n
              worker={"replicas": 2, "node_selector": {"pool": "cpu"},
                      "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}]})
     names = names_for(s)
-    objs = job_manifests(s, names)
+    objs = plan_job(s, names, DeploymentPolicy()).objects()
     tb = objs[-1]
     assert tb["metadata"]["name"] == f"{names.job}-tensorboard" and len(tb["metadata"]["name"]) <= 63
     labels = tb["metadata"]["labels"]
@@ -108,10 +108,10 @@ def test_the_tensorboard_pod_serves_log_dir_read_only_with_the_jobs_labels_but_n
 
 
 def test_the_service_gets_the_tensorboard_port_only_when_enabled():
-    without = job_manifests(spec(), names_for(spec()))[0]["spec"]["ports"]
+    without = plan_job(spec(), names_for(spec()), DeploymentPolicy()).service["spec"]["ports"]
     assert [p["name"] for p in without] == ["tfjob-port"]
     s = spec(tensorboard={"port": 7007})
-    ports = job_manifests(s, names_for(s))[0]["spec"]["ports"]
+    ports = plan_job(s, names_for(s), DeploymentPolicy()).service["spec"]["ports"]
     assert ports[1] == {"name": "tensorboard", "port": 7007, "targetPort": 7007, "protocol": "TCP"}
 
 
@@ -127,12 +127,13 @@ def test_the_image_is_the_tensorboards_own_or_the_leads_and_the_inner_volume_is_
                             names_for(s)).image == "chief:1"
 
 
-def test_the_template_renders_exactly_the_builders_tensorboard_and_the_policy_applies():
+def test_render_prints_the_plans_tensorboard_and_the_policy_applies():
     s = spec(tensorboard=True, service_account="tf")
     names = names_for(s)
     policy = DeploymentPolicy(restricted_security_context=False, run_as_non_root=True, allowed_service_accounts=("tf",))
-    objs = job_manifests(s, names, policy=policy)
-    assert parse_yaml(render_yaml(s, names, policy=policy)) == objs
+    plan = plan_job(s, names, policy)
+    objs = plan.objects()
+    assert parse_yaml(render_yaml(plan)) == objs and objs[-1] == plan.tensorboard_pod
     tb = objs[-1]["spec"]
     assert tb["securityContext"] == {"runAsNonRoot": True} and "securityContext" not in tb["containers"][0]
     assert tb["serviceAccountName"] == "tf" and tb["automountServiceAccountToken"] is False

@@ -10,8 +10,8 @@ import yaml
 
 from tests.unit.test_cli import tfk8s
 from tfk8s_airflow.exceptions import SpecError
-from tfk8s_airflow.job.builders.manifests import job_manifests
 from tfk8s_airflow.job.builders.objects import JobNames
+from tfk8s_airflow.job.builders.plan import plan_job
 from tfk8s_airflow.job.builders.render import parse_yaml, render_yaml
 from tfk8s_airflow.job.defaults import FINISHED_POD_TTL_S as DEFAULT_FINISHED_POD_TTL
 from tfk8s_airflow.job.policy import DeploymentPolicy
@@ -22,6 +22,7 @@ from tfk8s_airflow.job.spec.tfjob import is_tfjob, to_native
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = sorted((ROOT / "examples").glob("tfjob-*.yaml"))
 POLICY_ENV = {"TFK8S_ALLOWED_SECRETS": "db,registry-creds,ml-team/db,ml-team/registry-creds"}
+POLICY = DeploymentPolicy.from_env(POLICY_ENV)
 
 
 def container(**extra):
@@ -49,7 +50,7 @@ def refused(doc) -> dict[str, str]:
 def tf_configs(spec: TFJobSpec) -> dict[str, dict]:
     names = JobNames.for_run(spec, "r1")
     out = {}
-    for pod in (o for o in job_manifests(spec, names) if o["kind"] == "Pod"):
+    for pod in plan_job(spec, names, POLICY).pods:
         env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
         key = f"{pod['metadata']['labels']['tfk8s.io/role']}-{pod['metadata']['labels']['tfk8s.io/index']}"
         out[key] = json.loads(env["TF_CONFIG"]) if "TF_CONFIG" in env else None
@@ -120,8 +121,8 @@ def test_metadata_replicas_restart_policies_and_the_template_map_to_spec_keys():
         assert said in notes
     assert native["clean_pod_policy"] == "Running" and native["finished_pod_ttl"] == 60
     spec = parse_spec(doc, policy=None)
-    pod = next(o for o in job_manifests(spec, JobNames.for_run(spec, "r")) if o["kind"] == "Pod"
-               and o["metadata"]["labels"]["tfk8s.io/role"] == "worker")
+    plan = plan_job(spec, JobNames.for_run(spec, "r"), DeploymentPolicy(allowed_secrets=("ml/db",)))
+    pod = next(o for o in plan.pods if o["metadata"]["labels"]["tfk8s.io/role"] == "worker")
     assert pod["spec"]["priorityClassName"] == "high" and pod["spec"]["restartPolicy"] == "Never"  # ExitCode, as TFJob
     assert [c["name"] for c in pod["spec"]["containers"]] == ["tensorflow", "sidecar"]
 
@@ -197,7 +198,7 @@ def test_a_ps_may_restart_on_failure_as_under_tfjob():
     assert conversion.spec["ps"]["restart_policy"] == "OnFailure"
     assert any("lost every variable" in n for n in conversion.notes)
     spec = parse_spec(doc)
-    pods = [o for o in job_manifests(spec, JobNames.for_run(spec, "r1")) if o["kind"] == "Pod"]
+    pods = plan_job(spec, JobNames.for_run(spec, "r1"), POLICY).pods
     assert {(o["metadata"]["labels"]["tfk8s.io/role"], o["spec"]["restartPolicy"]) for o in pods} == {
         ("ps", "OnFailure"), ("worker", "OnFailure")}
     # a native spec's PS does not inherit the job-wide policy: it says its own
@@ -288,7 +289,7 @@ def test_tf_config_is_tfjobs_format_master_included():
     assert configs["chief-0"] == {"cluster": cluster, "task": {"type": "master", "index": 0}, "environment": "cloud"}
     assert configs["worker-1"] == {"cluster": cluster, "task": {"type": "worker", "index": 1}, "environment": "cloud"}
     assert list(configs["ps-0"]["cluster"]) == ["evaluator", "master", "ps", "worker"]  # sorted, as Go's JSON
-    pod = next(o for o in job_manifests(spec, names) if o["kind"] == "Pod")
+    pod = plan_job(spec, names, POLICY).pods[0]
     raw = next(e["value"] for e in pod["spec"]["containers"][0]["env"] if e["name"] == "TF_CONFIG")
     assert raw.startswith('{"cluster":{"evaluator":[') and raw.endswith('"environment":"cloud"}')  # compact
 
@@ -312,8 +313,8 @@ def test_import_then_render_gives_the_pods_of_rendering_the_tfjob(tmp_path, path
     assert direct.stdout == again.stdout
     assert [d["kind"] for d in yaml.safe_load_all(direct.stdout)].count("Pod") >= 3
     spec = parse_spec_file(path)
-    names = JobNames.for_run(spec, "r1")
-    assert parse_yaml(render_yaml(spec, names)) == job_manifests(spec, names)
+    plan = plan_job(spec, JobNames.for_run(spec, "r1"), POLICY, run_id="r1")
+    assert parse_yaml(direct.stdout) == plan.objects()  # tfk8s render prints the plan
 
 
 def test_the_examples_are_the_jobs_they_say():
@@ -375,8 +376,7 @@ def test_import_translates_even_what_the_deployments_policy_refuses(tmp_path):
 def test_the_pods_carry_the_labels_programs_read_under_tfjob():
     spec = parse_spec(tfjob({"Master": replica(1), "PS": replica(1), "Worker": replica(2)}))
     pods = {(labels["tfk8s.io/role"], labels["tfk8s.io/index"]): labels
-            for labels in (o["metadata"]["labels"] for o in job_manifests(spec, JobNames.for_run(spec, "r1"))
-                           if o["kind"] == "Pod")}
+            for labels in (o["metadata"]["labels"] for o in plan_job(spec, JobNames.for_run(spec, "r1"), POLICY).pods)}
     kf = {k: {n: v for n, v in labels.items() if n.startswith("training.kubeflow.org/")} for k, labels in pods.items()}
     assert kf[("chief", "0")] == {"training.kubeflow.org/job-name": "mnist", "training.kubeflow.org/replica-type":
                                   "master", "training.kubeflow.org/replica-index": "0",
@@ -387,11 +387,11 @@ def test_the_pods_carry_the_labels_programs_read_under_tfjob():
     no_chief = parse_spec(tfjob())  # worker 0 is the master role without a chief, as the operator decides
     roles = {(o["metadata"]["labels"]["tfk8s.io/role"], o["metadata"]["labels"]["tfk8s.io/index"]):
              o["metadata"]["labels"].get("training.kubeflow.org/job-role")
-             for o in job_manifests(no_chief, JobNames.for_run(no_chief, "r1")) if o["kind"] == "Pod"}
+             for o in plan_job(no_chief, JobNames.for_run(no_chief, "r1"), POLICY).pods}
     assert {k: v for k, v in roles.items() if v} == {("worker", "0"): "master"}
     native = parse_spec({"name": "j", "image": "tf:1", "worker": 2})  # a native spec: only on request
-    assert not any(n.startswith("training.kubeflow.org/") for o in job_manifests(native, JobNames.for_run(native, "r"))
-                   if o["kind"] == "Pod" for n in o["metadata"]["labels"])
+    native_pods = plan_job(native, JobNames.for_run(native, "r"), POLICY).pods
+    assert not any(n.startswith("training.kubeflow.org/") for o in native_pods for n in o["metadata"]["labels"])
 
 
 def test_the_image_pull_policy_is_left_to_kubernetes_unless_set():
@@ -400,8 +400,9 @@ def test_the_image_pull_policy_is_left_to_kubernetes_unless_set():
     def policies(doc):
         spec = parse_spec(doc)
         names = JobNames.for_run(spec, "r1")
-        pods = [o for o in job_manifests(spec, names) if o["kind"] == "Pod"]
-        rendered = [o for o in parse_yaml(render_yaml(spec, names)) if o["kind"] == "Pod"]
+        plan = plan_job(spec, names, DeploymentPolicy())
+        pods = plan.pods
+        rendered = [o for o in parse_yaml(render_yaml(plan)) if o["kind"] == "Pod"]
         return ({c.get("imagePullPolicy") for p in pods for c in p["spec"]["containers"]},
                 {c.get("imagePullPolicy") for p in rendered for c in p["spec"]["containers"]})
     assert policies(tfjob()) == ({None}, {None})

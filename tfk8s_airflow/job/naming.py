@@ -14,9 +14,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+import string
 
 DNS1123_LABEL_MAX = 63
 LABEL_VALUE_MAX = 63
+_ASCII_ALNUM = frozenset(string.ascii_letters + string.digits)
+_LABEL_CHARS = _ASCII_ALNUM | frozenset("_.-")
 #: Longest suffix ever appended to a job name: "-evaluator-0" and "-tensorboard" (12); "-worker-511" is 11.
 LONGEST_SUFFIX = len("-evaluator-0")
 #: A job name leaves room for its longest object-name suffix.
@@ -118,3 +121,22 @@ def sanitize_label_value(value: str) -> str:
     head = cleaned[: LABEL_VALUE_MAX - len(tail) - 1]
     head = re.sub(r"[^A-Za-z0-9]+$", "", head)
     return f"{head}-{tail}" if head else tail
+
+
+def pod_operator_label_value(value: str) -> str:
+    """A label value as the cncf.kubernetes provider's KubernetesPodOperator writes it on its pods (its
+    ``pod_generator.make_safe_label_value``): setup labels the replica pods so that each replica task finds
+    its pod by the labels that operator computes, so the two must agree to the character, and the job
+    model imports no Airflow. The rule: drop every character before the first and after the last ASCII
+    letter or digit, and every character outside ``[A-Za-z0-9_.-]`` between them; a value that this
+    changed, or that is longer than 63 characters, becomes its first 53 characters so kept, ``-`` and the
+    first 9 hex digits of the MD5 of the value as given. (tests/unit/test_plan.py holds it to the
+    installed provider's, examples and Hypothesis.)
+    """
+    first = next((i for i, c in enumerate(value) if c in _ASCII_ALNUM), len(value))
+    last = next((i for i in range(len(value) - 1, first - 1, -1) if value[i] in _ASCII_ALNUM), first - 1)
+    kept = "".join(c for c in value[first:last + 1] if c in _LABEL_CHARS)
+    if kept == value and len(kept) <= LABEL_VALUE_MAX:
+        return kept
+    digest = hashlib.md5(value.encode(), usedforsecurity=False).hexdigest()[:9]
+    return f"{kept[:LABEL_VALUE_MAX - len(digest) - 1]}-{digest}"

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import copy
-import hashlib
 import json
 import lzma
 import os
@@ -30,6 +29,7 @@ from tfk8s_airflow.contract import CONTAINER_NAME, GANG_GATE, LABEL_ATTEMPT, LAB
 from tfk8s_airflow.exceptions import KubernetesApiError, PermanentKubernetesApiError, SpecError
 from tfk8s_airflow.job import kueue
 from tfk8s_airflow.job.builders.admission import admit_pods
+from tfk8s_airflow.job.builders.templatemap import TEMPLATES_KEY, blob_digest
 from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.policy.settings import lookup
 from tfk8s_airflow.job.run.records import Attempt, JobRecord
@@ -40,47 +40,8 @@ from tfk8s_airflow.job.spec.quantity import quantity_to_float
 from tfk8s_airflow.k8s.client import GATE_PATCH, GATE_PATCH_TYPE, REQUEST_TIMEOUT_S, wrap_api_error
 
 ATTEMPTS_ANNOTATION = "tfk8s.io/attempts"
-TEMPLATES_KEY = "pods.json.xz"
-CONFIGMAP_MAX_BYTES = 1024 * 1024  # the kube-apiserver's bound on a ConfigMap's data
 TEMPLATES_MAX_JSON_BYTES = 256 * 1024 * 1024  # read bound: a ConfigMap that inflates beyond this is refused
 GONE_TIMEOUT_S = 120.0
-
-
-def templates_blob(pods: Sequence[Mapping[str, Any]]) -> bytes:
-    """The pods' manifests as stored: JSON, xz (preset 1, a 1 MiB window).
-
-    xz, not gzip: a pod's TF_CONFIG names every replica, so at 512 replicas each pod is ~40 KB and
-    gzip's 32 KiB window sees no pod twice (1.1 MB, over the ConfigMap bound); xz's window spans many
-    pods and stores 512 of them in ~10 KB.
-    """
-    return lzma.compress(json.dumps(list(pods), separators=(",", ":")).encode(), preset=1)
-
-
-def check_templates_fit(pods: Sequence[Mapping[str, Any]]) -> None:
-    """Raise SpecError (before anything is created) when the templates would not fit a ConfigMap."""
-    size = len(templates_blob(pods))
-    if size > CONFIGMAP_MAX_BYTES - 64 * 1024:  # headroom for what setup adds (owner references)
-        raise SpecError(f"the job's {len(pods)} pod manifests take {size} bytes compressed, more than the "
-                        f"ConfigMap recovery keeps them in holds ({CONFIGMAP_MAX_BYTES}); nothing was created "
-                        "(fix: fewer replicas, or smaller env/pod_template per replica)", field="replicas")
-
-
-def templates_configmap(record_job: str, namespace: str, name: str, labels: Mapping[str, str],
-                        pods: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The ConfigMap of a job's pod manifests as setup creates them."""
-    return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
-            "binaryData": {TEMPLATES_KEY: base64.b64encode(templates_blob(pods)).decode()}}
-
-
-def templates_digest(configmap: Mapping[str, Any]) -> str:
-    """``sha256:<hex>`` of a templates ConfigMap's data: setup keeps it in the job record (Airflow's
-    database), and recovery reads the pods only when the ConfigMap still holds exactly that."""
-    return _digest(base64.b64decode(configmap["binaryData"][TEMPLATES_KEY]))
-
-
-def _digest(raw: bytes) -> str:
-    return "sha256:" + hashlib.sha256(raw).hexdigest()
 
 
 def read_templates(binary_data: Mapping[str, str] | None, where: str,
@@ -95,7 +56,7 @@ def read_templates(binary_data: Mapping[str, str] | None, where: str,
     if TEMPLATES_KEY not in data:
         raise _unreadable(where, f"it holds no {TEMPLATES_KEY}")
     raw = base64.b64decode(data[TEMPLATES_KEY])
-    found = _digest(raw) if digest is not None else ""
+    found = blob_digest(raw) if digest is not None else ""
     if digest is not None and found != digest:
         raise _unreadable(where, f"it no longer holds what setup wrote ({found[:19]}..., setup wrote "
                                  f"{digest[:19]}...): recovery creates only the pods setup admitted")
@@ -400,5 +361,4 @@ def dataclass_dict(attempt: Attempt) -> dict[str, Any]:
     return out
 
 
-__all__ = ["ATTEMPTS_ANNOTATION", "Recoverer", "templates_configmap", "templates_digest", "check_templates_fit",
-           "read_templates", "rebuilt", "memory_of", "REPLACE"]
+__all__ = ["ATTEMPTS_ANNOTATION", "Recoverer", "read_templates", "rebuilt", "memory_of", "REPLACE"]

@@ -13,6 +13,10 @@ their names that setup did not create is refused before anything is created
 (:func:`tfk8s_airflow.job.builders.admission.admit_pods`). If creation fails midway, everything of
 the job is deleted again before the error is raised.
 
+Every object setup creates comes from the job's plan (:func:`tfk8s_airflow.job.builders.plan.plan_job`),
+the same plan ``tfk8s render`` prints: setup checks it against the cluster, then creates it in
+its order, each object but the Service owned by the Service once that exists.
+
 A job with a ``pod_template`` first creates one pod per role with a server-side dry run
 (validation and admission, nothing stored): a template is Kubernetes' own pod spec, which
 only the API server checks completely, and a refusal must come before the first object
@@ -38,22 +42,12 @@ from airflow.sdk import BaseOperator
 
 from tfk8s_airflow.deployment import deployment_policy
 from tfk8s_airflow.exceptions import PermanentError, Problem, QuotaExceededError, SpecError
-from tfk8s_airflow.job import kueue, naming
+from tfk8s_airflow.job import kueue
 from tfk8s_airflow.job.builders import quota
-from tfk8s_airflow.job.builders.admission import admit_pod, admit_pods
-from tfk8s_airflow.job.builders.network import network_policy_manifest
-from tfk8s_airflow.job.builders.objects import (
-    JobNames,
-    configmap_manifest,
-    job_labels,
-    owned_by,
-    owner_reference,
-    plan_replicas,
-    pod_manifest,
-    service_manifest,
-)
+from tfk8s_airflow.job.builders.objects import JobNames, owner_reference
+from tfk8s_airflow.job.builders.plan import plan_job, replica_task_id
 from tfk8s_airflow.job.builders.shardmap import normalize_shards
-from tfk8s_airflow.job.builders.tensorboard import plan_tensorboard, tensorboard_manifest
+from tfk8s_airflow.job.builders.templatemap import check_templates_fit
 from tfk8s_airflow.job.defaults import POLL_INTERVAL_S
 from tfk8s_airflow.job.policy.preflight import PREFLIGHT_KEY, check_mode
 from tfk8s_airflow.job.run.judge import JobPolicy
@@ -63,20 +57,9 @@ from tfk8s_airflow.k8s import capacity
 from tfk8s_airflow.k8s.client import DEFAULT_CONCURRENCY, JobClient
 from tfk8s_airflow.k8s.kueue import release_quota
 from tfk8s_airflow.k8s.owned import check_absent_or_own, create_own
-from tfk8s_airflow.k8s.recovery import check_templates_fit, templates_configmap, templates_digest
 from tfk8s_airflow.operators.base import fail_permanently
 
-__all__ = ["TFJobSetupOperator", "normalize_shards", "replica_task_labels"]
-
-
-def replica_task_labels(dag_id: str, task_id: str, run_id: str, map_index: int) -> dict[str, str]:
-    """The labels the provider's KubernetesPodOperator finds its pod by (``find_pod``), for one
-    replica task: setup creates the pods, the replica tasks attach to them."""
-    from airflow.providers.cncf.kubernetes import pod_generator
-
-    labels = {"dag_id": dag_id, "task_id": task_id, "run_id": run_id, "kubernetes_pod_operator": "True",
-              "map_index": str(map_index), "try_number": "1"}
-    return {k: pod_generator.make_safe_label_value(v) for k, v in labels.items()}
+__all__ = ["TFJobSetupOperator", "normalize_shards"]
 
 
 def _managed_by_kueue(queue: str) -> Callable[[Mapping[str, Any]], None]:
@@ -177,66 +160,47 @@ class TFJobSetupOperator(BaseOperator):
             if problems:
                 raise QuotaExceededError(f"job {names.job} does not fit the quota of namespace {names.namespace}; "
                                          "nothing was created:\n  - " + "\n  - ".join(problems))
-        replicas = plan_replicas(spec, names, shards, policy)
-        task_id = self.replica_task_id or (f"{group}.replica" if group else "replica")
-        pods = [pod_manifest(spec, names, r, gated=True,
-                             extra_labels=replica_task_labels(dag.dag_id, task_id, context["run_id"], i))
-                for i, r in enumerate(replicas)]
-        # Admission: who decides that the whole job may start. With a queue, Kueue does: the pods form one
-        # pod group, which its ClusterQueue admits whole when the quota allows, and no verdict of ours
-        # comes first (Kueue's is the cluster's). Without one, the gates are released as soon as every pod
-        # exists. The one place this is chosen.
-        queue = spec.queue or policy.default_queue or None
+        # Every object the job will have, built once (the same plan tfk8s render prints).
+        plan = plan_job(spec, names, policy, shards, dag_id=dag.dag_id, run_id=context["run_id"],
+                        task_id=self.replica_task_id or replica_task_id(group))
+        pods, queue = list(plan.pods), plan.queue
         if queue:
-            group_id = kueue.group_name(names.job)
-            pods = [kueue.in_group(p, queue, group_id, len(pods), spec.priority_class) for p in pods]
             priority = f" (priority class {spec.priority_class})" if spec.priority_class else ""
             self.log.info("queue %s: the %d pods form the Kueue pod group %s%s; Kueue admits them together", queue,
-                          len(pods), group_id, priority)
-        # Every pod as the deployment admits it now (host paths resolved, read-only ones mounted read-only).
-        pods = admit_pods(pods, policy)
+                          len(pods), plan.kueue_group, priority)
         check_templates_fit(pods)  # recovery's copy of the pods must fit its ConfigMap: refuse before creating
         if any(rs.pod_template for rs in spec.active_roles):
-            self._dry_run(client, replicas, pods)
+            self._dry_run(client, plan.replicas, pods)
         # Before anything exists: never fails here, waits waits here (docs/jobs.md, "Pre-flight").
         capacity.preflight(client, spec, names.job, pods, queue=queue, poll_s=self.poll_interval, log=self.log,
                            mode=policy.preflight if self.preflight is None else check_mode(self.preflight),
                            publish=lambda r: context["ti"].xcom_push(key=PREFLIGHT_KEY, value=r.to_xcom()))
-        tensorboard = plan_tensorboard(spec, names, policy)
-        tensorboard_pod = admit_pod(tensorboard_manifest(tensorboard, names), policy) if tensorboard else None
-        service = service_manifest(spec, names)
-        configmaps = [configmap_manifest(spec, names, shards)] if shards is not None else []
-        templates = templates_configmap(names.job, names.namespace, naming.templates_name(names.job),
-                                        job_labels(spec, names), pods)
-        network = network_policy_manifest(spec, names, policy, pods)
         # Before anything is created: an object of the job's names that setup did not make is refused, and
         # setup's clean-up below never deletes it.
-        check_absent_or_own(client, [service, *configmaps, templates, network])
+        check_absent_or_own(client, [plan.service, *plan.support_objects])
         try:
             # The Service first: every other object of the job is its dependent, so deleting it
             # (teardown, or by hand when teardown never ran) lets Kubernetes remove them all.
-            created, svc = create_own(client, service)
+            created, svc = create_own(client, plan.service)
             self.log.info("Service %s %s", names.service, "created" if created else "of an earlier try, taken")
-            owner = owner_reference(names.service, svc["metadata"]["uid"])
-            pods = [owned_by(p, owner) for p in pods]
             # The pods as created: recovery recreates replicas from them (docs/recovery.md), and only
             # while the ConfigMap holds what the digest in the job record says.
-            templates = owned_by(templates_configmap(names.job, names.namespace, naming.templates_name(names.job),
-                                                     job_labels(spec, names), pods), owner)
-            digest = templates_digest(templates)
-            for obj in [*configmaps, templates, network]:
-                created, _ = create_own(client, owned_by(obj, owner))
+            plan = plan.owned(owner_reference(names.service, svc["metadata"]["uid"]))
+            digest = plan.templates_digest
+            for obj in plan.support_objects:
+                created, _ = create_own(client, obj)
                 self.log.info("%s %s %s", obj["kind"], obj["metadata"]["name"],
                               "created" if created else "of an earlier try, taken")
             self.log.info("the pods' templates: digest %s", digest)
-            batch = client.create_pods(pods, self.create_concurrency,
+            batch = client.create_pods(list(plan.pods), self.create_concurrency,
                                        inspect=_managed_by_kueue(queue) if queue else None)
-            released = client.release_gates(names.namespace, [p["metadata"]["name"] for p in pods],
+            released = client.release_gates(names.namespace, [p["metadata"]["name"] for p in plan.pods],
                                             self.create_concurrency)
-            if tensorboard is not None and tensorboard_pod is not None:
+            tensorboard = plan.tensorboard
+            if tensorboard is not None and plan.tensorboard_pod is not None:
                 # Not gated: nothing waits for it. Created after the replicas' gates are released, so
                 # the scheduler sees the replicas first; the judge never counts it (no role label).
-                created = client.create_if_absent(owned_by(tensorboard_pod, owner))
+                created = client.create_if_absent(plan.tensorboard_pod)
                 self.log.info("TensorBoard pod %s %s: --logdir %s, tensorboard.%s.%s.svc:%d", tensorboard.pod_name,
                               "created" if created else "reused (retry or cleared run)", tensorboard.args[1],
                               names.service, names.namespace, tensorboard.port)
@@ -254,7 +218,7 @@ class TFJobSetupOperator(BaseOperator):
             self.log.info("the pods wait for Kueue's admission in queue %s (gate %s); the sensor shows their place",
                           queue, kueue.ADMISSION_GATE)
         judged_by = JobPolicy.from_spec(spec, active_deadline=deadline)
-        record: JobRecord = job_record(spec, names, replicas, policy=judged_by, has_shards=shards is not None,
+        record: JobRecord = job_record(spec, names, plan.replicas, policy=judged_by, has_shards=shards is not None,
                                        kubernetes_conn_id=self.kubernetes_conn_id, poll_interval=self.poll_interval,
                                        tensorboard_url=policy.tensorboard_url, log_dir=self.log_dir or None,
                                        templates_digest=digest, queue=queue)

@@ -1,5 +1,6 @@
 """From a spec to the Kubernetes objects of one job: ``objects`` (pods, Service, ConfigMap),
 ``wiring`` (TF_CONFIG and flags), ``shardmap``, ``tensorboard``, ``network`` (the NetworkPolicy),
-``evaluation``, ``manifests`` (every object of a job, in creation order), ``render`` (through a
-Jinja2 template), ``admission`` (the one admission of a pod), ``quota`` and ``ownership``.
+``templatemap`` (the pods kept for recovery), ``plan`` (every object of a job, in creation order:
+what setup creates and ``tfk8s render`` prints), ``evaluation``, ``render`` (the plan as YAML, or
+through a Jinja2 template), ``admission`` (the one admission of a pod), ``quota`` and ``ownership``.
 """

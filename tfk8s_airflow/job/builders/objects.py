@@ -1,10 +1,10 @@
 """Pure builders: from a spec to the Kubernetes objects of one job.
 
-Why a replica plan between the spec and the objects: the Python builders and the
-Jinja2 template (``templates/tfcluster_template.yaml.jinja``) must produce the
-same objects. Both start from the same :class:`Replica` facts (names, labels,
-env, TF_CONFIG...), computed once here, so a user's own template can never drift
-from what the operators create, and a test can prove the two agree.
+Why a replica plan between the spec and the objects: every fact of a replica's pod (names,
+labels, env, TF_CONFIG...) is computed once here, as a :class:`Replica`, and everything that
+needs one reads it: the pod builder, the job record (the replica tasks' map indexes), recovery,
+evaluation. The job's objects are assembled from these builders in one place only, the job's plan
+(:mod:`tfk8s_airflow.job.builders.plan`), which setup creates and ``tfk8s render`` prints.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class JobNames:
 
 @dataclass(frozen=True)
 class Replica:
-    """Every fact of one replica's pod; rendered by builders and templates alike."""
+    """Every fact of one replica's pod, computed once (:func:`plan_replicas`)."""
 
     role: str
     index: int

@@ -1,17 +1,19 @@
-"""Render a job as multi-document YAML through a Jinja2 template.
+"""Render a job's plan as multi-document YAML: what setup creates, object for object.
 
-Why a template at all when the builders exist: the seed's workflow was a Jinja2
-template piped to ``kubectl apply -f -``, and teams customise it (sidecars,
-affinity, site conventions). The template sees the same replica plan as the
-builders (:func:`tfk8s_airflow.job.builders.objects.plan_replicas`), renders with
-StrictUndefined so a typo in a custom template is an error instead of an empty
-field, and its output is parsed back to check it is YAML before it is printed.
+Why the plan and nothing else: ``tfk8s render`` is the seed's Jinja2 + ``kubectl apply -f -``
+workflow done right, and what it prints must be what setup creates, so it prints the objects of
+:func:`~tfk8s_airflow.job.builders.plan.plan_job` (:meth:`JobPlan.objects
+<tfk8s_airflow.job.builders.plan.JobPlan.objects>`), dumped by YAML's safe dumper. Setup's owner
+references are not among them: they name the Service's UID, which exists only once the Service
+does.
 
-Templates render in Jinja's SandboxedEnvironment: a template file is configuration, not
-code, and without the sandbox ``{{ spec.to_dict.__globals__ }}`` reaches every module of
-the process. Values go through the ``json`` filter (:func:`yaml_json`): JSON with every
-character YAML would refuse or read as a line break escaped, so any string a spec holds
-survives the round trip exactly.
+A team's own Jinja2 template (``--template``) is a view of the same plan: it gets ``plan``,
+``objects`` (the plan's, in creation order), ``spec`` and ``names``, renders with StrictUndefined
+(a typo is an error, not an empty field) in Jinja's SandboxedEnvironment (a template file is
+configuration, not code: without the sandbox ``{{ spec.to_dict.__globals__ }}`` reaches every
+module of the process), and its output is parsed back to check it is YAML. Values go through the
+``json`` filter (:func:`yaml_json`): JSON with every character YAML would refuse or read as a line
+break escaped, so any string a spec holds survives the round trip exactly.
 """
 
 from __future__ import annotations
@@ -27,28 +29,20 @@ import jinja2
 import jinja2.sandbox
 import yaml
 
-from tfk8s_airflow.contract import TENSORBOARD_CONTAINER
 from tfk8s_airflow.exceptions import TemplateError
-from tfk8s_airflow.job.builders.objects import (
-    CONTAINER_NAME,
-    PORT_NAME,
-    SHARDS_KEY,
-    JobNames,
-    job_labels,
-    plan_replicas,
-    shards_json,
-)
-from tfk8s_airflow.job.builders.tensorboard import plan_tensorboard
-from tfk8s_airflow.job.policy import DeploymentPolicy
-from tfk8s_airflow.job.spec import TFJobSpec
+from tfk8s_airflow.job.builders.plan import JobPlan
 
-DEFAULT_TEMPLATE = Path(__file__).parent / "templates" / "tfcluster_template.yaml.jinja"
+__all__ = ["dump_yaml", "parse_yaml", "render_yaml", "yaml_json"]
 
-try:  # libyaml's C loader is an order of magnitude faster for 512-replica jobs
+try:  # libyaml's C loader and dumper are an order of magnitude faster for 512-replica jobs
     _Loader: Any = yaml.CSafeLoader
+    _Dumper: Any = yaml.CSafeDumper
 except AttributeError:  # pragma: no cover - PyPI wheels ship libyaml
-    _Loader = yaml.SafeLoader
+    _Loader, _Dumper = yaml.SafeLoader, yaml.SafeDumper
 
+#: Wide enough that no value is folded over lines: a TF_CONFIG stays one line, as ``kubectl get -o yaml``
+#: users read it.
+_WIDTH = 1 << 20
 
 #: Characters that must not appear raw in YAML: the non-printable ones (C1 controls, DEL,
 #: surrogates, U+FFFE/U+FFFF) and those YAML 1.1 reads as line breaks or a byte order mark.
@@ -68,6 +62,13 @@ def yaml_json(value: Any) -> str:
     return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
+def dump_yaml(objects: Sequence[Mapping[str, Any]]) -> str:
+    """``objects`` as multi-document YAML (keys in the builders' order, one line per value)."""
+    text: str = yaml.dump_all([dict(o) for o in objects], Dumper=_Dumper, sort_keys=False, allow_unicode=True,
+                              default_flow_style=False, width=_WIDTH, explicit_start=False)
+    return text
+
+
 @functools.lru_cache(maxsize=16)  # compiled templates are reused across renders
 def _environment(template_dir: Path) -> jinja2.Environment:
     env = jinja2.sandbox.SandboxedEnvironment(
@@ -80,39 +81,28 @@ def _environment(template_dir: Path) -> jinja2.Environment:
     return env
 
 
-def render_yaml(spec: TFJobSpec, names: JobNames, shards: Mapping[str, Sequence[str]] | None = None,
-                template: str | Path | None = None, *, check: bool | None = None,
-                policy: DeploymentPolicy | None = None) -> str:
-    """The job's objects as multi-document YAML text.
-
-    ``check`` parses the output back; by default only for custom templates (the
-    bundled one is proven equal to the builders by the test suite). ``policy``: the
-    deployment's, as for :func:`~tfk8s_airflow.job.builders.objects.plan_replicas`.
-    """
-    path = Path(template) if template else DEFAULT_TEMPLATE
+def render_yaml(plan: JobPlan, template: str | Path | None = None) -> str:
+    """The plan's objects as multi-document YAML text: :func:`dump_yaml` of :meth:`JobPlan.objects
+    <tfk8s_airflow.job.builders.plan.JobPlan.objects>`, or ``template`` rendered with the plan (its
+    output parsed back; TemplateError naming the template when it fails or writes no YAML)."""
+    if template is None:
+        return dump_yaml(plan.objects())
+    path = Path(template)
     if not path.is_file():
         raise TemplateError(f"template {path} does not exist (fix: pass an existing --template file)")
-    labels = job_labels(spec, names)
-    context = {
-        "spec": spec, "names": names, "labels": labels,
-        "replicas": plan_replicas(spec, names, shards, policy),
-        "tensorboard": plan_tensorboard(spec, names, policy, labels),
-        "shards_json": shards_json(shards) if shards is not None else None,
-        "container_name": CONTAINER_NAME, "port_name": PORT_NAME, "shards_key": SHARDS_KEY,
-        "tensorboard_name": TENSORBOARD_CONTAINER,
-    }
+    context = {"plan": plan, "objects": plan.objects(), "spec": plan.spec, "names": plan.names}
     try:
         text = _environment(path.parent).get_template(path.name).render(context)
     except jinja2.TemplateError as exc:
         lineno = getattr(exc, "lineno", None)
         where = f"{path}:{lineno}" if lineno else str(path)
         raise TemplateError(f"template {where} failed to render: {exc}") from exc
-    if check if check is not None else template is not None:
-        parse_yaml(text, source=str(path))
+    parse_yaml(text, source=str(path))
     return text
 
 
 def parse_yaml(text: str, source: str = "<rendered>") -> list[dict[str, Any]]:
+    """The documents of rendered YAML text (empty ones dropped); TemplateError when it is not YAML."""
     try:
         return [doc for doc in yaml.load_all(text, Loader=_Loader) if doc is not None]
     except yaml.YAMLError as exc:

@@ -48,7 +48,7 @@ LIMITS = {"cpu": "1", "memory": "2Gi"}
 
 @dataclass(frozen=True)
 class TensorBoardPlan:
-    """Every fact of the job's TensorBoard pod; rendered by the builder and the template alike."""
+    """Every fact of the job's TensorBoard pod (:func:`tensorboard_manifest` builds the pod of it)."""
 
     pod_name: str
     hostname: str

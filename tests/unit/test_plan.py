@@ -1,0 +1,209 @@
+"""The job's plan (job/builders/plan.py): every object setup creates, in its order, as setup creates it."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tfk8s_airflow.contract import GANG_GATE
+from tfk8s_airflow.exceptions import SpecError
+from tfk8s_airflow.job import kueue, naming
+from tfk8s_airflow.job.builders.objects import JobNames, owner_reference
+from tfk8s_airflow.job.builders.plan import JobPlan, plan_job, replica_task_id, replica_task_labels
+from tfk8s_airflow.job.builders.templatemap import templates_digest
+from tfk8s_airflow.job.policy import DeploymentPolicy
+from tfk8s_airflow.job.spec import parse_spec
+from tfk8s_airflow.k8s.recovery import read_templates
+
+GLUSTER = "/mnt/tfk8s-gluster"
+SHARDS = {"worker-0": ["/data/part-0"], "worker-1": ["/data/part-1"]}
+RUN = "manual__2026-12-01T15:12:00.502648+00:00"
+BASE = {"name": "plan", "namespace": "ml", "image": "tfk8s/trainer:0.1", "ps": 1, "worker": 2}
+WITH_TENSORBOARD = {**BASE, "tensorboard": {"log_dir": "/model/tb"},
+                    "volumes": [{"name": "model", "mount_path": "/model", "host_path": f"{GLUSTER}/model"}]}
+
+
+def planned(doc=None, policy=None, shards=None, **kw) -> JobPlan:
+    spec = parse_spec(doc or BASE)
+    names = JobNames.for_run(spec, RUN, "train", "tfk8s_dag")
+    kw = {"dag_id": "tfk8s_dag", "run_id": RUN, "task_id": "train.replica", **kw}
+    return plan_job(spec, names, policy or DeploymentPolicy(), shards, **kw)
+
+
+def kinds_and_names(objs):
+    return [(o["kind"], o["metadata"]["name"]) for o in objs]
+
+
+def test_the_objects_come_in_the_order_setup_creates_them():
+    plan = planned(WITH_TENSORBOARD, shards=SHARDS)
+    job = plan.names.job
+    assert kinds_and_names(plan.objects()) == [
+        ("Service", job), ("ConfigMap", f"{job}-shards"), ("ConfigMap", f"{job}-pods"),
+        ("NetworkPolicy", f"{job}-network"), ("Pod", f"{job}-ps-0"), ("Pod", f"{job}-worker-0"),
+        ("Pod", f"{job}-worker-1"), ("Pod", f"{job}-tensorboard")]
+    # Without shards and TensorBoard: neither the shard ConfigMap nor the TensorBoard pod.
+    plain = planned()
+    assert [k for k, _ in kinds_and_names(plain.objects())] == ["Service", "ConfigMap", "NetworkPolicy", "Pod", "Pod",
+                                                                "Pod"]
+    assert plain.shards is None and plain.tensorboard is None and plain.tensorboard_pod is None
+    assert plain.support_objects == [plain.templates, plain.network_policy]
+    assert [r.pod_name for r in plain.replicas] == [p["metadata"]["name"] for p in plain.pods]
+
+
+def test_every_replica_pod_is_gated_and_the_tensorboard_is_not():
+    plan = planned(WITH_TENSORBOARD)
+    assert len(plan.pods) == 3
+    for pod in plan.pods:
+        assert pod["spec"]["schedulingGates"] == [{"name": GANG_GATE}]
+    assert plan.tensorboard_pod is not None and "schedulingGates" not in plan.tensorboard_pod["spec"]
+
+
+def test_every_replica_pod_carries_its_replica_tasks_labels_as_the_pod_operator_computes_them():
+    from airflow.providers.cncf.kubernetes.pod_generator import make_safe_label_value
+
+    plan = planned()
+    for i, pod in enumerate(plan.pods):
+        labels = pod["metadata"]["labels"]
+        assert {k: labels[k] for k in ("dag_id", "task_id", "run_id", "kubernetes_pod_operator", "map_index",
+                                       "try_number")} == {
+            "dag_id": "tfk8s_dag", "task_id": "train.replica", "run_id": make_safe_label_value(RUN),
+            "kubernetes_pod_operator": "True", "map_index": str(i), "try_number": "1"}
+    assert "dag_id" not in plan.service["metadata"]["labels"]
+    assert replica_task_id("") == "replica" and replica_task_id("train") == "train.replica"
+
+
+@pytest.mark.parametrize("value", ["", "d", "tfk8s_retrain_daily", RUN, "scheduled__2026-11-29T00:00:00+00:00",
+                                   "-lead.and.trail_", "x" * 63, "y" * 64, "a" * 80 + "!", "ünïcödé-run",
+                                   "group.sub.replica", "..", "manual__1"])
+def test_the_label_values_are_the_pod_operators_to_the_character(value):
+    from airflow.providers.cncf.kubernetes.pod_generator import make_safe_label_value
+
+    assert naming.pod_operator_label_value(value) == make_safe_label_value(value)
+    assert replica_task_labels(value, value, value, 3)["run_id"] == make_safe_label_value(value)
+
+
+@given(st.text(alphabet=st.sampled_from("aZ09_.-+:/ é\x00"), max_size=90) | st.text(max_size=90))
+def test_any_label_value_is_the_pod_operators(value):
+    from airflow.providers.cncf.kubernetes.pod_generator import make_safe_label_value
+
+    assert naming.pod_operator_label_value(value) == make_safe_label_value(value)
+
+
+def test_a_queued_job_is_one_kueue_pod_group_and_a_job_without_a_queue_is_none():
+    queued = planned({**BASE, "queue": "team-a", "priority_class": "high"})
+    group = kueue.group_name(queued.names.job)
+    assert queued.queue == "team-a" and queued.kueue_group == group
+    for pod in queued.pods:
+        assert pod["metadata"]["labels"][kueue.QUEUE_LABEL] == "team-a"
+        assert pod["metadata"]["labels"][kueue.GROUP_LABEL] == group
+        assert pod["metadata"]["labels"][kueue.PRIORITY_LABEL] == "high"
+        assert pod["metadata"]["annotations"][kueue.GROUP_TOTAL_ANNOTATION] == "3"
+        assert pod["spec"]["schedulingGates"] == [{"name": GANG_GATE}]  # ours too: Kueue's webhook adds its own
+    # The deployment's default queue when the spec names none.
+    shared = planned(policy=DeploymentPolicy(default_queue="shared"))
+    assert shared.queue == "shared"
+    assert {p["metadata"]["labels"][kueue.QUEUE_LABEL] for p in shared.pods} == {"shared"}
+    assert kueue.PRIORITY_LABEL not in shared.pods[0]["metadata"]["labels"]
+    plain = planned()
+    assert plain.queue is None and plain.kueue_group is None
+    for obj in plain.objects():
+        assert not any(k.startswith("kueue.x-k8s.io/") for k in obj["metadata"]["labels"])
+        assert not any(k.startswith("kueue.x-k8s.io/") for k in obj["metadata"].get("annotations") or {})
+
+
+def test_the_network_policy_and_the_templates_configmap_are_in_the_plan():
+    plan = planned(WITH_TENSORBOARD)
+    net = plan.network_policy
+    assert net["kind"] == "NetworkPolicy" and net["metadata"]["name"] == naming.network_policy_name(plan.names.job)
+    assert net["spec"]["podSelector"] == {"matchLabels": {"tfk8s.io/job": plan.names.job}}
+    assert [r["ports"] for r in net["spec"]["ingress"]] == [[{"port": 2222, "protocol": "TCP"}],
+                                                            [{"port": 6006, "protocol": "TCP"}]]
+    cm = plan.templates
+    assert cm["kind"] == "ConfigMap" and cm["metadata"]["name"] == naming.templates_name(plan.names.job)
+    assert cm["metadata"]["labels"]["tfk8s.io/job"] == plan.names.job
+    # It holds the pods exactly as planned (gated, labelled, admitted), under the digest the plan reports.
+    assert read_templates(cm["binaryData"], "the plan", digest=plan.templates_digest) == list(plan.pods)
+    assert plan.templates in plan.objects() and plan.network_policy in plan.objects()
+
+
+def test_owned_puts_the_owner_on_every_object_but_the_service_and_rebuilds_the_templates():
+    plan = planned(WITH_TENSORBOARD, shards=SHARDS)
+    reference = owner_reference(plan.names.service, "0c7e-uid")
+    owned = plan.owned(reference)
+    assert kinds_and_names(owned.objects()) == kinds_and_names(plan.objects())
+    assert "ownerReferences" not in owned.service["metadata"]
+    for obj in owned.objects()[1:]:
+        assert obj["metadata"]["ownerReferences"] == [reference], obj["metadata"]["name"]
+    assert owned.owner == reference
+    # The templates hold the owned pods (recovery recreates them owned), so their digest changes with the owner.
+    assert read_templates(owned.templates["binaryData"], "owned", digest=owned.templates_digest) == list(owned.pods)
+    assert owned.templates_digest != plan.templates_digest
+    assert owned.templates_digest == templates_digest(owned.templates)
+    other = plan.owned(owner_reference(plan.names.service, "another-uid"))
+    assert other.templates_digest not in (plan.templates_digest, owned.templates_digest)
+    # Pure: the plan it was made from is as it was.
+    assert all("ownerReferences" not in o["metadata"] for o in plan.objects())
+    assert plan.owner is None
+
+
+def test_the_pods_are_admitted_by_the_deployments_policy():
+    doc = {**BASE, "volumes": [{"name": "s", "mount_path": "/s", "host_path": f"{GLUSTER}/serving/v1"}]}
+    plan = planned(doc, policy=DeploymentPolicy(read_only_host_paths=(f"{GLUSTER}/serving",)))
+    for pod in plan.pods:
+        (mount,) = [m for m in pod["spec"]["containers"][0]["volumeMounts"] if m["name"] == "s"]
+        assert mount["readOnly"] is True
+    assert read_templates(plan.templates["binaryData"], "t")[0]["spec"]["containers"][0]["volumeMounts"] == \
+        plan.pods[0]["spec"]["containers"][0]["volumeMounts"]
+    # A host path that resolves elsewhere (a planted link) is refused: the plan is what may be created, or nothing.
+    with pytest.raises(SpecError, match="resolves .through a symbolic link. to '/etc'"):
+        planned(doc, policy=DeploymentPolicy(), realpath=lambda p: "/etc" if p.endswith("/v1") else p)
+
+
+# ----------------------------------------------------------------------------- render prints the plan
+def test_render_prints_the_plan_object_for_object_and_no_owner():
+    import yaml
+
+    from tfk8s_airflow.job.builders.render import parse_yaml, render_yaml
+
+    plan = planned(WITH_TENSORBOARD, shards=SHARDS)
+    text = render_yaml(plan)
+    assert parse_yaml(text) == plan.objects()
+    assert list(yaml.safe_load_all(text)) == list(yaml.safe_load_all(yaml.safe_dump_all(plan.objects())))
+    assert "ownerReferences" not in text
+
+
+def test_the_tfk8s_command_renders_the_plan_setup_would_create(tmp_path):
+    import json
+
+    import yaml
+
+    from tests.unit.test_cli import tfk8s
+
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(yaml.safe_dump(WITH_TENSORBOARD))
+    shards = tmp_path / "shards.json"
+    shards.write_text(json.dumps(SHARDS))
+    args = ("render", str(spec_file), "--shards", str(shards), "--run-id", RUN, "--dag-id", "tfk8s_dag",
+            "--group", "train")
+    for env in ({}, {"TFK8S_DEFAULT_QUEUE": "shared"}):
+        res = tfk8s(*args, env=env, check=True)
+        plan = planned(WITH_TENSORBOARD, policy=DeploymentPolicy.from_env(env), shards=SHARDS)
+        assert list(yaml.safe_load_all(res.stdout)) == plan.objects()
+        pods = [o for o in yaml.safe_load_all(res.stdout) if o["kind"] == "Pod"][:3]
+        assert all(p["metadata"]["labels"]["task_id"] == "train.replica" for p in pods)
+        assert all((kueue.QUEUE_LABEL in p["metadata"]["labels"]) == bool(env) for p in pods)
+
+
+def test_a_template_of_ones_own_is_a_view_of_the_plan(tmp_path):
+    """The template docs/cli.md shows prints the same objects as the default output."""
+    from tfk8s_airflow.job.builders.render import parse_yaml, render_yaml
+
+    tpl = tmp_path / "objects.yaml.jinja"
+    tpl.write_text("{% for obj in objects %}---\n{{ obj | json }}\n{% endfor %}")
+    plan = planned(WITH_TENSORBOARD, shards=SHARDS)
+    assert parse_yaml(render_yaml(plan, tpl)) == plan.objects()
+    names = tmp_path / "names.yaml.jinja"
+    names.write_text("job: {{ names.job | json }}\nspec: {{ spec.name | json }}\nqueue: {{ plan.queue | json }}\n"
+                     "pods: {{ plan.pods | map(attribute='metadata.name') | list | json }}\n")
+    assert parse_yaml(render_yaml(plan, names)) == [{"job": plan.names.job, "spec": "plan", "queue": None,
+                                                      "pods": [p["metadata"]["name"] for p in plan.pods]}]
