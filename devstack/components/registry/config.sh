@@ -50,3 +50,11 @@ registry_pid() {
   done
   return 1
 }
+
+# --- images (./images) -----------------------------------------------------------------------------
+# Built with buildah into a store of our own (not /var/lib/containers), reused across devstack homes.
+IMAGES_CACHE_DIR="$TFK8S_CACHE/images"
+IMAGES_STORAGE_DRIVER="${TFK8S_IMAGES_STORAGE_DRIVER:-overlay}"
+IMAGES_STORAGE="$IMAGES_CACHE_DIR/storage-$IMAGES_STORAGE_DRIVER"
+IMAGES_BASE_REPO="$REGISTRY_ADDR/tfk8s/base"
+IMAGES_TRAINER_REPO="$REGISTRY_ADDR/tfk8s/trainer"
