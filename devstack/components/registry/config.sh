@@ -44,7 +44,8 @@ registry_credential() { sed -n "s/^$1=//p" "$REGISTRY_CREDENTIALS" 2>/dev/null; 
 registry_pid() {
   local f pid
   if registry_running; then cat "$REGISTRY_PIDFILE"; return 0; fi
-  for f in /proc/[0-9]*/cmdline; do
+  # One grep over every command line finds the candidates; each is then checked in full.
+  for f in $(grep -laF -- "$REGISTRY_CONFIG" /proc/[0-9]*/cmdline 2>/dev/null || true); do
     pid="${f#/proc/}"; pid="${pid%/cmdline}"
     if tr '\0' ' ' 2>/dev/null <"$f" | grep -q "^$REGISTRY_BIN serve $REGISTRY_CONFIG"; then echo "$pid"; return 0; fi
   done
