@@ -19,7 +19,8 @@ import pytest
 
 from tests.fixtures.k8s import DEVSTACK, K8sCluster, _parse_exports, wait_for
 
-pytestmark = [pytest.mark.k8s, pytest.mark.realnode, pytest.mark.timeout(900)]
+# The first test's setup may build the node's binaries (~16 min cold) and the images (~3.5 min).
+pytestmark = [pytest.mark.k8s, pytest.mark.realnode, pytest.mark.timeout(2400)]
 
 NODE_UP_TIMEOUT_S = int(os.environ.get("TFK8S_NODE_UP_TIMEOUT", "3600"))
 PULL_SECRET = "tfk8s-registry"
