@@ -16,9 +16,24 @@
 # compiler at build time; ~1 GB/s a pod), docs/staging.md "Copying through pods".
 # README.md, "The training image"; tests/packaging/test_training_image.py installs what this
 # recipe installs into a bare venv and imports it with the standard library alone.
+#
+# Build arguments, all optional:
+#   PYTHON  the python:<PYTHON>-slim base (default 3.12): 3.11 to 3.13 (the package needs 3.11 or later,
+#           TensorFlow 2.21 has wheels up to 3.13).
+#   BASE    another base image instead of python:<PYTHON>-slim, e.g. one from your own registry:
+#           --build-arg BASE=registry.example.com/base/python:3.12. It needs `python3` on PATH with
+#           pip (a venv first on PATH will do), CPython 3.11 to 3.13, and glibc 2.27 or later
+#           (TensorFlow's manylinux_2_27 wheels). The devstack builds one from Debian packages
+#           (devstack/components/registry/README.md).
+#   PIP_INDEX_URL, PIP_EXTRA_INDEX_URL  the package index pip installs TensorFlow from (a mirror);
+#           unset, PyPI. Build arguments are kept in the image's history: an index that needs a
+#           password wants a build secret, not these.
 
 ARG PYTHON=3.12
-FROM python:${PYTHON}-slim
+ARG BASE=python:${PYTHON}-slim
+FROM ${BASE}
+ARG PIP_INDEX_URL
+ARG PIP_EXTRA_INDEX_URL
 
 # TensorFlow for the reference trainer's tf1/tf2 modes (the versions of setup.cfg's `tf` extra);
 # a job that brings its own code (`code:`) needs only python3 and the package.

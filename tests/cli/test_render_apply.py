@@ -23,8 +23,9 @@ def render(*args):
     # Plain Secret names are allowed in the deployment's default namespace: the one the test renders into.
     ns = [a.split("=", 1)[1] for a in args if a.startswith("namespace=")]
     env = {**os.environ, **POLICY, **({"TFK8S_DEFAULT_NAMESPACE": ns[0]} if ns else {})}
-    return subprocess.run([TFK8S, "render", *args], check=True, capture_output=True, text=True, timeout=60,
-                          env=env).stdout
+    res = subprocess.run([TFK8S, "render", *args], capture_output=True, text=True, timeout=60, env=env)
+    assert res.returncode == 0, res.stderr  # the refusal, named
+    return res.stdout
 
 
 @pytest.mark.parametrize("example", sorted((ROOT / "examples").glob("*.yaml")), ids=lambda p: p.stem)

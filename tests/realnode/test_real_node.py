@@ -1,0 +1,294 @@
+"""The devstack's real node (``devstack/components/node``): containerd, kubelet, CNI, CoreDNS,
+kube-router's NetworkPolicy firewall, on node ``tfk8s-node-0``.
+
+The module brings the node up through ``devstack/up node`` (idempotent: a no-op when it is up;
+it also starts the control plane and the registry and pushes the training image) and fails,
+never skips, when it cannot. Every pod here selects the node and tolerates its taint; images
+come from the devstack registry with a pull secret made of its auth file.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import time
+from typing import Any
+
+import pytest
+
+from tests.fixtures.k8s import DEVSTACK, K8sCluster, _parse_exports, wait_for
+
+# The first test's setup may build the node's binaries (~16 min cold) and the images (~3.5 min).
+pytestmark = [pytest.mark.k8s, pytest.mark.realnode, pytest.mark.timeout(2400)]
+
+NODE_UP_TIMEOUT_S = int(os.environ.get("TFK8S_NODE_UP_TIMEOUT", "3600"))
+PULL_SECRET = "tfk8s-registry"
+NODE_LABEL = ("tfk8s.io/real-node", "true")
+
+
+@pytest.fixture(scope="module")
+def real_node(k8s_cluster: K8sCluster) -> dict[str, str]:
+    """``devstack/up node``, then ``devstack/env node``: the node's settings."""
+    t0 = time.monotonic()
+    try:
+        up = subprocess.run([str(DEVSTACK / "up"), "node"], capture_output=True, text=True, timeout=NODE_UP_TIMEOUT_S)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"devstack/up node did not finish within {NODE_UP_TIMEOUT_S}s:\n{exc.stderr or ''}", pytrace=False)
+    if up.returncode != 0:
+        pytest.fail(f"devstack/up node failed (exit {up.returncode}); the real node is required.\n"
+                    f"--- stderr ---\n{up.stderr[-8000:]}", pytrace=False)
+    print(f"\n[timing] devstack/up node: {time.monotonic() - t0:.1f}s")
+    out = subprocess.run([str(DEVSTACK / "env"), "node"], capture_output=True, text=True, timeout=60)
+    env = _parse_exports(out.stdout)
+    need = {"TFK8S_NODE_NAME", "TFK8S_TRAINING_IMAGE", "TFK8S_REGISTRY", "TFK8S_NODE_HOST_ADDR",
+            "TFK8S_REGISTRY_AUTH_FILE"}
+    if need - env.keys():
+        pytest.fail(f"devstack/env node did not print {sorted(need - env.keys())}:\n{out.stdout}{out.stderr}",
+                    pytrace=False)
+    return env
+
+
+def _pull_secret(core: Any, namespace: str, auth_file: str) -> None:
+    from kubernetes import client
+
+    with open(auth_file, "rb") as f:
+        data = base64.b64encode(f.read()).decode()
+    core.create_namespaced_secret(namespace, client.V1Secret(
+        metadata=client.V1ObjectMeta(name=PULL_SECRET), type="kubernetes.io/dockerconfigjson",
+        data={".dockerconfigjson": data}))
+
+
+@pytest.fixture
+def ns(k8s_cluster: K8sCluster, k8s_namespace: str, real_node: dict[str, str]) -> str:
+    """A test namespace with the registry's pull secret."""
+    _pull_secret(k8s_cluster.core_v1, k8s_namespace, real_node["TFK8S_REGISTRY_AUTH_FILE"])
+    return k8s_namespace
+
+
+def _pod(name: str, image: str, command: list[str], *, labels: dict[str, str] | None = None,
+         pull_secret: bool = True, pull_policy: str = "IfNotPresent", memory_limit: str | None = None,
+         hostname: str | None = None, subdomain: str | None = None,
+         readiness_fails: bool = False) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "main", "image": image, "command": command,
+                                 "imagePullPolicy": pull_policy}
+    if memory_limit:
+        container["resources"] = {"limits": {"memory": memory_limit, "cpu": "500m"},
+                                  "requests": {"memory": memory_limit, "cpu": "100m"}}
+    if readiness_fails:
+        container["readinessProbe"] = {"exec": {"command": ["false"]}, "periodSeconds": 2}
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "nodeSelector": {NODE_LABEL[0]: NODE_LABEL[1]},
+        "tolerations": [{"key": NODE_LABEL[0], "operator": "Equal", "value": NODE_LABEL[1],
+                         "effect": "NoSchedule"}],
+        "terminationGracePeriodSeconds": 1,
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "containers": [container],
+    }
+    if pull_secret:
+        spec["imagePullSecrets"] = [{"name": PULL_SECRET}]
+    if hostname:
+        spec["hostname"] = hostname
+    if subdomain:
+        spec["subdomain"] = subdomain
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "labels": labels or {}}, "spec": spec}
+
+
+def _create(core: Any, ns: str, body: dict[str, Any]) -> None:
+    core.create_namespaced_pod(ns, body)
+
+
+def _finished(core: Any, ns: str, name: str) -> Any:
+    pod = core.read_namespaced_pod(name, ns)
+    return pod if pod.status.phase in ("Succeeded", "Failed") else None
+
+
+def _logs(core: Any, ns: str, name: str) -> str:
+    try:
+        return core.read_namespaced_pod_log(name, ns)
+    except Exception as exc:  # noqa: BLE001 - only for a failure message
+        return f"<no log: {exc}>"
+
+
+def _events(core: Any, ns: str, name: str) -> list[str]:
+    evs = core.list_namespaced_event(ns, field_selector=f"involvedObject.name={name}").items
+    return [f"{e.reason}: {e.message}" for e in evs]
+
+
+def _waiting_reason(core: Any, ns: str, name: str) -> str | None:
+    pod = core.read_namespaced_pod(name, ns)
+    for st in pod.status.container_statuses or []:
+        if st.state and st.state.waiting:
+            return st.state.waiting.reason
+    return None
+
+
+def _run_to_end(core: Any, ns: str, name: str, timeout: float) -> Any:
+    """Wait for the pod to end; on a timeout, fail with its status and events."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pod = _finished(core, ns, name)
+        if pod:
+            return pod
+        time.sleep(0.5)
+    pod = core.read_namespaced_pod(name, ns)
+    pytest.fail(f"pod {name} did not finish within {timeout:.0f}s: phase {pod.status.phase}, "
+                f"{pod.status.container_statuses}\nevents: {_events(core, ns, name)}", pytrace=False)
+
+
+def _assert_succeeded(core: Any, ns: str, pod: Any) -> None:
+    name = pod.metadata.name
+    assert pod.status.phase == "Succeeded", (
+        f"pod {name} ended {pod.status.phase}: {pod.status.container_statuses}\n"
+        f"log:\n{_logs(core, ns, name)}\nevents: {_events(core, ns, name)}")
+
+
+def test_node_ready_with_containerd(k8s_cluster: K8sCluster, real_node: dict[str, str]):
+    out = k8s_cluster.kubectl_run("get", "node", real_node["TFK8S_NODE_NAME"], "-o", "json")
+    node = json.loads(out.stdout)
+    ready = {c["type"]: c["status"] for c in node["status"]["conditions"]}["Ready"]
+    assert ready == "True", node["status"]["conditions"]
+    assert node["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://")
+    assert node["metadata"]["labels"][NODE_LABEL[0]] == NODE_LABEL[1]
+    assert {"key": NODE_LABEL[0], "value": NODE_LABEL[1], "effect": "NoSchedule"} in node["spec"]["taints"]
+    addrs = {a["type"]: a["address"] for a in node["status"]["addresses"]}
+    assert addrs["InternalIP"] == real_node["TFK8S_NODE_HOST_ADDR"]
+
+
+def test_training_image_runs_with_pull_secret(k8s_cluster: K8sCluster, real_node: dict[str, str], ns: str):
+    core = k8s_cluster.core_v1
+    t0 = time.monotonic()
+    _create(core, ns, _pod("trainer", real_node["TFK8S_TRAINING_IMAGE"],
+                           ["python3", "-c", "import tensorflow, tfk8s_airflow.pod.trainer.cli; print('imported')"]))
+    pod = _run_to_end(core, ns, "trainer", 600)
+    elapsed = time.monotonic() - t0
+    _assert_succeeded(core, ns, pod)
+    assert "imported" in _logs(core, ns, "trainer")
+    cid = pod.status.container_statuses[0].container_id
+    assert cid.startswith("containerd://"), cid
+    pulled = [e for e in _events(core, ns, "trainer") if e.startswith("Pulled")]
+    print(f"\n[timing] trainer pod create -> Succeeded: {elapsed:.1f}s; {pulled}")
+
+
+def test_image_pull_fails_without_secret_or_reference(k8s_cluster: K8sCluster, real_node: dict[str, str], ns: str):
+    core = k8s_cluster.core_v1
+    image = real_node["TFK8S_TRAINING_IMAGE"]
+    # Always: the kubelet asks the registry even when the node has the image already.
+    _create(core, ns, _pod("nosecret", image, ["true"], pull_secret=False, pull_policy="Always"))
+    missing = f"{real_node['TFK8S_REGISTRY']}/tfk8s/trainer:not-in-the-registry"
+    _create(core, ns, _pod("missing", missing, ["true"]))
+    for name in ("nosecret", "missing"):
+        reason = wait_for(lambda name=name: _waiting_reason(core, ns, name) in ("ErrImagePull", "ImagePullBackOff")
+                          and _waiting_reason(core, ns, name), 120, f"pod {name} to fail its image pull")
+        assert reason in ("ErrImagePull", "ImagePullBackOff")
+        assert core.read_namespaced_pod(name, ns).status.phase == "Pending"
+    failed = " ".join(_events(core, ns, "nosecret"))
+    assert "401" in failed or "unauthorized" in failed.lower() or "authorization failed" in failed.lower(), failed
+    failed = " ".join(_events(core, ns, "missing"))
+    assert "not found" in failed.lower(), failed
+
+
+def test_dns_resolves_a_pod_before_it_is_ready(k8s_cluster: K8sCluster, real_node: dict[str, str], ns: str):
+    from kubernetes import client
+
+    core = k8s_cluster.core_v1
+    image = real_node["TFK8S_TRAINING_IMAGE"]
+    core.create_namespaced_service(ns, client.V1Service(
+        metadata=client.V1ObjectMeta(name="grp"),
+        spec=client.V1ServiceSpec(cluster_ip="None", publish_not_ready_addresses=True,
+                                  selector={"app": "dns"},
+                                  ports=[client.V1ServicePort(name="p", port=2222)])))
+    _create(core, ns, _pod("peer", image, ["sleep", "600"], labels={"app": "dns"}, hostname="peer",
+                           subdomain="grp", readiness_fails=True))
+    peer = wait_for(lambda: (p := core.read_namespaced_pod("peer", ns)).status.pod_ip and p, 180, "pod peer's IP")
+    fqdn = f"peer.grp.{ns}.svc.cluster.local"
+    host = real_node.get("TFK8S_NODE_HOST_NAME") or os.uname().nodename
+    script = (
+        "import socket, sys, time\n"
+        f"deadline = time.time() + 60\n"
+        "while True:\n"
+        "    try:\n"
+        f"        print('peer', socket.gethostbyname({fqdn!r})); break\n"
+        "    except OSError as e:\n"
+        "        if time.time() > deadline: raise\n"
+        "        time.sleep(1)\n"
+        f"print('host', socket.gethostbyname({host!r}))\n"
+        "print(open('/etc/resolv.conf').read())\n")
+    _create(core, ns, _pod("asker", image, ["python3", "-c", script], labels={"app": "dns"}, hostname="asker",
+                           subdomain="grp", readiness_fails=True))
+    pod = _run_to_end(core, ns, "asker", 180)
+    _assert_succeeded(core, ns, pod)
+    out = _logs(core, ns, "asker")
+    assert f"peer {peer.status.pod_ip}" in out, out
+    assert f"host {real_node['TFK8S_NODE_HOST_ADDR']}" in out, out
+    assert f"nameserver {real_node['TFK8S_NODE_HOST_ADDR']}" in out, out
+    peer = core.read_namespaced_pod("peer", ns)
+    assert peer.status.phase == "Running"
+    assert not peer.status.container_statuses[0].ready, "the peer must not be Ready (its probe fails)"
+
+
+CONNECT = (
+    "import socket, sys, time\n"
+    "host, mode = sys.argv[1], sys.argv[2]\n"
+    "deadline = time.time() + 60\n"
+    "fails = 0\n"
+    "while time.time() < deadline:\n"
+    "    try:\n"
+    "        with socket.create_connection((host, 8080), timeout=3) as s:\n"
+    "            got = s.recv(16)\n"
+    "        print('connected', got, flush=True); fails = 0\n"
+    "        if mode == 'allow': sys.exit(0)\n"
+    "    except OSError as e:\n"
+    "        print('failed', e, flush=True); fails += 1\n"
+    "        if mode == 'deny' and fails >= 3: sys.exit(0)\n"
+    "    time.sleep(1)\n"
+    "sys.exit(1)\n")
+
+SERVE = (
+    "import socket\n"
+    "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+    "s.bind(('0.0.0.0', 8080)); s.listen(16); print('listening', flush=True)\n"
+    "while True:\n"
+    "    c, _ = s.accept(); c.sendall(b'ok'); c.close()\n")
+
+
+def test_network_policy_is_enforced(k8s_cluster: K8sCluster, real_node: dict[str, str], ns: str):
+    from kubernetes import client
+
+    core = k8s_cluster.core_v1
+    image = real_node["TFK8S_TRAINING_IMAGE"]
+    _create(core, ns, _pod("server", image, ["python3", "-c", SERVE], labels={"app": "server"}))
+    server = wait_for(lambda: (p := core.read_namespaced_pod("server", ns)).status.phase == "Running"
+                      and p.status.pod_ip and p, 180, "the server pod to run")
+    ip = server.status.pod_ip
+    # Without a policy every pod reaches the server: what follows is the policy's doing.
+    _create(core, ns, _pod("before", image, ["python3", "-c", CONNECT, ip, "allow"], labels={"role": "other"}))
+    _assert_succeeded(core, ns, _run_to_end(core, ns, "before", 120))
+
+    client.NetworkingV1Api(k8s_cluster.api_client).create_namespaced_network_policy(ns, {
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": {"name": "only-allowed"},
+        "spec": {"podSelector": {"matchLabels": {"app": "server"}}, "policyTypes": ["Ingress"],
+                 "ingress": [{"from": [{"podSelector": {"matchLabels": {"role": "allowed"}}}],
+                              "ports": [{"protocol": "TCP", "port": 8080}]}]}})
+    # The denied client ends well only after three failed connections in a row (it retries for
+    # 60 s, so a policy programmed a little late still counts, and no policy at all fails it).
+    _create(core, ns, _pod("denied", image, ["python3", "-c", CONNECT, ip, "deny"], labels={"role": "other"}))
+    denied = _run_to_end(core, ns, "denied", 180)
+    assert denied.status.phase == "Succeeded", f"the denied client got through:\n{_logs(core, ns, 'denied')}"
+    _create(core, ns, _pod("allowed", image, ["python3", "-c", CONNECT, ip, "allow"], labels={"role": "allowed"}))
+    _assert_succeeded(core, ns, _run_to_end(core, ns, "allowed", 180))
+    assert "connected b'ok'" in _logs(core, ns, "allowed")
+
+
+def test_memory_limit_oom_kills(k8s_cluster: K8sCluster, real_node: dict[str, str], ns: str):
+    core = k8s_cluster.core_v1
+    _create(core, ns, _pod("oom", real_node["TFK8S_TRAINING_IMAGE"],
+                           ["python3", "-c", "x = b'\\x01' * (256 << 20); print(len(x))"], memory_limit="64Mi"))
+    pod = _run_to_end(core, ns, "oom", 180)
+    assert pod.status.phase == "Failed", pod.status
+    term = pod.status.container_statuses[0].state.terminated
+    assert term.reason == "OOMKilled", term
+    assert term.exit_code == 137, term
