@@ -28,7 +28,13 @@ from tfk8s_airflow.connections import webhdfs
 from tfk8s_airflow.exceptions import DataError, SpecError, StagingError
 from tfk8s_airflow.metricnames import Point
 from tfk8s_airflow.metrics import emit
-from tfk8s_airflow.operators.base import describe_outlets, fail_permanently, partition_key
+from tfk8s_airflow.operators.base import (
+    check_trigger_queue,
+    describe_outlets,
+    fail_permanently,
+    on_trigger_queue,
+    partition_key,
+)
 from tfk8s_airflow.staging import fanout, sumfanout
 from tfk8s_airflow.staging.glusterfs import GlusterVolume
 from tfk8s_airflow.staging.shards import parse_num_workers
@@ -138,6 +144,7 @@ def _start_pods(task: BaseOperator, state: dict[str, Any], parts: list[int], spe
     task.log.info("started %d %s pod(s) in %s: %s (lease %ds)", len(pods), what, settings.namespace,
                   ", ".join(names.values()), settings.lease)
     plan = state["plan"]
+    on_trigger_queue(task)
     task.defer(trigger=CopyPodsTrigger(
         namespace=settings.namespace, key=state["key"], pods=names,
         part_bytes={str(p): sum(int(it[2]) for it in plan[p]) for p in parts},
@@ -198,6 +205,8 @@ class HdfsStageOperator(BaseOperator):
         ``staging_image``, else ``"local"``). Pod copies always compare every file with HDFS's
         checksum, whatever ``verify`` says.
     :param copy_pods: parts (and pods) of a pod copy (default ``[tfk8s] staging_pods``, 4).
+    :param trigger_queue: the triggerer queue of the pod copy's trigger (``[triggerer] queues_enabled``; a
+        triggerer started with ``--queues`` of that name runs it).
     """
 
     template_fields: Sequence[str] = ("input_path", "pattern", "num_workers", "cache_dir",
@@ -210,8 +219,10 @@ class HdfsStageOperator(BaseOperator):
                  pod_mount_path: str | None = None, manifest_path: str | None = None,
                  parallelism: int = 4, path_prefix: str = "", include_hidden: bool = False,
                  chunk_size: int = 4 << 20, verify: bool | str = DEFAULT_VERIFY,
-                 copy_executor: str = "auto", copy_pods: int | None = None, **kwargs: Any) -> None:
+                 copy_executor: str = "auto", copy_pods: int | None = None, trigger_queue: str | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.trigger_queue = check_trigger_queue(trigger_queue)
         if copy_executor not in fanout.EXECUTORS:  # a bad value fails when the DAG is parsed
             raise SpecError(f"must be one of {', '.join(map(repr, fanout.EXECUTORS))}, got {copy_executor!r}",
                             field="copy_executor")
@@ -412,6 +423,7 @@ class GlusterFSStageOperator(BaseOperator):
         ``staging_image``, else ``"local"``), the rule of :class:`HdfsStageOperator`. With
         ``checksum=None`` there is no pass to fan out: the sizes are taken locally.
     :param copy_pods: parts (and pods) of the checksum pass (default ``[tfk8s] staging_pods``, 4).
+    :param trigger_queue: the triggerer queue of the checksum pods' trigger, as for :class:`HdfsStageOperator`.
     """
 
     template_fields: Sequence[str] = ("input_path", "pattern", "num_workers", "manifest_path")
@@ -422,8 +434,9 @@ class GlusterFSStageOperator(BaseOperator):
                  pod_mount_path: str | None = None, manifest_path: str | None = None,
                  checksum: str | None = "sha256", include_hidden: bool = False,
                  parallelism: int = 4, copy_executor: str = "auto", copy_pods: int | None = None,
-                 **kwargs: Any) -> None:
+                 trigger_queue: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.trigger_queue = check_trigger_queue(trigger_queue)
         if copy_executor not in fanout.EXECUTORS:  # a bad value fails when the DAG is parsed
             raise SpecError(f"must be one of {', '.join(map(repr, fanout.EXECUTORS))}, got {copy_executor!r}",
                             field="copy_executor")
