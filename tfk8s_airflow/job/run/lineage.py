@@ -1,4 +1,5 @@
-"""What a job tells lineage: its spec as a run facet, and the model directory it writes.
+"""What a job tells lineage: its spec as a run facet, and the model directory it writes
+(:func:`~tfk8s_airflow.job.run.resolve.model_dir`, the job record's rule).
 
 Why a chosen part of the spec and never all of it: a lineage backend is read by more people than the
 job's namespace, and the spec's ``env``, ``command``, ``args`` and ``pod_template`` may hold credentials
@@ -13,14 +14,11 @@ from __future__ import annotations
 from typing import Any
 
 from tfk8s_airflow.job.builders.objects import JobNames
+from tfk8s_airflow.job.run.resolve import model_dir
 from tfk8s_airflow.job.spec.model import TFJobSpec
 from tfk8s_airflow.redaction import redact_uri
 
-__all__ = ["MODEL_VOLUME", "job_facet", "model_dir"]
-
-#: The volume whose host path is the job's model directory (the convention of docs/spec.md: TensorBoard's
-#: ``log_dir`` defaults to it too).
-MODEL_VOLUME = "model"
+__all__ = ["job_facet", "model_dir"]
 
 
 def job_facet(spec: TFJobSpec, names: JobNames) -> dict[str, Any]:
@@ -41,7 +39,3 @@ def job_facet(spec: TFJobSpec, names: JobNames) -> dict[str, Any]:
         out["tensorboard"] = {"log_dir": spec.tensorboard.log_dir}
     return out
 
-
-def model_dir(spec: TFJobSpec) -> str | None:
-    """The host path of the spec's ``model`` volume (where the job writes its model), or None."""
-    return next((v.host_path for v in spec.volumes if v.name == MODEL_VOLUME and v.host_path), None)
