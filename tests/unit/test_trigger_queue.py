@@ -122,7 +122,11 @@ def test_the_scheduler_gives_a_trigger_it_starts_no_queue():
     and features.trigger_queue_note and tf_job's rule can go."""
     from airflow.models.taskinstance import TaskInstance
 
-    source = inspect.getsource(TaskInstance.defer_task)
+    source = inspect.getsource(TaskInstance.defer_task) if hasattr(TaskInstance, "defer_task") else ""
+    if not features.has(features.START_FROM_TRIGGER):
+        # Airflow 3.2: the scheduler starts no task in the triggerer, so it creates no trigger at all.
+        assert "Trigger(" not in source
+        return
     trigger_call = source[source.index("Trigger("):source.index(")", source.index("Trigger("))]
     assert "queue" not in trigger_call, trigger_call
     assert "start_from_trigger" in features.trigger_queue_note(QUEUE)
