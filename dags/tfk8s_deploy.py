@@ -15,9 +15,11 @@ import pendulum
 from airflow.providers.standard.operators.python import PythonOperator
 from airflow.sdk import DAG, Asset
 
+from tfk8s_airflow.assetnames import volume_uri
+
 VOLUME = os.environ.get("TFK8S_GLUSTER_MOUNT", "/mnt/tfk8s-gluster")
 ROOT = os.environ.get("TFK8S_ROOT") or f"{VOLUME}/tfk8s"
-MODEL = Asset("tfk8s-ctr-model")
+MODEL = Asset(name="tfk8s-ctr-model", uri=volume_uri(f"{ROOT}/serving"))  # tfk8s_retrain.py's
 
 
 def deploy(**context):

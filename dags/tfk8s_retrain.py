@@ -34,6 +34,7 @@ import pendulum
 from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator  # noqa: F401
 from airflow.sdk import DAG, Asset, Param
 
+from tfk8s_airflow.assetnames import volume_uri
 from tfk8s_airflow.operators.evaluation import TFEvaluateOperator
 from tfk8s_airflow.operators.promotion import ModelPromoteOperator
 from tfk8s_airflow.operators.staging import HdfsStageOperator
@@ -44,10 +45,12 @@ VOLUME = os.environ.get("TFK8S_GLUSTER_MOUNT", "/mnt/tfk8s-gluster")
 # Everything of these DAGs (cache, models, serving, logs) lives under ROOT, on the volume.
 ROOT = os.environ.get("TFK8S_ROOT") or f"{VOLUME}/tfk8s"
 POD_ENV = json.loads(os.environ.get("TFK8S_POD_ENV") or "{}")
-#: An event per staged partition (extra: partition, manifest, files, bytes) and per promoted
-#: model (extra: version, metric, value, path); dags/tfk8s_deploy.py is scheduled on the model.
-STAGED = Asset("tfk8s-clicks-staged")
-MODEL = Asset("tfk8s-ctr-model")
+#: An event per staged partition (extra: partition, manifest, files, bytes, input_uri: the HDFS partition's
+#: hdfs:// URI, uri: the staged copy's file:// URI) and per promoted model (extra: version, metric, value,
+#: path, uri); dags/tfk8s_deploy.py is scheduled on the model. Their URIs name the directories on the volume
+#: that hold every staged partition and every promoted version (docs/observability.md, "Lineage").
+STAGED = Asset(name="tfk8s-clicks-staged", uri=volume_uri(f"{ROOT}/cache"))
+MODEL = Asset(name="tfk8s-ctr-model", uri=volume_uri(f"{ROOT}/serving"))
 
 COMMON_PARAMS = {
     "namespace": Param("default", type="string", pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",

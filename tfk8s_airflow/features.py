@@ -15,6 +15,12 @@ deployment up:
   which every release gets), and no partitioned DAG schedules on it (partitioned DAGs are
   Airflow 3.3's too).
 
+Trigger queues (``[triggerer] queues_enabled``, ``airflow triggerer --queues``) are Airflow 3.2's, the
+minimum: every supported release has them. One limit of them is Airflow's on every release: a trigger
+that the scheduler creates for a task that starts in the triggerer gets no queue (only a task that
+defers gets its queue on its trigger), so a task with a ``trigger_queue`` starts on a worker and
+defers from there (:func:`trigger_queue_note`).
+
 The cncf.kubernetes provider supported from 10.15 renamed one argument the replica tasks set:
 ``reattach_on_restart`` (a restarted task reattaches to its pod instead of creating another) is
 deprecated in 10.25 for ``durable``, which takes effect from Airflow 3.3 on (below, the provider
@@ -28,7 +34,7 @@ import re
 
 __all__ = ["ASSET_PARTITIONS", "DURABLE", "MINIMUM", "PROVIDER_DURABLE", "START_FROM_TRIGGER",
            "XCOM_FROM_TRIGGERER", "airflow_version", "has", "provider_version", "reattach_kwargs",
-           "worker_start_note", "xcom_from_triggerer_note"]
+           "trigger_queue_note", "worker_start_note", "xcom_from_triggerer_note"]
 
 #: The oldest Airflow the package supports (setup.cfg's pin says the same).
 MINIMUM = (3, 2, 0)
@@ -96,3 +102,10 @@ def xcom_from_triggerer_note() -> str:
     """What the triggerer cannot do on this Airflow (an XCom written while the task waits)."""
     return (f"Airflow {_dotted(airflow_version())} cannot write an XCom from the triggerer (XCom.aset needs "
             f"Airflow {_dotted(XCOM_FROM_TRIGGERER)}): progress and links are stored when the task ends")
+
+
+def trigger_queue_note(queue: str) -> str:
+    """Why a task that would start in the triggerer starts on a worker when it has a ``trigger_queue``."""
+    return (f"trigger_queue {queue!r}: this task starts on a worker and defers to the triggerer from there (a "
+            f"trigger the scheduler starts, start_from_trigger, gets no queue in Airflow "
+            f"{_dotted(airflow_version())}); the outcome is the same")

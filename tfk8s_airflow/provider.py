@@ -10,8 +10,12 @@ that a platform team's tools see the package as they see any provider:
 - ``triggers`` (per integration), ``plugins``, ``extra-links``: ``airflow providers get
   tfk8s-airflow --full`` lists them.
 
-No ``asset-uris``: the package defines no URI scheme of its own (its Asset outlets are the DAG
-author's, of any scheme). tests/unit/test_provider.py checks this against Airflow's own schema.
+- ``asset-uris``: the ``hdfs`` scheme of the staged partitions' URIs (``hdfs://<namenode>:<port>/<path>``),
+  with its check, factory and OpenLineage converter (:mod:`tfk8s_airflow.lineage`). The volume copy, the
+  model and the promoted model are ``file://`` URIs, whose scheme Airflow's common-io provider handles;
+  the apache-hdfs provider, where it is installed too, handles ``hdfs`` the same way (one dataset name).
+
+tests/unit/test_provider.py checks the metadata against Airflow's own schema.
 """
 
 from __future__ import annotations
@@ -74,6 +78,11 @@ def get_provider_info() -> dict:
         ],
         "plugins": [{"name": "tfk8s", "plugin-class": "tfk8s_airflow.plugin.TFK8sPlugin"}],
         "config": config(),
+        # Listed by `airflow providers get tfk8s-airflow --full`; Airflow checks hdfs:// Asset URIs with the
+        # handler, and the OpenLineage provider names their datasets with the converter.
+        "asset-uris": [{"schemes": ["hdfs"], "handler": "tfk8s_airflow.lineage.sanitize_hdfs_uri",
+                        "factory": "tfk8s_airflow.lineage.create_hdfs_asset",
+                        "to_openlineage_converter": "tfk8s_airflow.lineage.convert_asset_to_openlineage"}],
         # Listed by `airflow providers links`; the api-server shows each from the XCom the task stored.
         "extra-links": ["tfk8s_airflow.links.TensorBoardLink", "tfk8s_airflow.links.ReplicaLogLink"],
     }

@@ -26,6 +26,7 @@ from airflow.sdk import TaskGroup, XComArg
 
 from tfk8s_airflow.job.defaults import POLL_INTERVAL_S
 from tfk8s_airflow.k8s.client import DEFAULT_CONCURRENCY
+from tfk8s_airflow.operators.base import check_trigger_queue
 from tfk8s_airflow.operators.replica import TFReplicaPodOperator
 from tfk8s_airflow.operators.setup import TFJobSetupOperator
 from tfk8s_airflow.operators.teardown import REPLICA_GRACE_S, TFJobTeardownOperator
@@ -43,7 +44,8 @@ def tf_job(group_id: str = "train", *, spec: Any, shards: Any = None,
            replica_kwargs: Mapping[str, Any] | None = None, setup_retries: int = 2,
            sensor_timeout: float | None = None, replicas_start_from_trigger: bool = True,
            log_bytes: int = DEFAULT_LOG_BYTES, create_concurrency: int = DEFAULT_CONCURRENCY,
-           replica_grace: float = REPLICA_GRACE_S, preflight: str | None = None) -> TaskGroup:
+           replica_grace: float = REPLICA_GRACE_S, preflight: str | None = None,
+           trigger_queue: str | None = None) -> TaskGroup:
     """Build the job's task group in the current DAG; ``group >> evaluate`` gates on success.
 
     :param spec: TFJobSpec, dict (Jinja allowed), YAML/JSON path, or ``"{{ params.spec }}"``.
@@ -60,7 +62,12 @@ def tf_job(group_id: str = "train", *, spec: Any, shards: Any = None,
     :param replica_grace: seconds teardown gives the replica tasks, once the sensor has the job's
         verdict, to end before it deletes the job anyway.
     :param preflight: the pre-flight's mode for this job (enforce, warn, off); default: the deployment's.
+    :param trigger_queue: the triggerer queue of every trigger of the job (the replica tasks', the sensor's,
+        teardown's): with ``[triggerer] queues_enabled``, a triggerer started with ``airflow triggerer
+        --queues <name>`` runs them, apart from other DAGs' triggers. The replica tasks and the sensor then
+        start on a worker and defer from there (a trigger the scheduler starts gets no queue).
     """
+    check_trigger_queue(trigger_queue)  # a bad value fails when the DAG is parsed (the replicas are mapped)
     with TaskGroup(group_id=group_id) as group:
         setup = TFJobSetupOperator(
             task_id="setup", spec=spec, shards=shards, overrides=overrides,
@@ -70,6 +77,9 @@ def tf_job(group_id: str = "train", *, spec: Any, shards: Any = None,
         job = XComArg(setup, key="job")
         extra = dict(replica_kwargs or {})
         if not replicas_start_from_trigger:
+            extra["start_from_trigger"] = False
+        if trigger_queue is not None:
+            extra["trigger_queue"] = trigger_queue  # the operator checks it and starts on a worker
             extra["start_from_trigger"] = False
         # No retries: a replica task reports its pod's outcome; a retry would report it again.
         replicas = TFReplicaPodOperator.partial(
@@ -83,10 +93,11 @@ def tf_job(group_id: str = "train", *, spec: Any, shards: Any = None,
         # run again). Started in the triggerer, it never races its own deferral.
         wait = TFJobSensor(
             task_id="wait", job=job, kubernetes_conn_id=kubernetes_conn_id, poll_interval=poll_interval,
-            deferrable=deferrable, log_bytes=log_bytes, retries=0, **sensor_args)
+            deferrable=deferrable, log_bytes=log_bytes, retries=0, trigger_queue=trigger_queue, **sensor_args)
         teardown = TFJobTeardownOperator(
             task_id="teardown", job=job, kubernetes_conn_id=kubernetes_conn_id,
-            log_tail_lines=log_tail_lines, archive_dir=archive_dir, replica_grace=replica_grace)
+            log_tail_lines=log_tail_lines, archive_dir=archive_dir, replica_grace=replica_grace,
+            trigger_queue=trigger_queue)
         setup >> [replicas, wait]
         wait >> teardown
         teardown.as_teardown(setups=setup)

@@ -75,6 +75,12 @@ tensorboard = scenario("tfk8s_t_tensorboard", {
     "name": "tb", "ps": 1, "tensorboard": True,
     "volumes": [{"name": "model", "mount_path": "/model", "host_path": "/mnt/tfk8s-gluster/tfk8s-kwok/tb"}],
     "worker": {"replicas": 2, "annotations": {"tfk8s.io/sim-duration": "10s", "tfk8s.io/sim-exit-code": "0"}}})
+# tests/e2e/test_trigger_queue.py: the same job with its triggers on a triggerer queue of their own, and
+# without (the control); workers that run 20 s, long enough to see which triggerer runs each trigger.
+QUEUED = {"name": "queued", "ps": 1, "worker": {
+    "replicas": 2, "annotations": {"tfk8s.io/sim-duration": "20s", "tfk8s.io/sim-exit-code": "0"}}}
+trigger_queue = scenario("tfk8s_t_trigger_queue", QUEUED, trigger_queue="tfk8s-training")
+trigger_default = scenario("tfk8s_t_trigger_default", QUEUED)
 
 # The whole spec (and the shard assignments) from dag_run.conf / params, as the UI form or the REST API give them.
 with DAG("tfk8s_t_from_conf", schedule=None, start_date=START, catchup=False,

@@ -1,6 +1,6 @@
 """Airflow's own commands show the provider's metadata in full: ``airflow config list --defaults``
 every ``[tfk8s]`` setting with its default, ``airflow providers get tfk8s-airflow --full`` the
-triggers, the plugin and the config. Each runs in a fresh AIRFLOW_HOME, importing this tree."""
+triggers, the plugin, the config and the asset URI scheme. Each runs in a fresh AIRFLOW_HOME, importing this tree."""
 from __future__ import annotations
 
 import json
@@ -51,6 +51,9 @@ def test_providers_get_full_lists_triggers_plugins_and_config(airflow):
         "tfk8s_airflow.triggers.job", "tfk8s_airflow.triggers.hdfs", "tfk8s_airflow.triggers.staging"]
     assert info["plugins"] == [{"name": "tfk8s", "plugin-class": "tfk8s_airflow.plugin.TFK8sPlugin"}]
     assert list(info["config"][SECTION]["options"]) == [s.name for s in SETTINGS]
+    assert info["asset-uris"] == [{"schemes": ["hdfs"], "handler": "tfk8s_airflow.lineage.sanitize_hdfs_uri",
+                                   "factory": "tfk8s_airflow.lineage.create_hdfs_asset",
+                                   "to_openlineage_converter": "tfk8s_airflow.lineage.convert_asset_to_openlineage"}]
 
 
 def test_airflow_reads_the_default_it_shows(airflow):

@@ -1,6 +1,6 @@
 """The provider's metadata is complete and valid: Airflow's own schema accepts it, ``config`` is
 every ``[tfk8s]`` setting as declared once (tfk8s_airflow/configspec.py), ``triggers`` every trigger
-class of the package, ``plugins`` the plugin."""
+class of the package, ``plugins`` the plugin, ``asset-uris`` the hdfs scheme."""
 from __future__ import annotations
 
 import importlib
@@ -10,6 +10,7 @@ import pkgutil
 from importlib.resources import files
 
 import jsonschema
+import pytest
 
 from tfk8s_airflow import configspec, triggers
 from tfk8s_airflow.provider import HOLDERS, get_provider_info
@@ -85,12 +86,35 @@ def test_triggers_are_every_trigger_class_grouped_per_integration():
     assert listed == defining
 
 
-def test_plugins_name_the_plugin_and_no_uri_scheme_is_claimed():
+def test_plugins_name_the_plugin():
     from tfk8s_airflow.plugin import TFK8sPlugin
 
     info = _info()
     assert info["plugins"] == [{"name": TFK8sPlugin.name, "plugin-class": "tfk8s_airflow.plugin.TFK8sPlugin"}]
-    assert "asset-uris" not in info and "dataset-uris" not in info  # the package defines no URI scheme
+
+
+def test_the_hdfs_asset_uri_scheme_is_the_packages_and_airflow_registers_it():
+    """The metadata's ``asset-uris``: hdfs, with a handler, a factory and an OpenLineage converter that import;
+    Airflow's providers manager registers them, so Airflow's own Asset checks an hdfs:// URI with ours."""
+    from airflow.sdk import Asset
+    from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
+
+    def import_string(path: str):
+        module, _, name = path.rpartition(".")
+        return getattr(importlib.import_module(module), name)
+
+    (entry,) = _info()["asset-uris"]
+    assert entry["schemes"] == ["hdfs"] and "dataset-uris" not in _info()
+    for key in ("handler", "factory", "to_openlineage_converter"):
+        assert entry[key].startswith("tfk8s_airflow.lineage.") and callable(import_string(entry[key])), key
+    manager = ProvidersManagerTaskRuntime()  # what the task SDK's Asset asks
+    assert manager.asset_uri_handlers["hdfs"] is import_string(entry["handler"])
+    assert manager.asset_to_openlineage_converters["hdfs"] is import_string(entry["to_openlineage_converter"])
+    assert Asset(uri="hdfs://nn:8020/data/clicks/dt=2026-01-01/").uri == "hdfs://nn:8020/data/clicks/dt=2026-01-01"
+    with pytest.raises(ValueError, match="must name the NameNode"):
+        Asset(uri="hdfs:///data/clicks")
+    asset = import_string(entry["factory"])(host="nn", port=8020, path="/data/clicks")
+    assert asset.uri == "hdfs://nn:8020/data/clicks"
 
 
 def test_airflows_default_reads_as_unset_so_the_fallback_variable_applies(monkeypatch):

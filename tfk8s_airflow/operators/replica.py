@@ -32,11 +32,11 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from airflow.triggers.base import StartTriggerArgs
 
 from tfk8s_airflow.contract import CONTAINER_NAME, LABEL_INDEX, LABEL_JOB, LABEL_ROLE
-from tfk8s_airflow.features import reattach_kwargs, worker_start_note
+from tfk8s_airflow.features import reattach_kwargs, trigger_queue_note, worker_start_note
 from tfk8s_airflow.job.run.records import JobRecord, TriggerOutcome
 from tfk8s_airflow.job.states import EndState
 from tfk8s_airflow.links import ReplicaLogLink, replica_log_url, store_link
-from tfk8s_airflow.operators.base import fail_permanently
+from tfk8s_airflow.operators.base import check_trigger_queue, fail_permanently, on_trigger_queue
 from tfk8s_airflow.triggers.job import TFReplicaTrigger
 
 __all__ = ["TFReplicaPodOperator"]
@@ -56,6 +56,11 @@ class TFReplicaPodOperator(KubernetesPodOperator):
     :param job: the job record of the setup task (its XCom ``job``).
     :param replica: this task's replica (``worker-0``); mapped tasks get it from setup's output.
     :param log_bytes: bytes of the replica's log written into the task log.
+    :param trigger_queue: the triggerer queue of the task's trigger (``[triggerer] queues_enabled``; a
+        triggerer started with ``--queues`` of that name runs it). The task then starts on a worker and
+        defers from there (:func:`~tfk8s_airflow.features.trigger_queue_note`); a mapped one is given
+        ``start_from_trigger=False`` beside it, as ``tf_job()`` does.
+    :param start_from_trigger: start (and end) in the triggerer, the default; False starts on a worker.
     """
 
     ui_color = "#c9e4ff"
@@ -67,7 +72,7 @@ class TFReplicaPodOperator(KubernetesPodOperator):
         trigger_kwargs={"end_in_trigger": True}, next_kwargs=None, timeout=None)
 
     def __init__(self, *, job: Any = None, replica: str | None = None, log_bytes: int | None = None,
-                 **kwargs: Any) -> None:
+                 trigger_queue: str | None = None, start_from_trigger: bool = True, **kwargs: Any) -> None:
         kwargs.setdefault("base_container_name", CONTAINER_NAME)
         kwargs.setdefault("on_kill_action", "keep_pod")
         kwargs.setdefault("on_finish_action", "keep_pod")
@@ -78,6 +83,9 @@ class TFReplicaPodOperator(KubernetesPodOperator):
         self.job = job
         self.replica = replica
         self.log_bytes = log_bytes
+        self.trigger_queue = check_trigger_queue(trigger_queue)
+        # An argument (not only the class's attribute), so that a mapped replica task takes it from partial().
+        self.start_from_trigger = bool(start_from_trigger) and not self.trigger_queue
 
     def execute(self, context: Any) -> Any:
         with fail_permanently():
@@ -87,6 +95,8 @@ class TFReplicaPodOperator(KubernetesPodOperator):
         self.log.info("replica %s of TF job %s: pod %s/%s", ref.key, record.job, record.namespace, ref.pod)
         if self.start_from_trigger and (note := worker_start_note()):
             self.log.info("%s", note)
+        if self.trigger_queue:
+            self.log.info("%s", trigger_queue_note(self.trigger_queue))
         pod = self.find_pod(record.namespace, context)  # the provider's find-by-labels reattach
         if pod is None:
             self.log.warning("no pod of this task found by its labels; watching %s by name", ref.pod)
@@ -96,6 +106,7 @@ class TFReplicaPodOperator(KubernetesPodOperator):
         kwargs: dict[str, Any] = {"job": record.to_xcom(), "replica": ref.key}
         if self.log_bytes:
             kwargs["log_bytes"] = self.log_bytes
+        on_trigger_queue(self)
         self.defer(trigger=TFReplicaTrigger(**kwargs), method_name="execute_complete")
 
     def execute_complete(self, context: Any, event: Any = None) -> Any:

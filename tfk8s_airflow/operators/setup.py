@@ -40,6 +40,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
+from tfk8s_airflow.assetnames import location_uri
 from tfk8s_airflow.deployment import deployment_policy
 from tfk8s_airflow.exceptions import PermanentError, Problem, QuotaExceededError, SpecError
 from tfk8s_airflow.job import kueue
@@ -50,6 +51,7 @@ from tfk8s_airflow.job.builders.shardmap import normalize_shards
 from tfk8s_airflow.job.builders.templatemap import check_templates_fit
 from tfk8s_airflow.job.defaults import POLL_INTERVAL_S
 from tfk8s_airflow.job.policy.preflight import PREFLIGHT_KEY, check_mode
+from tfk8s_airflow.job.run import lineage
 from tfk8s_airflow.job.run.judge import JobPolicy
 from tfk8s_airflow.job.run.records import JOB_ID_KEY, JobRecord
 from tfk8s_airflow.job.run.resolve import as_spec_input, job_record, resolve_spec
@@ -57,6 +59,7 @@ from tfk8s_airflow.k8s import capacity
 from tfk8s_airflow.k8s.client import DEFAULT_CONCURRENCY, JobClient
 from tfk8s_airflow.k8s.kueue import release_quota
 from tfk8s_airflow.k8s.owned import check_absent_or_own, create_own
+from tfk8s_airflow.lineage import operator_lineage
 from tfk8s_airflow.operators.base import fail_permanently
 
 __all__ = ["TFJobSetupOperator", "normalize_shards"]
@@ -147,6 +150,7 @@ class TFJobSetupOperator(BaseOperator):
         group = self.job_group if self.job_group is not None else (
             self.task_group.group_id if self.task_group and self.task_group.group_id else "")
         names = JobNames.for_run(spec, context["run_id"], group or "", dag.dag_id)
+        self._tfk8s_lineage = (lineage.job_facet(spec, names), lineage.model_dir(spec))
         self.log.info("TF job %s in namespace %s: %s (active_deadline %ss%s)", names.job, names.namespace,
                       ", ".join(f"{r.role}={r.replicas}" for r in spec.active_roles), deadline,
                       "" if spec.active_deadline else ", the deployment's default")
@@ -225,6 +229,28 @@ class TFJobSetupOperator(BaseOperator):
         context["ti"].xcom_push(key="job", value=record.to_xcom())
         context["ti"].xcom_push(key=JOB_ID_KEY, value=record.job_id)  # the triggers pull the record once per job
         return [{"replica": ref.key} for ref in record.replicas]
+
+    # ------------------------------------------------------------------ lineage (the OpenLineage provider's hooks)
+    def _lineage_inputs(self) -> list[str]:
+        """The staged directory the job trains on: a staging task's output given as ``shards`` (its
+        ``data_root``, after a copy onto the volume or a path prefix such as ``hdfs://nn:8020``)."""
+        shards = self.shards
+        if not isinstance(shards, Mapping) or not isinstance(shards.get("data_root"), str):
+            return []
+        root = shards["data_root"]
+        copied = "bytes_copied" in shards or not str(shards.get("source", "")).startswith("hdfs:")
+        uri = location_uri(root) if copied or root.startswith("hdfs://") else None
+        return [uri] if uri else []
+
+    def get_openlineage_facets_on_start(self) -> Any:
+        return operator_lineage(inputs=self._lineage_inputs())
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """Inputs: the staged directory; outputs: the model directory (the spec's ``model`` volume's host
+        path); the run facet ``tfk8s_job``: the spec without environment values, commands or arguments."""
+        job, model = getattr(self, "_tfk8s_lineage", (None, None))
+        outputs = [u for u in (location_uri(model) if model else None,) if u]
+        return operator_lineage(inputs=self._lineage_inputs(), outputs=outputs, job=job)
 
     def _dry_run(self, client: JobClient, replicas: Sequence[Any], pods: Sequence[Mapping[str, Any]]) -> None:
         """One server-side dry-run create per role (its pods differ only in names and index): every refusal,

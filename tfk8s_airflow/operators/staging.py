@@ -24,11 +24,19 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import TaskDeferred
 
-from tfk8s_airflow.connections import webhdfs
+from tfk8s_airflow.assetnames import location_uri
+from tfk8s_airflow.connections import webhdfs, webhdfs_config
 from tfk8s_airflow.exceptions import DataError, SpecError, StagingError
+from tfk8s_airflow.lineage import operator_lineage
 from tfk8s_airflow.metricnames import Point
 from tfk8s_airflow.metrics import emit
-from tfk8s_airflow.operators.base import describe_outlets, fail_permanently, partition_key
+from tfk8s_airflow.operators.base import (
+    check_trigger_queue,
+    describe_outlets,
+    fail_permanently,
+    on_trigger_queue,
+    partition_key,
+)
 from tfk8s_airflow.staging import fanout, sumfanout
 from tfk8s_airflow.staging.glusterfs import GlusterVolume
 from tfk8s_airflow.staging.shards import parse_num_workers
@@ -45,10 +53,13 @@ from tfk8s_airflow.staging.stage import (
 __all__ = ["HdfsStageOperator", "GlusterFSStageOperator"]
 
 
-def _announce(context: Any, outlets: Any, input_path: str, result: dict[str, Any],
+def _announce(context: Any, task: Any, input_path: str, result: dict[str, Any],
               executor: str = "local") -> dict[str, Any]:
-    """The staged partition as the extra of the task's Asset events (``outlets=[Asset(...)]``), and the
-    staging metrics (``tfk8s.staging.*``)."""
+    """The staged partition as the extra of the task's Asset events (``outlets=[Asset(...)]``), the
+    staging metrics (``tfk8s.staging.*``), and the result kept for the task's lineage (its OpenLineage
+    facets are asked for after it returns)."""
+    task._tfk8s_result = result
+    outlets = task.outlets
     ti = context.get("ti") if hasattr(context, "get") else None
     tags = tuple((k, str(v)[:63]) for k, v in (("dag", getattr(ti, "dag_id", None)),
                                                ("task", getattr(ti, "task_id", None)), ("executor", executor)) if v)
@@ -57,11 +68,49 @@ def _announce(context: Any, outlets: Any, input_path: str, result: dict[str, Any
     if result.get("seconds"):
         points.append(Point("tfk8s.staging.mib_per_second", copied / 2**20 / float(result["seconds"]), tags))
     emit(points)
+    uris = _lineage(task, result)
     describe_outlets(context, outlets or (), {
         "partition": partition_key(input_path), "input": input_path, "manifest": result.get("manifest"),
         "files": result.get("files"), "bytes": result.get("bytes"), "source": result.get("source"),
-        "data_root": result.get("data_root")}, partition_key(input_path))
+        "data_root": result.get("data_root"),
+        "input_uri": next(iter(uris[0]), None), "uri": next(iter(uris[1]), None)}, partition_key(input_path))
     return result
+
+
+def _namenode(task: Any) -> str | None:
+    """The NameNode a staging task's connection names first (the authority of its ``hdfs://`` URIs)."""
+    conn_id = getattr(task, "webhdfs_conn_id", None)
+    return webhdfs_config(conn_id).urls[0] if conn_id else None
+
+
+def _lineage(task: Any, result: dict[str, Any] | None) -> tuple[list[str], list[str]]:
+    """The URIs a staging task read and wrote (:mod:`tfk8s_airflow.assetnames`): the HDFS partition (or the
+    files on the volume) in; the staged directory out after a copy, else the manifest. ``result`` None: before
+    the task ran (the inputs it will read)."""
+    namenode = _namenode(task)
+    if namenode is not None:
+        inputs = [location_uri(f"hdfs:{task.input_path}", namenode)]
+    else:
+        root = (result or {}).get("data_root") or str(task.input_path)
+        inputs = [location_uri(root)]
+    if result is None:
+        return [u for u in inputs if u], []
+    copied = "bytes_copied" in result and result.get("data_root")
+    written = result.get("data_root") if copied else result.get("manifest")
+    outputs = [location_uri(str(written), namenode)] if written else []
+    return [u for u in inputs if u], [u for u in outputs if u]
+
+
+class _StagingLineage:
+    """The OpenLineage provider's hooks of the staging operators (:mod:`tfk8s_airflow.lineage`)."""
+
+    def get_openlineage_facets_on_start(self) -> Any:
+        inputs, _ = _lineage(self, None)
+        return operator_lineage(inputs=inputs)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        inputs, outputs = _lineage(self, getattr(self, "_tfk8s_result", None))
+        return operator_lineage(inputs=inputs, outputs=outputs)
 
 
 def _opt(value: Any) -> Any:
@@ -138,6 +187,7 @@ def _start_pods(task: BaseOperator, state: dict[str, Any], parts: list[int], spe
     task.log.info("started %d %s pod(s) in %s: %s (lease %ds)", len(pods), what, settings.namespace,
                   ", ".join(names.values()), settings.lease)
     plan = state["plan"]
+    on_trigger_queue(task)
     task.defer(trigger=CopyPodsTrigger(
         namespace=settings.namespace, key=state["key"], pods=names,
         part_bytes={str(p): sum(int(it[2]) for it in plan[p]) for p in parts},
@@ -163,7 +213,7 @@ def _retry_failed(task: BaseOperator, api: Any, state: dict[str, Any], outcome: 
     return sorted(outcome.failed)
 
 
-class HdfsStageOperator(BaseOperator):
+class HdfsStageOperator(_StagingLineage, BaseOperator):
     """List an HDFS partition, optionally copy it onto the GlusterFS cache, shard it by
     bytes and write the manifest (last, atomically).
 
@@ -198,6 +248,8 @@ class HdfsStageOperator(BaseOperator):
         ``staging_image``, else ``"local"``). Pod copies always compare every file with HDFS's
         checksum, whatever ``verify`` says.
     :param copy_pods: parts (and pods) of a pod copy (default ``[tfk8s] staging_pods``, 4).
+    :param trigger_queue: the triggerer queue of the pod copy's trigger (``[triggerer] queues_enabled``; a
+        triggerer started with ``--queues`` of that name runs it).
     """
 
     template_fields: Sequence[str] = ("input_path", "pattern", "num_workers", "cache_dir",
@@ -210,8 +262,10 @@ class HdfsStageOperator(BaseOperator):
                  pod_mount_path: str | None = None, manifest_path: str | None = None,
                  parallelism: int = 4, path_prefix: str = "", include_hidden: bool = False,
                  chunk_size: int = 4 << 20, verify: bool | str = DEFAULT_VERIFY,
-                 copy_executor: str = "auto", copy_pods: int | None = None, **kwargs: Any) -> None:
+                 copy_executor: str = "auto", copy_pods: int | None = None, trigger_queue: str | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.trigger_queue = check_trigger_queue(trigger_queue)
         if copy_executor not in fanout.EXECUTORS:  # a bad value fails when the DAG is parsed
             raise SpecError(f"must be one of {', '.join(map(repr, fanout.EXECUTORS))}, got {copy_executor!r}",
                             field="copy_executor")
@@ -245,7 +299,7 @@ class HdfsStageOperator(BaseOperator):
                 started = self._maybe_pods(context, hdfs, volume, cache_dir)
                 if started:
                     return {}  # not reached: deferred
-            return _announce(context, self.outlets, self.input_path, stage_hdfs(hdfs, self.input_path, self.num_workers,
+            return _announce(context, self, self.input_path, stage_hdfs(hdfs, self.input_path, self.num_workers,
                               pattern=_opt(self.pattern), include_hidden=self.include_hidden,
                               volume=volume, cache_dir=cache_dir,
                               manifest_path=_opt(self.manifest_path),
@@ -371,7 +425,7 @@ class HdfsStageOperator(BaseOperator):
             result = fanout.finish(hdfs, volume, state, final.done, self.log, time.time() - float(state["started"]))
             self.log.info("CRC engine in the copy pods: %s", ", ".join(sorted(final.engines)))
             copypods.delete_all(api, settings.namespace, state["key"])
-            return _announce(context, self.outlets, self.input_path, result, "kubernetes")
+            return _announce(context, self, self.input_path, result, "kubernetes")
 
     def on_kill(self) -> None:
         """Cancelled while starting the pods (before the task deferred): delete them (and the token's
@@ -391,7 +445,7 @@ class HdfsStageOperator(BaseOperator):
         _end_lease(settings, ctx)
 
 
-class GlusterFSStageOperator(BaseOperator):
+class GlusterFSStageOperator(_StagingLineage, BaseOperator):
     """Shard files already on the GlusterFS volume and write their manifest.
 
     :param input_path: file, directory or glob on the volume (templated; absolute or
@@ -412,6 +466,7 @@ class GlusterFSStageOperator(BaseOperator):
         ``staging_image``, else ``"local"``), the rule of :class:`HdfsStageOperator`. With
         ``checksum=None`` there is no pass to fan out: the sizes are taken locally.
     :param copy_pods: parts (and pods) of the checksum pass (default ``[tfk8s] staging_pods``, 4).
+    :param trigger_queue: the triggerer queue of the checksum pods' trigger, as for :class:`HdfsStageOperator`.
     """
 
     template_fields: Sequence[str] = ("input_path", "pattern", "num_workers", "manifest_path")
@@ -422,8 +477,9 @@ class GlusterFSStageOperator(BaseOperator):
                  pod_mount_path: str | None = None, manifest_path: str | None = None,
                  checksum: str | None = "sha256", include_hidden: bool = False,
                  parallelism: int = 4, copy_executor: str = "auto", copy_pods: int | None = None,
-                 **kwargs: Any) -> None:
+                 trigger_queue: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.trigger_queue = check_trigger_queue(trigger_queue)
         if copy_executor not in fanout.EXECUTORS:  # a bad value fails when the DAG is parsed
             raise SpecError(f"must be one of {', '.join(map(repr, fanout.EXECUTORS))}, got {copy_executor!r}",
                             field="copy_executor")
@@ -452,7 +508,7 @@ class GlusterFSStageOperator(BaseOperator):
                                   include_hidden=self.include_hidden, manifest_path=_opt(self.manifest_path))
             if self.copy_executor != "local" and self.checksum and self._maybe_pods(context, volume, listing):
                 return {}  # not reached: deferred
-            return _announce(context, self.outlets, self.input_path, stage_volume(
+            return _announce(context, self, self.input_path, stage_volume(
                 volume, self.input_path, self.num_workers, pattern=_opt(self.pattern),
                 include_hidden=self.include_hidden, manifest_path=_opt(self.manifest_path), checksum=self.checksum,
                 parallelism=self.parallelism, logger=self.log, listing=listing))
@@ -521,7 +577,7 @@ class GlusterFSStageOperator(BaseOperator):
                 raise give_up(str(exc)) from exc
             copypods.delete_all(api, settings.namespace, state["key"])
             _end_lease(settings, state["key"])
-            return _announce(context, self.outlets, self.input_path, result, "kubernetes")
+            return _announce(context, self, self.input_path, result, "kubernetes")
 
     def on_kill(self) -> None:
         """Cancelled while starting the pods (before the task deferred): delete them."""

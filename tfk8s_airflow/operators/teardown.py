@@ -58,7 +58,7 @@ from tfk8s_airflow.k8s.client import JobClient
 from tfk8s_airflow.k8s.kueue import KueueObjects, release_quota
 from tfk8s_airflow.metricnames import Point
 from tfk8s_airflow.metrics import emit
-from tfk8s_airflow.operators.base import fail_permanently
+from tfk8s_airflow.operators.base import check_trigger_queue, fail_permanently, on_trigger_queue
 from tfk8s_airflow.triggers.job import sibling_task_id
 from tfk8s_airflow.volume import logs
 
@@ -96,6 +96,8 @@ class TFJobTeardownOperator(BaseOperator):
         before deleting the pods anyway (0: do not wait).
     :param replica_task_id: the replica tasks (default: ``replica`` of this task's group, as ``tf_job()``
         names it); ``sensor_task_id`` likewise (default: ``wait``), whose XCom ``summary`` is the verdict.
+    :param trigger_queue: the triggerer queue of the ``finished_pod_ttl`` wait's trigger
+        (``[triggerer] queues_enabled``).
     """
 
     template_fields: Sequence[str] = ("job", "archive_dir")
@@ -105,8 +107,9 @@ class TFJobTeardownOperator(BaseOperator):
                  log_tail_lines: int = 100, archive_dir: str | None = None,
                  grace_period_seconds: int = 5, wait_timeout: float = 180,
                  replica_grace: float = REPLICA_GRACE_S, replica_task_id: str | None = None,
-                 sensor_task_id: str | None = None, **kwargs: Any) -> None:
+                 sensor_task_id: str | None = None, trigger_queue: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.trigger_queue = check_trigger_queue(trigger_queue)
         self.replica_grace = replica_grace
         self.replica_task_id = replica_task_id
         self.sensor_task_id = sensor_task_id
@@ -264,6 +267,7 @@ class TFJobTeardownOperator(BaseOperator):
         self.log.info("clean_pod_policy %s: kept %d finished pod(s) of job %s until %s (finished_pod_ttl %ds), "
                       "then deleted: %s", record.clean_pod_policy, len(kept), job,
                       until.isoformat(timespec="seconds"), ttl, ", ".join(sorted(kept)))
+        on_trigger_queue(self)
         self.defer(trigger=TimeDeltaTrigger(timedelta(seconds=ttl)), method_name="execute_complete",
                    kwargs={"result": {**result, "kept": sorted(kept)}})
         return result  # not reached: defer() raises

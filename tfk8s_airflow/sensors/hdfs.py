@@ -25,7 +25,7 @@ from tfk8s_airflow.connections import webhdfs, webhdfs_config
 from tfk8s_airflow.exceptions import StagingError
 from tfk8s_airflow.job.run.records import TriggerOutcome
 from tfk8s_airflow.job.states import EndState
-from tfk8s_airflow.operators.base import fail_permanently
+from tfk8s_airflow.operators.base import check_trigger_queue, fail_permanently, on_trigger_queue
 from tfk8s_airflow.triggers.hdfs import HdfsPartitionTrigger, partition_state
 
 __all__ = ["HdfsPartitionSensor"]
@@ -39,6 +39,8 @@ class HdfsPartitionSensor(BaseSensorOperator):
         ``None`` or ``""``: the path existing is enough).
     :param webhdfs_conn_id: the WebHDFS connection.
     :param deferrable: wait in the triggerer instead of rescheduling.
+    :param trigger_queue: the triggerer queue of the deferred wait's trigger (``[triggerer] queues_enabled``;
+        a triggerer started with ``--queues`` of that name runs it).
     :param poke_interval, timeout, mode: as for every Airflow sensor (``mode`` defaults
         to ``reschedule``).
     """
@@ -48,13 +50,14 @@ class HdfsPartitionSensor(BaseSensorOperator):
 
     def __init__(self, *, path: str, marker: str | None = "_SUCCESS",
                  webhdfs_conn_id: str = "webhdfs_default", deferrable: bool = False,
-                 **kwargs: Any) -> None:
+                 trigger_queue: str | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("mode", "reschedule")
         super().__init__(**kwargs)
         self.path = path
         self.marker = marker
         self.webhdfs_conn_id = webhdfs_conn_id
         self.deferrable = deferrable
+        self.trigger_queue = check_trigger_queue(trigger_queue)
         self._why = ""
 
     def _marker(self) -> str | None:
@@ -83,6 +86,7 @@ class HdfsPartitionSensor(BaseSensorOperator):
             return None
         config = asdict(webhdfs_config(self.webhdfs_conn_id))
         config["urls"] = list(config["urls"])
+        on_trigger_queue(self)
         self.defer(trigger=HdfsPartitionTrigger(path=self.path, marker=self._marker(),
                                                 config=config,
                                                 poll_interval=float(self.poke_interval),

@@ -29,7 +29,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 from airflow.triggers.base import StartTriggerArgs
 
 from tfk8s_airflow.exceptions import JobFailedError
-from tfk8s_airflow.features import worker_start_note
+from tfk8s_airflow.features import trigger_queue_note, worker_start_note
 from tfk8s_airflow.job.builders.tensorboard import tensorboard_url
 from tfk8s_airflow.job.defaults import POLL_INTERVAL_S
 from tfk8s_airflow.job.run.observe import judge_pods
@@ -37,7 +37,7 @@ from tfk8s_airflow.job.run.records import JobRecord, JobSummary, TriggerOutcome
 from tfk8s_airflow.job.states import EndState, JobState
 from tfk8s_airflow.k8s.client import JobClient, pod_dicts
 from tfk8s_airflow.links import TensorBoardLink, store_link
-from tfk8s_airflow.operators.base import fail_permanently
+from tfk8s_airflow.operators.base import check_trigger_queue, fail_permanently, on_trigger_queue
 from tfk8s_airflow.triggers.job import DEFAULT_LOG_BYTES, TFJobTrigger
 
 __all__ = ["TFJobSensor"]
@@ -53,6 +53,8 @@ class TFJobSensor(BaseSensorOperator):
     :param setup_task_id: the setup task whose XCom ``job`` the trigger reads when it starts
         in the triggerer (default: ``setup`` in this task's group).
     :param log_bytes: bytes of the failed replica's log put in the task log.
+    :param trigger_queue: the triggerer queue of the sensor's trigger (``[triggerer] queues_enabled``); it
+        then starts on a worker and defers from there (:func:`~tfk8s_airflow.features.trigger_queue_note`).
     """
 
     template_fields: Sequence[str] = ("job",)
@@ -61,7 +63,7 @@ class TFJobSensor(BaseSensorOperator):
 
     def __init__(self, *, job: Any, kubernetes_conn_id: str = "kubernetes_default",
                  poll_interval: float = POLL_INTERVAL_S, deferrable: bool = True, setup_task_id: str | None = None,
-                 log_bytes: int = DEFAULT_LOG_BYTES, **kwargs: Any) -> None:
+                 log_bytes: int = DEFAULT_LOG_BYTES, trigger_queue: str | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("poke_interval", poll_interval)
         # The sensor's own timeout applies only when given; otherwise the job's active_deadline
         # (the spec's, or the deployment's default) bounds the wait.
@@ -73,7 +75,8 @@ class TFJobSensor(BaseSensorOperator):
         self.deferrable = deferrable
         self.setup_task_id = setup_task_id
         self.log_bytes = log_bytes
-        if deferrable:
+        self.trigger_queue = check_trigger_queue(trigger_queue)
+        if deferrable and not self.trigger_queue:
             self.start_from_trigger = True
             self.start_trigger_args = StartTriggerArgs(
                 trigger_cls=TFJobTrigger.classpath, next_method="execute_complete",
@@ -108,6 +111,9 @@ class TFJobSensor(BaseSensorOperator):
             return super().execute(context)
         if self.start_from_trigger and (note := worker_start_note()):
             self.log.info("%s", note)
+        if self.trigger_queue:
+            self.log.info("%s", trigger_queue_note(self.trigger_queue))
+        on_trigger_queue(self)
         self.defer(trigger=TFJobTrigger(job=record.to_xcom(), log_bytes=self.log_bytes, timeout=self._timeout_s()),
                    method_name="execute_complete")
 

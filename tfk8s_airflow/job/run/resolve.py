@@ -72,6 +72,15 @@ def _flatten(overrides: Mapping[str, Any] | None, prefix: str = "") -> list[str]
     return out
 
 
+def model_dir(spec: TFJobSpec) -> str | None:
+    """Where the job writes its model: the host path of its ``model`` volume (with its ``sub_path``), or None.
+    The chief's checkpoints are read there (progress), and lineage names it as the job's output."""
+    model = next((v for v in spec.volumes if v.name == MODEL_VOLUME and v.host_path), None)
+    if model is None or not model.host_path:
+        return None
+    return f"{model.host_path.rstrip('/')}/{model.sub_path}" if model.sub_path else model.host_path
+
+
 def job_record(spec: TFJobSpec, names: JobNames, replicas: Sequence[Replica], *, policy: JobPolicy,
                has_shards: bool, kubernetes_conn_id: str | None, poll_interval: float,
                created_at: float | None = None, tensorboard_url: str | None = None,
@@ -85,11 +94,7 @@ def job_record(spec: TFJobSpec, names: JobNames, replicas: Sequence[Replica], *,
     the pods were submitted to (the spec's, else the deployment's default_queue).
     """
     log_dir = log_dir or next((v.host_path for v in spec.volumes if v.name == LOGS_VOLUME and v.host_path), None)
-    model = next((v for v in spec.volumes if v.name == MODEL_VOLUME and v.host_path), None)
-    model_dir = None
     tb = spec.tensorboard
-    if model is not None and model.host_path:
-        model_dir = f"{model.host_path.rstrip('/')}/{model.sub_path}" if model.sub_path else model.host_path
     return JobRecord(
         job=names.job, namespace=names.namespace, service=names.service, configmap=names.configmap,
         selector=names.selector, policy=policy,
@@ -98,7 +103,7 @@ def job_record(spec: TFJobSpec, names: JobNames, replicas: Sequence[Replica], *,
         created_at=time.time() if created_at is None else created_at, has_shards=has_shards,
         log_dir=log_dir, identity=dict(names.identity), kubernetes_conn_id=kubernetes_conn_id,
         poll_interval=poll_interval, templates=naming.templates_name(names.job), templates_digest=templates_digest,
-        recovery=RecoveryPolicy.from_spec(spec), model_dir=model_dir,
+        recovery=RecoveryPolicy.from_spec(spec), model_dir=model_dir(spec),
         tensorboard_pod=naming.tensorboard_pod_name(names.job) if tb else None,
         tensorboard_port=tb.port if tb else None,
         tensorboard_url=static_url(tensorboard_url, names.job, names.namespace, names.service, tb.port) if tb else None,
