@@ -206,7 +206,8 @@ class DeploymentPolicy:
         "default", _namespace))
     read_only_host_paths: tuple[str, ...] = field(default=(), metadata=setting(
         "host paths a volume may mount read-only only, and everything under them (comma-separated): every "
-        "pod mounts them read-only, sidecars included; a writable mount of a directory above one is refused",
+        "pod mounts them read-only, sidecars included; a writable mount of a directory above one, or through a "
+        "symbolic link, is refused, and so is a host path the deciding process cannot see",
         "none", _host_paths, example="/mnt/datasets"))
     evaluation_image: str = field(default=DEFAULT_EVALUATION_IMAGE, metadata=setting(
         "the image of every evaluation pod (its evaluator's code): never the job's form's; the DAG author may "
