@@ -123,3 +123,14 @@ def test_recoverys_record_of_its_pods_is_validated():
         except ValueError:
             continue
         raise AssertionError(f"accepted {bad}")
+
+
+def test_the_view_shows_the_jobs_own_pods_only():
+    from tfk8s_airflow.ui.sources import _own
+
+    rec = JobRecord(job="j", namespace="ns", service="j", configmap="j", selector="tfk8s.io/job=j",
+                    policy=policy(), replicas=(ReplicaRef("worker-0", "worker", 0, "j-worker-0", True, uid="u1"),),
+                    created_at=T0, service_uid="svc")
+    recreated = {"metadata": {"uid": "u2", "ownerReferences": [{"kind": "Service", "uid": "svc"}]}}
+    assert _own(rec, {"metadata": {"uid": "u1"}}) and _own(rec, recreated)
+    assert not _own(rec, _stranger("worker", 0, "Succeeded", 0))
