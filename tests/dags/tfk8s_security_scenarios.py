@@ -3,6 +3,8 @@
 ``tfk8s_t_setup_only``: a job's setup and nothing else, so its teardown never runs (the
 ownership test deletes the job's Service and watches the garbage collector remove the rest).
 
+``tfk8s_t_setup_from_conf``: the setup of the job whose spec is the ``spec`` param, and nothing else.
+
 ``tfk8s_t_teardown_only``: the teardown of a job whose record (setup's XCom ``job``) is the
 ``job`` param, so a test can act on the job between its setup and its teardown.
 
@@ -27,6 +29,11 @@ with DAG("tfk8s_t_setup_only", schedule=None, start_date=START, catchup=False,
                        spec={"name": "orphan", "namespace": "{{ params.namespace }}", "image": "tfk8s/trainer:0.1",
                              "node_selector": {"type": "kwok"}, "ps": 1, "worker": 2},
                        shards={"worker-0": ["/data/a"], "worker-1": ["/data/b"]})
+
+with DAG("tfk8s_t_setup_from_conf", schedule=None, start_date=START, catchup=False,
+         params={"spec": Param({}, type="object")}, render_template_as_native_obj=True,
+         tags=["tfk8s-test"]) as setup_from_conf:
+    TFJobSetupOperator(task_id="setup", replica_task_id="replica", spec="{{ params.spec }}")
 
 with DAG("tfk8s_t_teardown_only", schedule=None, start_date=START, catchup=False,
          params={"job": Param({}, type="object")}, render_template_as_native_obj=True,
