@@ -364,7 +364,7 @@ def test_a_planted_link_gives_no_writable_path_into_the_read_only_tree(k8s_clust
     done = _run_to_end(core, ns, "reader", 300)
     log = _logs(core, ns, "reader")
     assert done.status.phase == "Succeeded", log
-    assert log.splitlines()[0] == "v1", log  # the link was followed by the kubelet: the threat is real
+    assert "v1" in log.split("REFUSED")[0], log  # the model read through the link: the kubelet followed it
     assert "REFUSED 30" in log and "WROTE" not in log, log  # EROFS
 
     # The read-only root itself, asked writable: mounted read-only all the same.
