@@ -3,6 +3,11 @@
 ``tfk8s_t_setup_only``: a job's setup and nothing else, so its teardown never runs (the
 ownership test deletes the job's Service and watches the garbage collector remove the rest).
 
+``tfk8s_t_setup_from_conf``: the setup of the job whose spec is the ``spec`` param, and nothing else.
+
+``tfk8s_t_teardown_only``: the teardown of a job whose record (setup's XCom ``job``) is the
+``job`` param, so a test can act on the job between its setup and its teardown.
+
 ``tfk8s_t_eval_subprocess`` and ``tfk8s_t_eval_pod``: a model evaluated twice, without a
 threshold (``evaluate``) and with one it cannot reach (``gate``), in a scrubbed child process
 and in an evaluation pod on the node agent; the test hands them a malicious SavedModel.
@@ -14,6 +19,7 @@ from airflow.sdk import DAG, Param
 
 from tfk8s_airflow.operators.evaluation import TFEvaluateOperator
 from tfk8s_airflow.operators.setup import TFJobSetupOperator
+from tfk8s_airflow.operators.teardown import TFJobTeardownOperator
 
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
 
@@ -23,6 +29,16 @@ with DAG("tfk8s_t_setup_only", schedule=None, start_date=START, catchup=False,
                        spec={"name": "orphan", "namespace": "{{ params.namespace }}", "image": "tfk8s/trainer:0.1",
                              "node_selector": {"type": "kwok"}, "ps": 1, "worker": 2},
                        shards={"worker-0": ["/data/a"], "worker-1": ["/data/b"]})
+
+with DAG("tfk8s_t_setup_from_conf", schedule=None, start_date=START, catchup=False,
+         params={"spec": Param({}, type="object")}, render_template_as_native_obj=True,
+         tags=["tfk8s-test"]) as setup_from_conf:
+    TFJobSetupOperator(task_id="setup", replica_task_id="replica", spec="{{ params.spec }}")
+
+with DAG("tfk8s_t_teardown_only", schedule=None, start_date=START, catchup=False,
+         params={"job": Param({}, type="object")}, render_template_as_native_obj=True,
+         tags=["tfk8s-test"]) as teardown_only:
+    TFJobTeardownOperator(task_id="teardown", job="{{ params.job }}", replica_grace=0, wait_timeout=60)
 
 EVAL_PARAMS = {"namespace": Param("default", type="string"), "root": Param("/nonexistent", type="string"),
                "pythonpath": Param("", type="string")}

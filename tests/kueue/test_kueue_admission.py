@@ -309,3 +309,40 @@ def test_a_higher_priority_job_preempts_and_the_job_is_requeued_as_attempt_2(k8s
 
 
 
+
+
+def test_teardown_leaves_a_stranger_in_its_own_kueue_group_alone(k8s_cluster, queue_ns, custom, airflow_db):
+    """A namespace writer's pod named ``<job>-x`` that carries the job's label, in a Kueue pod group of its own
+    named ``<job>-x``: before, teardown deleted that group's Workload (owned by a pod named ``<job>-*``) and the
+    pod (the job's label). Now it acts on the job's own pods (recorded by UID, owned by its Service) and the
+    Workloads they own, each by UID; the stranger and its Workload are left alone, named in a warning."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dags"))
+    import tfk8s_security_scenarios
+
+    from tfk8s_airflow.job.run.records import JobRecord
+
+    core = k8s_cluster.core_v1
+    dr = tfk8s_security_scenarios.setup_from_conf.test(run_conf={"spec": spec(queue_ns, seconds="600s")})
+    assert dr.state == "success", states(dr)
+    record = JobRecord.from_xcom(xcom(dr, "setup", key="job"))
+    stranger = f"{record.job}-x"
+    core.create_namespaced_pod(queue_ns, {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": stranger, "labels": {"tfk8s.io/job": record.job, "kueue.x-k8s.io/queue-name": QUEUE,
+                                                  "kueue.x-k8s.io/pod-group-name": stranger},
+                     "annotations": {"kueue.x-k8s.io/pod-group-total-count": "1"}},
+        "spec": {"nodeSelector": {"type": "kwok"}, "restartPolicy": "Never",
+                 "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "100m"}}}]}})
+    wait_for(lambda: core.read_namespaced_pod(stranger, queue_ns).status.phase == "Running", 60,
+             "the stranger admitted by Kueue and Running")
+    assert stranger in workloads(custom, queue_ns)
+    dr = tfk8s_security_scenarios.teardown_only.test(run_conf={"job": record.to_xcom()})
+    assert dr.state == "success", states(dr)
+    assert workloads(custom, queue_ns) == [stranger]
+    pod = core.read_namespaced_pod(stranger, queue_ns)
+    assert pod.metadata.deletion_timestamp is None and pod.status.phase == "Running"
+    assert leftovers(core, queue_ns) == [stranger]
+    custom.delete_namespaced_custom_object(GROUP, VERSION, queue_ns, "workloads", stranger)

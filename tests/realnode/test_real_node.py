@@ -9,15 +9,20 @@ come from the devstack registry with a pull secret made of its auth file.
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import os
 import subprocess
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.fixtures.k8s import DEVSTACK, K8sCluster, _parse_exports, wait_for
+from tfk8s_airflow.exceptions import SpecError
+from tfk8s_airflow.job.builders.admission import admit_pod
+from tfk8s_airflow.job.policy import DeploymentPolicy
 
 # The first test's setup may build the node's binaries (~16 min cold) and the images (~3.5 min).
 pytestmark = [pytest.mark.k8s, pytest.mark.realnode, pytest.mark.timeout(2400)]
@@ -292,3 +297,82 @@ def test_memory_limit_oom_kills(k8s_cluster: K8sCluster, real_node: dict[str, st
     term = pod.status.container_statuses[0].state.terminated
     assert term.reason == "OOMKilled", term
     assert term.exit_code == 137, term
+
+
+# ----------------------------------------------------------------- read-only means read-only
+# A training pod with a writable mount of ``<volume>/tfk8s`` plants ``link -> ../serving``. The kubelet
+# follows such a link when it bind-mounts a hostPath: the test shows it does (a pod reading through the
+# link reads the served model). The admission (``admit_pod``, the package's one admission of every pod)
+# refuses a writable mount through the link before anything is created; the same path mounted read-only
+# is admitted, and on the real node a write through it fails with a read-only file system, as does a
+# write to the read-only root itself, which the pod asked writable. The host's file is unchanged.
+
+SECURE = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+          "seccompProfile": {"type": "RuntimeDefault"}}
+
+WRITE = """
+import sys
+if len(sys.argv) > 2:
+    print(open(sys.argv[1]).read())
+try:
+    with open(sys.argv[1], "w") as f:
+        f.write("overwritten")
+    print("WROTE")
+except OSError as exc:
+    print("REFUSED", exc.errno, exc.strerror)
+"""
+
+
+def _mounting(name: str, image: str, host_path: str, command: list[str], read_only: bool = False) -> dict[str, Any]:
+    pod = _pod(name, image, command)
+    c = pod["spec"]["containers"][0]
+    c["securityContext"] = copy.deepcopy(SECURE)
+    c["volumeMounts"] = [{"name": "v", "mountPath": "/v", **({"readOnly": True} if read_only else {})}]
+    pod["spec"]["volumes"] = [{"name": "v", "hostPath": {"path": host_path, "type": "Directory"}}]
+    return pod
+
+
+def test_a_planted_link_gives_no_writable_path_into_the_read_only_tree(k8s_cluster, real_node, ns, tmp_path: Path):
+    core, image = k8s_cluster.core_v1, real_node["TFK8S_TRAINING_IMAGE"]
+    volume = tmp_path / "volume"
+    (volume / "tfk8s").mkdir(parents=True)
+    (volume / "serving" / "model").mkdir(parents=True)
+    weights = volume / "serving" / "model" / "weights"
+    weights.write_text("v1")
+    os.chmod(tmp_path, 0o755)
+    policy = DeploymentPolicy(allowed_host_paths=(str(volume),), read_only_host_paths=(f"{volume}/serving",))
+
+    # A training pod's writable mount of tfk8s/ (admitted as it is) plants the link.
+    planter = admit_pod(_mounting("planter", image, f"{volume}/tfk8s",
+                                  ["python", "-c", "import os; os.symlink('../serving', '/v/link'); print('PLANTED')"]),
+                        policy)
+    _create(core, ns, planter)
+    done = _run_to_end(core, ns, "planter", 300)
+    assert done.status.phase == "Succeeded", _logs(core, ns, "planter")
+    assert os.readlink(volume / "tfk8s" / "link") == "../serving"
+
+    # A writable mount through it: refused by the admission, nothing created.
+    with pytest.raises(SpecError, match="is a symbolic link"):
+        admit_pod(_mounting("through", image, f"{volume}/tfk8s/link", ["python", "-c", WRITE, "/v/model/weights"]),
+                  policy)
+
+    # Read-only through it: admitted; the kubelet follows the link (the model is read), and a write fails.
+    reader = admit_pod(_mounting("reader", image, f"{volume}/tfk8s/link",
+                                 ["python", "-c", WRITE, "/v/model/weights", "read"],
+                                 read_only=True), policy)
+    _create(core, ns, reader)
+    done = _run_to_end(core, ns, "reader", 300)
+    log = _logs(core, ns, "reader")
+    assert done.status.phase == "Succeeded", log
+    assert "v1" in log.split("REFUSED")[0], log  # the model read through the link: the kubelet followed it
+    assert "REFUSED 30" in log and "WROTE" not in log, log  # EROFS
+
+    # The read-only root itself, asked writable: mounted read-only all the same.
+    served = admit_pod(_mounting("served", image, f"{volume}/serving", ["python", "-c", WRITE, "/v/model/weights"]),
+                       policy)
+    assert served["spec"]["containers"][0]["volumeMounts"][0]["readOnly"] is True
+    _create(core, ns, served)
+    done = _run_to_end(core, ns, "served", 300)
+    log = _logs(core, ns, "served")
+    assert done.status.phase == "Succeeded" and "REFUSED 30" in log, log
+    assert weights.read_text() == "v1"

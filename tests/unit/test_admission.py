@@ -28,20 +28,24 @@ def test_every_pod_the_builders_make_passes_the_admission_of_its_policy():
             assert pod_problems(pod, policy) == []
 
 
-def test_read_only_host_paths_are_mounted_read_only_by_every_container_sidecars_included():
-    policy = DeploymentPolicy(read_only_host_paths=(f"{GLUSTER}/serving",))
+def test_read_only_host_paths_are_mounted_read_only_by_every_container_sidecars_included(tmp_path):
+    # A real tree: with read-only roots set, host paths are walked on this machine (fail closed where unseen).
+    gluster = str(tmp_path)
+    (tmp_path / "serving" / "v1").mkdir(parents=True)
+    policy = DeploymentPolicy(allowed_host_paths=(gluster,), read_only_host_paths=(f"{gluster}/serving",))
     # The pods as a plan without the read-only root makes them (writable mounts), admitted under the policy with it.
-    (pod,) = _pods({"volumes": [{"name": "s", "mount_path": "/s", "host_path": f"{GLUSTER}/serving/v1"}],
+    (pod,) = _pods({"volumes": [{"name": "s", "mount_path": "/s", "host_path": f"{gluster}/serving/v1"}],
                     "pod_template": {"spec": {"containers": [
                         {"name": "side", "image": "x", "volumeMounts": [{"name": "s", "mountPath": "/w"}]}]}}},
-                   DeploymentPolicy())
+                   DeploymentPolicy(allowed_host_paths=(gluster,)))
     assert not any(m.get("readOnly") for c in pod["spec"]["containers"] for m in c.get("volumeMounts", [])
                    if m["name"] == "s")
     admitted = admit_pod(pod, policy)
     mounts = [m for c in admitted["spec"]["containers"] for m in c.get("volumeMounts", []) if m["name"] == "s"]
     assert len(mounts) == 2 and all(m["readOnly"] for m in mounts)
     # A writable mount of the directory above it would write into it: refused.
-    (above,) = _pods({"volumes": [{"name": "all", "mount_path": "/all", "host_path": GLUSTER}]}, DeploymentPolicy())
+    (above,) = _pods({"volumes": [{"name": "all", "mount_path": "/all", "host_path": gluster}]},
+                     DeploymentPolicy(allowed_host_paths=(gluster,)))
     with pytest.raises(SpecError) as info:
         admit_pod(above, policy)
     assert "volumeMounts[all]" in str(info.value) and "read-only" in str(info.value)

@@ -146,9 +146,12 @@ def test_owned_puts_the_owner_on_every_object_but_the_service_and_rebuilds_the_t
     assert plan.owner is None
 
 
-def test_the_pods_are_admitted_by_the_deployments_policy():
-    doc = {**BASE, "volumes": [{"name": "s", "mount_path": "/s", "host_path": f"{GLUSTER}/serving/v1"}]}
-    plan = planned(doc, policy=DeploymentPolicy(read_only_host_paths=(f"{GLUSTER}/serving",)))
+def test_the_pods_are_admitted_by_the_deployments_policy(tmp_path):
+    # A real tree: with read-only roots set, host paths are walked on this machine (fail closed where unseen).
+    (tmp_path / "serving" / "v1").mkdir(parents=True)
+    doc = {**BASE, "volumes": [{"name": "s", "mount_path": "/s", "host_path": f"{tmp_path}/serving/v1"}]}
+    plan = planned(doc, policy=DeploymentPolicy(allowed_host_paths=(str(tmp_path),),
+                                                read_only_host_paths=(f"{tmp_path}/serving",)))
     for pod in plan.pods:
         (mount,) = [m for m in pod["spec"]["containers"][0]["volumeMounts"] if m["name"] == "s"]
         assert mount["readOnly"] is True
@@ -156,7 +159,8 @@ def test_the_pods_are_admitted_by_the_deployments_policy():
         plan.pods[0]["spec"]["containers"][0]["volumeMounts"]
     # A host path that resolves elsewhere (a planted link) is refused: the plan is what may be created, or nothing.
     with pytest.raises(SpecError, match="resolves .through a symbolic link. to '/etc'"):
-        planned(doc, policy=DeploymentPolicy(), realpath=lambda p: "/etc" if p.endswith("/v1") else p)
+        planned(doc, policy=DeploymentPolicy(allowed_host_paths=(str(tmp_path),)),
+                realpath=lambda p: "/etc" if p.endswith("/v1") else p)
 
 
 # ----------------------------------------------------------------------------- render prints the plan

@@ -16,11 +16,12 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
-from kubernetes.client import ApiClient, CoreV1Api
+from kubernetes.client import ApiClient, CoreV1Api, V1DeleteOptions, V1Preconditions
 from kubernetes.client.exceptions import ApiException
 
 from tfk8s_airflow.contract import CONTAINER_NAME, GANG_GATE, LABEL_JOB, LABEL_RUN
 from tfk8s_airflow.exceptions import KubernetesApiError, KubernetesConfigError, PermanentKubernetesApiError
+from tfk8s_airflow.job.run.recoverystate import ATTEMPTS_ANNOTATION, read_recreated
 from tfk8s_airflow.job.run.verdict import read_verdict, verdict_body
 
 T = TypeVar("T")
@@ -104,11 +105,43 @@ def discard(resp: Any) -> None:
 
 @dataclass
 class BatchResult:
-    """What a batch creation did: pods it created, pods of the same run it found and adopted."""
+    """What a batch creation did: pods it created, pods of the same run it found and adopted, and
+    each one's UID (from the creation response, or the adopted pod as read) by name."""
 
     created: list[str] = field(default_factory=list)
     adopted: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    uids: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Owned:
+    """Which of the objects that carry a job's label are the job's: the pods setup and recovery recorded
+    by UID, and every object whose owner reference names the job's Service by the UID setup created it
+    with. A label or a name alone proves nothing: anyone who may patch pods can write them."""
+
+    owner_uid: str | None
+    pod_uids: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, record: Any) -> Owned | None:
+        """A job record's (None for one written before setup recorded UIDs: labels, as then)."""
+        if not record.service_uid:
+            return None
+        return cls(record.service_uid, frozenset(r.uid for r in record.replicas if r.uid))
+
+    def _owner(self, obj: Any) -> bool:
+        return bool(self.owner_uid) and any(
+            getattr(ref, "uid", None) == self.owner_uid for ref in (obj.metadata.owner_references or []))
+
+    def pod(self, pod: Any) -> bool:
+        return pod.metadata.uid in self.pod_uids or self._owner(pod)
+
+    def service(self, svc: Any) -> bool:
+        return bool(self.owner_uid) and svc.metadata.uid == self.owner_uid
+
+    def configmap(self, cm: Any) -> bool:
+        return self._owner(cm)
 
 
 class JobClient:
@@ -149,21 +182,21 @@ class JobClient:
             meta = pod["metadata"]
             try:
                 resp = self.core.create_namespaced_pod(namespace=meta["namespace"], body=pod, _preload_content=False)
-                if inspect is None:
-                    discard(resp)
-                else:
-                    created = json.loads(resp.data)
-                    resp.release_conn()
+                created = json.loads(resp.data)
+                resp.release_conn()
+                if inspect is not None:
                     inspect(created)
                 with lock:
                     result.created.append(meta["name"])
+                    result.uids[meta["name"]] = str((created.get("metadata") or {}).get("uid") or "")
             except ApiException as exc:
                 if exc.status != 409:
                     stop.set()
                     raise wrap_api_error(f"creating pod {meta['namespace']}/{meta['name']}", exc) from exc
-                self._adopt(pod)
+                uid = self._adopt(pod)
                 with lock:
                     result.adopted.append(meta["name"])
+                    result.uids[meta["name"]] = uid
             except BaseException:
                 stop.set()
                 raise
@@ -172,7 +205,9 @@ class JobClient:
         result.seconds = time.monotonic() - t0
         return result
 
-    def _adopt(self, pod: Mapping[str, Any]) -> None:
+    def _adopt(self, pod: Mapping[str, Any]) -> str:
+        """The UID of the existing pod of ``pod``'s name, when it is an earlier try's of this setup: this run's
+        labels and, where the pod names an owner, the same owner (the job's Service by its UID)."""
         meta = pod["metadata"]
         existing = call(f"reading pod {meta['namespace']}/{meta['name']}", self.core.read_namespaced_pod,
                         name=meta["name"], namespace=meta["namespace"])
@@ -184,6 +219,13 @@ class JobClient:
                     f"creating pod {meta['namespace']}/{meta['name']}", 409,
                     f"a pod of that name exists with {key}={labels.get(key)!r}, not {want.get(key)!r}: it is "
                     "not this run's (fix: delete it, or give the job another name)")
+        owners = {r.get("uid") for r in meta.get("ownerReferences") or []}
+        if owners and not owners & {r.uid for r in existing.metadata.owner_references or []}:
+            raise PermanentKubernetesApiError(
+                f"creating pod {meta['namespace']}/{meta['name']}", 409,
+                "a pod of that name exists with this run's labels but is not owned by the job's Service: setup did "
+                "not make it (fix: delete it, or give the job another name)")
+        return str(existing.metadata.uid or "")
 
     def release_gates(self, namespace: str, names: Sequence[str], concurrency: int = DEFAULT_CONCURRENCY) -> float:
         """Remove the job's scheduling gate (``tfk8s.io/gang``, only it) from every named pod, in parallel;
@@ -348,6 +390,20 @@ class JobClient:
         return call(f"reading ResourceQuotas of {namespace}", self.core.list_namespaced_resource_quota,
                     namespace=namespace).items
 
+    def recorded_pods(self, record: Any) -> dict[str, tuple[str, int]] | None:
+        """The job's own pods by UID (``{uid: (replica key, attempt)}``): setup's record, and the pods its
+        recovery recorded on the job's Service (read here; unreadable or gone: setup's alone)."""
+        setup = record.recorded_pods()
+        if setup is None or not record.templates:
+            return setup
+        try:
+            svc = self.core.read_namespaced_service(record.service, record.namespace,
+                                                    _request_timeout=REQUEST_TIMEOUT_S)
+            recreated = read_recreated((svc.metadata.annotations or {}).get(ATTEMPTS_ANNOTATION), record)
+        except (ApiException, ValueError, TypeError):
+            return setup
+        return {**setup, **{uid: (key, n) for uid, (_, key, n) in recreated.items()}}
+
     # ----------------------------------------------------------------- delete
     def record_verdict(self, namespace: str, service: str, state: str, reason: str, by: str) -> bool:
         """Write the job's verdict on its Service unless it has one; False when there is no Service or
@@ -365,7 +421,7 @@ class JobClient:
         return True
 
     def keep_finished_pods(self, namespace: str, selector: str, service: str,
-                           skip: Collection[str] = ()) -> list[str]:
+                           skip: Collection[str] = (), owned: Owned | None = None) -> list[str]:
         """The job's finished pods (phase Succeeded or Failed, not being deleted), released from the Service's
         ownership so that deleting the Service does not collect them; their names.
 
@@ -375,6 +431,8 @@ class JobClient:
         """
         kept = []
         for pod in self.list_pods(namespace, selector):
+            if owned is not None and not owned.pod(pod):
+                continue
             name = pod.metadata.name
             phase = pod.status.phase if pod.status else None
             if name in skip or pod.metadata.deletion_timestamp is not None or phase not in FINISHED_PHASES:
@@ -397,60 +455,81 @@ class JobClient:
             kept.append(name)
         return kept
 
-    def delete_job_objects(self, namespace: str, selector: str, grace_period_seconds: int = 0,
-                           keep: Collection[str] = ()) -> dict[str, int]:
-        """Delete every pod, Service and ConfigMap with the job label but the pods named in ``keep``; counts."""
-        counts = {"pods": 0, "services": 0, "configmaps": 0}
+    def job_objects(self, namespace: str, selector: str, owned: Owned | None = None
+                    ) -> tuple[list[Any], list[Any], list[Any], list[str]]:
+        """(pods, Services, ConfigMaps) that carry the job's label and, with ``owned``, are the job's own; and
+        ``kind/name`` of those with the label that are not (left alone: setup and recovery did not make them)."""
         pods = self.list_pods(namespace, selector)
+        services = call("listing services", self.core.list_namespaced_service, namespace=namespace,
+                        label_selector=selector).items
+        cms = call("listing configmaps", self.core.list_namespaced_config_map, namespace=namespace,
+                   label_selector=selector).items
+        if owned is None:
+            return pods, services, cms, []
+        strangers = [f"pod/{p.metadata.name}" for p in pods if not owned.pod(p)]
+        strangers += [f"service/{x.metadata.name}" for x in services if not owned.service(x)]
+        strangers += [f"configmap/{x.metadata.name}" for x in cms if not owned.configmap(x)]
+        return ([p for p in pods if owned.pod(p)], [x for x in services if owned.service(x)],
+                [x for x in cms if owned.configmap(x)], strangers)
+
+    def delete_job_objects(self, namespace: str, selector: str, grace_period_seconds: int = 0,
+                           keep: Collection[str] = (), owned: Owned | None = None) -> dict[str, int]:
+        """Delete every pod, Service and ConfigMap of the job but the pods named in ``keep``; counts.
+
+        ``owned``: only the job's own objects (:class:`Owned`), each deleted with its UID as the precondition
+        (an object of that name made since it was listed is not deleted); ``ignored`` counts the others that
+        carry the job's label, left alone. Without it (a record from before UIDs were recorded, setup's
+        clean-up before its Service exists): every object with the job's label, as before."""
+        pods, services, cms, strangers = self.job_objects(namespace, selector, owned)
+        counts = {"pods": 0, "services": 0, "configmaps": 0, "ignored": len(strangers)}
+        uid = owned is not None
         for pod in pods:
             if pod.metadata.name in keep:
                 continue
             counts["pods"] += self._delete(self.core.delete_namespaced_pod, "Pod", namespace,
-                                           pod.metadata.name, grace_period_seconds)
-        services = call("listing services", self.core.list_namespaced_service, namespace=namespace,
-                        label_selector=selector).items
+                                           pod.metadata.name, grace_period_seconds, pod.metadata.uid if uid else None)
         for svc in services:
             counts["services"] += self._delete(self.core.delete_namespaced_service, "Service",
-                                               namespace, svc.metadata.name, None)
-        cms = call("listing configmaps", self.core.list_namespaced_config_map, namespace=namespace,
-                   label_selector=selector).items
+                                               namespace, svc.metadata.name, None, svc.metadata.uid if uid else None)
         for cm in cms:
             counts["configmaps"] += self._delete(self.core.delete_namespaced_config_map, "ConfigMap",
-                                                 namespace, cm.metadata.name, None)
+                                                 namespace, cm.metadata.name, None, cm.metadata.uid if uid else None)
         return counts
 
     def _delete(self, fn: Callable[..., Any], kind: str, namespace: str, name: str,
-                grace: int | None) -> int:
+                grace: int | None, uid: str | None = None) -> int:
+        """Delete one object (with ``uid``: only while it is that object); 1 when deleted, 0 when gone."""
         try:
             kwargs: dict[str, Any] = {"name": name, "namespace": namespace}
             if grace is not None:
                 kwargs["grace_period_seconds"] = grace
+            if uid:
+                kwargs["body"] = V1DeleteOptions(grace_period_seconds=grace, preconditions=V1Preconditions(uid=uid))
             fn(**kwargs)
             return 1
         except ApiException as exc:
-            if exc.status == 404:
+            if exc.status == 404 or (uid and exc.status == 409):  # gone, or another object of that name now
                 return 0
             raise wrap_api_error(f"deleting {kind} {namespace}/{name}", exc) from exc
 
-    def remaining(self, namespace: str, selector: str, keep: Collection[str] = ()) -> list[str]:
-        """What is left of the job but the pods named in ``keep``, as ``kind/name``."""
-        names = [f"pod/{p.metadata.name}" for p in self.list_pods(namespace, selector) if p.metadata.name not in keep]
-        names += [f"service/{s.metadata.name}" for s in call(
-            "listing services", self.core.list_namespaced_service, namespace=namespace,
-            label_selector=selector).items]
-        names += [f"configmap/{c.metadata.name}" for c in call(
-            "listing configmaps", self.core.list_namespaced_config_map, namespace=namespace,
-            label_selector=selector).items]
+    def remaining(self, namespace: str, selector: str, keep: Collection[str] = (),
+                  owned: Owned | None = None) -> list[str]:
+        """What is left of the job (its own objects, with ``owned``) but the pods named in ``keep``,
+        as ``kind/name``."""
+        pods, services, cms, _ = self.job_objects(namespace, selector, owned)
+        names = [f"pod/{p.metadata.name}" for p in pods if p.metadata.name not in keep]
+        names += [f"service/{s.metadata.name}" for s in services]
+        names += [f"configmap/{c.metadata.name}" for c in cms]
         return names
 
     def wait_gone(self, namespace: str, selector: str, timeout: float = 120, interval: float = 1,
-                  keep: Collection[str] = ()) -> list[str]:
+                  keep: Collection[str] = (), owned: Owned | None = None) -> list[str]:
         """Poll until nothing of the job remains but the pods named in ``keep``; what is left at the timeout."""
         deadline = time.monotonic() + timeout
-        left = self.remaining(namespace, selector, keep)
+        left = self.remaining(namespace, selector, keep, owned)
         while left and time.monotonic() < deadline:
             time.sleep(interval)
-            left = self.remaining(namespace, selector, keep)
+            left = self.remaining(namespace, selector, keep, owned)
         return left
 
 

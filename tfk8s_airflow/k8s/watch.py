@@ -59,6 +59,9 @@ from tfk8s_airflow.k8s.client import REQUEST_TIMEOUT_S, wrap_api_error
 from tfk8s_airflow.k8s.recovery import GONE_TIMEOUT_S
 from tfk8s_airflow.volume.safe import SafeDir
 
+#: Seconds after an attempt is leased during which its recreated pods may not be recorded yet (created, then
+#: recorded on the Service): a replica missing then, with unrecorded pods in its place, is not yet lost.
+RECORD_GRACE_S = GONE_TIMEOUT_S + 4 * REQUEST_TIMEOUT_S
 #: Consecutive failed polls after which the watch gives up (the API is unreachable).
 MAX_CONSECUTIVE_ERRORS = 10
 #: The API connection is reopened this often, so short-lived credentials (exec auth) refresh.
@@ -125,9 +128,10 @@ def stale_after(interval: float) -> float:
 
 
 def _judge(raw: bytes, policy: JobPolicy, now: float, watch_started: float,
-           tensorboard_pod: str | None = None) -> tuple[JobStatus, int, TensorBoardState | None]:
+           tensorboard_pod: str | None = None, recorded: dict[str, tuple[str, int]] | None = None
+           ) -> tuple[JobStatus, int, TensorBoardState | None]:
     items = json.loads(raw).get("items") or []
-    status, tensorboard = judge_pods(items, policy, now, watch_started, tensorboard_pod)
+    status, tensorboard = judge_pods(items, policy, now, watch_started, tensorboard_pod, recorded)
     return status, len(items), tensorboard
 
 
@@ -240,6 +244,7 @@ class JobWatch:
         self._checkpoint_refused = False  # said once in the log, then no progress from the file
         self._warned_pods: set[tuple[str, str]] = set()  # (pod, source) of ignored values said: once each
         self._recoverer: Any = None
+        self._strangers: set[str] = set()  # UIDs of pods labelled as replicas that no record names (read again once)
         self._verdict: Snapshot | None = None  # the first snapshot with the job's final state: kept from then on
         self.queue = QueueWatch(record) if record.queue else None  # Kueue's Workload, read while it holds the pods
 
@@ -430,7 +435,11 @@ class JobWatch:
             raw = await resp.read()  # the raw response: judged in a thread, not parsed here
             self._count_list()
             status, count, tensorboard = await asyncio.to_thread(
-                _judge, raw, self.policy, time.time(), self.watch_started, self.record.tensorboard_pod)
+                _judge, raw, self.policy, time.time(), self.watch_started, self.record.tensorboard_pod,
+                self._recorded())
+            if status.strangers and self._recoverer is not None and \
+                    (set(status.strangers) - self._strangers or status.state == JobState.FAILED):
+                status, count, tensorboard = await self._judge_again(raw, status, count, tensorboard)
             self._say_ignored(status.ignored)
             admission = None
             if self.queue is not None:
@@ -453,6 +462,30 @@ class JobWatch:
             return KubernetesApiError(action, None, f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # noqa: BLE001 - anything else met in a poll: published, never the loop's end
             return self._unexpected(action, exc)
+
+    def _recorded(self) -> dict[str, tuple[str, int]] | None:
+        """The job's own pods by UID: setup's record, and what recovery recorded on the Service."""
+        return self._recoverer.recorded() if self._recoverer is not None else self.record.recorded_pods()
+
+    async def _judge_again(self, raw: bytes, status: JobStatus, count: int, tensorboard: Any
+                           ) -> tuple[JobStatus, int, Any]:
+        """Pods with a replica's labels that no record names: another watch's recovery may have created (and
+        recorded) them since this one read the Service. Read it again and judge again; a replica missing while
+        the latest attempt's pods are still being recorded is not a failure yet."""
+        self._strangers |= set(status.strangers)
+        try:
+            await self._recoverer.load()
+        except (KubernetesApiError, ValueError, TypeError) as exc:
+            _log.warning("job %s: recovery's record on its Service could not be read again: %s", self.record.job, exc)
+            return status, count, tensorboard
+        status, count, tensorboard = await asyncio.to_thread(
+            _judge, raw, self.policy, time.time(), self.watch_started, self.record.tensorboard_pod, self._recorded())
+        attempts = self._recoverer.attempts
+        if status.state == JobState.FAILED and status.failed_pod is None and status.strangers and attempts \
+                and time.time() - attempts[-1].at < RECORD_GRACE_S + self.recovery.restart_backoff:
+            status = dataclasses.replace(status, state=JobState.RUNNING, reason="", failure_class=None,
+                                         failed_key=None)
+        return status, count, tensorboard
 
     def _say_ignored(self, ignored: tuple[tuple[str, str], ...], source: str = "its labels and status") -> None:
         """Log what of a pod was ignored (a value no kubelet or trainer writes), once per pod and source."""

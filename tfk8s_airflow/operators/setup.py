@@ -56,7 +56,7 @@ from tfk8s_airflow.job.run.judge import JobPolicy
 from tfk8s_airflow.job.run.records import JOB_ID_KEY, JobRecord
 from tfk8s_airflow.job.run.resolve import as_spec_input, job_record, resolve_spec
 from tfk8s_airflow.k8s import capacity
-from tfk8s_airflow.k8s.client import DEFAULT_CONCURRENCY, JobClient
+from tfk8s_airflow.k8s.client import DEFAULT_CONCURRENCY, JobClient, Owned
 from tfk8s_airflow.k8s.kueue import release_quota
 from tfk8s_airflow.k8s.owned import check_absent_or_own, create_own
 from tfk8s_airflow.lineage import operator_lineage
@@ -182,6 +182,7 @@ class TFJobSetupOperator(BaseOperator):
         # Before anything is created: an object of the job's names that setup did not make is refused, and
         # setup's clean-up below never deletes it.
         check_absent_or_own(client, [plan.service, *plan.support_objects])
+        owned: Owned | None = None  # what setup made: its clean-up never deletes anything else
         try:
             # The Service first: every other object of the job is its dependent, so deleting it
             # (teardown, or by hand when teardown never ran) lets Kubernetes remove them all.
@@ -189,6 +190,7 @@ class TFJobSetupOperator(BaseOperator):
             self.log.info("Service %s %s", names.service, "created" if created else "of an earlier try, taken")
             # The pods as created: recovery recreates replicas from them (docs/recovery.md), and only
             # while the ConfigMap holds what the digest in the job record says.
+            owned = Owned(svc["metadata"]["uid"])
             plan = plan.owned(owner_reference(names.service, svc["metadata"]["uid"]))
             digest = plan.templates_digest
             for obj in plan.support_objects:
@@ -210,10 +212,11 @@ class TFJobSetupOperator(BaseOperator):
                               names.service, names.namespace, tensorboard.port)
         except BaseException:
             # Leave nothing half-made behind: a retry (transient errors) starts clean.
-            if queue:  # Kueue's Workload first, or the deleted pods would wait behind its finalizer
-                release_quota(client.core.api_client, names.namespace, names.job,
-                              client.list_pods(names.namespace, names.selector), self.log)
-            client.delete_job_objects(names.namespace, names.selector)
+            if owned is not None:  # no Service of setup's: nothing was made
+                if queue:  # Kueue's Workload first, or the deleted pods would wait behind its finalizer
+                    release_quota(client.core.api_client, names.namespace, names.job,
+                                  client.list_pods(names.namespace, names.selector), self.log, owned)
+                client.delete_job_objects(names.namespace, names.selector, owned=owned)
             raise
         self.log.info("created %d pod(s)%s in %.2fs, all held by the gate; released the gates of all %d in %.2fs",
                       len(batch.created), f", adopted {len(batch.adopted)} of an earlier try" if batch.adopted else "",
@@ -225,7 +228,8 @@ class TFJobSetupOperator(BaseOperator):
         record: JobRecord = job_record(spec, names, plan.replicas, policy=judged_by, has_shards=shards is not None,
                                        kubernetes_conn_id=self.kubernetes_conn_id, poll_interval=self.poll_interval,
                                        tensorboard_url=policy.tensorboard_url, log_dir=self.log_dir or None,
-                                       templates_digest=digest, queue=queue)
+                                       templates_digest=digest, queue=queue, uids=batch.uids,
+                                       service_uid=owned.owner_uid if owned is not None else None)
         context["ti"].xcom_push(key="job", value=record.to_xcom())
         context["ti"].xcom_push(key=JOB_ID_KEY, value=record.job_id)  # the triggers pull the record once per job
         return [{"replica": ref.key} for ref in record.replicas]

@@ -54,7 +54,7 @@ from tfk8s_airflow.exceptions import DataError, KubernetesApiError
 from tfk8s_airflow.job.run.jobmetrics import job_tags
 from tfk8s_airflow.job.run.records import JobRecord
 from tfk8s_airflow.job.run.verdict import summary_verdict
-from tfk8s_airflow.k8s.client import JobClient
+from tfk8s_airflow.k8s.client import JobClient, Owned
 from tfk8s_airflow.k8s.kueue import KueueObjects, release_quota
 from tfk8s_airflow.metricnames import Point
 from tfk8s_airflow.metrics import emit
@@ -174,17 +174,29 @@ class TFJobTeardownOperator(BaseOperator):
         if not record.queue:
             return []
         pods = client.list_pods(record.namespace, record.selector)
-        return release_quota(client.core.api_client, record.namespace, record.job, pods, self.log)
+        return release_quota(client.core.api_client, record.namespace, record.job, pods, self.log, Owned.of(record))
 
     def _release_held(self, client: JobClient, record: JobRecord) -> None:
         """A job with a queue: a pod of the job still held by Kueue's finalizer after a bounded wait has that
         finalizer (only it) removed, with a warning; its Workload is gone, so Kueue no longer needs it."""
         if record.queue:
-            KueueObjects(client.core.api_client, self.log).release_held(record.namespace, record.selector)
+            KueueObjects(client.core.api_client, self.log).release_held(record.namespace, record.selector,
+                                                                        owned=Owned.of(record))
+
+    def _say_strangers(self, client: JobClient, record: JobRecord) -> None:
+        """Objects with the job's label that setup and recovery did not make: left alone, said once."""
+        owned = Owned.of(record)
+        if owned is None:
+            return
+        strangers = client.job_objects(record.namespace, record.selector, owned)[3]
+        if strangers:
+            self.log.warning("job %s: left alone, not made by its setup or recovery though they carry its label "
+                             "(%s): %s", record.job, record.selector, ", ".join(strangers))
 
     def _wait_gone(self, client: JobClient, record: JobRecord, keep: Sequence[str] = ()) -> None:
         """Wait until nothing of the job is left but the pods named in ``keep``; fail naming what is."""
-        left = client.wait_gone(record.namespace, record.selector, timeout=self.wait_timeout, keep=keep)
+        left = client.wait_gone(record.namespace, record.selector, timeout=self.wait_timeout, keep=keep,
+                                owned=Owned.of(record))
         emit([Point("tfk8s.teardown.leftovers", len(left), job_tags(record, self.dag_id, self.task_id))])
         if left:
             raise AirflowException(f"teardown of {record.job}: still present after {self.wait_timeout:.0f}s: "
@@ -198,6 +210,7 @@ class TFJobTeardownOperator(BaseOperator):
             record = JobRecord.from_xcom(self.job)
         ns, selector, job = record.namespace, record.selector, record.job
         client = JobClient.from_conn(self.kubernetes_conn_id)
+        owned = Owned.of(record)
         verdict = self._verdict(context)
         state, reason = verdict if verdict else ("ended", "teardown ran before the job sensor had a verdict")
         self.log.info("job %s: %s (%s)", job, state, reason)
@@ -213,8 +226,8 @@ class TFJobTeardownOperator(BaseOperator):
         # Each replica task already wrote its replica's log into its own task log; teardown
         # reads the logs again only to archive them.
         # Replicas only: the TensorBoard pod is deleted with the job, its log not archived.
-        pods = sorted((p for p in client.list_pods(ns, selector) if p.metadata.name != record.tensorboard_pod),
-                      key=lambda p: p.metadata.name) if root is not None else []
+        pods = sorted((p for p in client.list_pods(ns, selector) if p.metadata.name != record.tensorboard_pod
+                       and (owned is None or owned.pod(p))), key=lambda p: p.metadata.name) if root is not None else []
         if root is None:
             self.log.info("no archive directory (archive_dir, or a 'logs' volume with a host path): the replicas' "
                           "logs are in the replica tasks' logs")
@@ -249,11 +262,12 @@ class TFJobTeardownOperator(BaseOperator):
                                   f"unavailable ({error})" if error else "empty")
                 archived.append(str(root / logs.log_path(job, name)))
         # clean_pod_policy Running or None: the finished pods stay for finished_pod_ttl; running ones never do.
-        kept = (client.keep_finished_pods(ns, selector, record.service,
-                                          skip={record.tensorboard_pod} if record.tensorboard_pod else set())
+        skip = {record.tensorboard_pod} if record.tensorboard_pod else set()
+        kept = (client.keep_finished_pods(ns, selector, record.service, skip=skip, owned=owned)
                 if record.keeps_finished_pods else [])
         workloads = self._release_quota(client, record)
-        counts = client.delete_job_objects(ns, selector, self.grace_period_seconds, keep=kept)
+        self._say_strangers(client, record)
+        counts = client.delete_job_objects(ns, selector, self.grace_period_seconds, keep=kept, owned=owned)
         self.log.info("deleted %s of job %s", counts, job)
         self._release_held(client, record)
         self._wait_gone(client, record, keep=kept)
@@ -281,9 +295,10 @@ class TFJobTeardownOperator(BaseOperator):
         client = JobClient.from_conn(self.kubernetes_conn_id)
         # The pods still there are the kept ones (``result`` says which were kept, where the deferral's
         # kwargs reach this method; dag.test() passes only the event).
-        kept = sorted(p.metadata.name for p in client.list_pods(ns, selector))
+        owned = Owned.of(record)
+        kept = sorted(p.metadata.name for p in client.list_pods(ns, selector) if owned is None or owned.pod(p))
         self._release_quota(client, record)
-        counts = client.delete_job_objects(ns, selector, self.grace_period_seconds)
+        counts = client.delete_job_objects(ns, selector, self.grace_period_seconds, owned=owned)
         self.log.info("finished_pod_ttl (%ds) is over: deleted %s of job %s (%s)", record.finished_pod_ttl, counts,
                       job, ", ".join(kept) or "no pod left")
         self._release_held(client, record)

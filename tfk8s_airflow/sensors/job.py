@@ -100,8 +100,14 @@ class TFJobSensor(BaseSensorOperator):
         with fail_permanently():
             pods = client.list_pods(record.namespace, record.selector)
         items = pod_dicts(pods, client.core.api_client)
+        recorded = record.recorded_pods()
         status, tensorboard = judge_pods(items, record.policy, time.time(), record.created_at,
-                                         record.tensorboard_pod)
+                                         record.tensorboard_pod, recorded)
+        if status.strangers and record.templates:  # perhaps pods recovery made: its record is on the Service
+            status, tensorboard = judge_pods(items, record.policy, time.time(), record.created_at,
+                                             record.tensorboard_pod, client.recorded_pods(record))
+        for pod, what in status.ignored:
+            self.log.warning("TF job %s: pod %s: ignored: %s", record.job, pod, what)
         self.log.info("TF job %s: %s", record.job, status.progress())
         return JobSummary.of(record, status, tensorboard_url=tensorboard_url(record.tensorboard_url, tensorboard))
 

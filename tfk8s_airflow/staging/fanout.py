@@ -277,9 +277,15 @@ def copy_pod(name: str, labels: Mapping[str, str], spec_doc: Mapping[str, Any], 
              volume_host_path: str, pod_mount: str, security: tuple[dict[str, Any], dict[str, Any]], *,
              program: str = "tfk8s_airflow.pod.stagecopy") -> dict[str, Any]:
     """One copy pod: ``python -m <program>`` (the copier, or the checksum pod
-    :mod:`tfk8s_airflow.pod.stagesum`) with its part in the environment, the
-    volume's host path mounted where the pods see it, bounded memory, ``restartPolicy: Never``
-    (a failed part gets a new pod from the operator, which resumes from the part's journal)."""
+    :mod:`tfk8s_airflow.pod.stagesum`) with its part in the environment, bounded memory,
+    ``restartPolicy: Never`` (a failed part gets a new pod from the operator, which resumes from the
+    part's journal).
+
+    The volume's host path is mounted where the pods see it **read-only** (the files to checksum, the
+    ones already in place); only the task's own directories that the part's document names
+    (``staging``, ``records``) are mounted writable over it, each as a hostPath volume of its own. So a
+    copy pod writes nowhere else on the volume, and ``[tfk8s] read_only_host_paths`` under the volume (a
+    served model tree) admits it."""
     tpl = dict(settings.pod_template)
     env: list[dict[str, Any]] = [{"name": "TFK8S_COPY_PART", "value": json.dumps(spec_doc, separators=(",", ":"))},
            {"name": "PYTHONUNBUFFERED", "value": "1"}]
@@ -290,15 +296,23 @@ def copy_pod(name: str, labels: Mapping[str, str], spec_doc: Mapping[str, Any], 
         "env": env,
         "resources": {"requests": {"cpu": settings.cpu, "memory": settings.memory},
                       "limits": {"memory": settings.memory}},
-        "volumeMounts": [{"name": "data", "mountPath": pod_mount}],
+        "volumeMounts": [{"name": "data", "mountPath": pod_mount, "readOnly": True}],
     }
+    volumes: list[dict[str, Any]] = [{"name": "data", "hostPath": {"path": volume_host_path, "type": "Directory"}}]
+    for i, where in enumerate(spec_doc[k] for k in ("staging", "records") if spec_doc.get(k)):
+        rel = posixpath.relpath(posixpath.normpath(str(where)), posixpath.normpath(pod_mount))
+        if not is_safe_relative(rel) or rel == ".":
+            raise PathSafetyError(f"{where} is not a directory under the volume's mount {pod_mount} in the pods")
+        volumes.append({"name": f"task-{i}", "hostPath": {"path": posixpath.join(volume_host_path, rel),
+                                                          "type": "Directory"}})
+        container["volumeMounts"].append({"name": f"task-{i}", "mountPath": posixpath.normpath(str(where))})
     if container_sc:
         container["securityContext"] = container_sc
     spec: dict[str, Any] = {
         "restartPolicy": "Never", "activeDeadlineSeconds": settings.deadline,
         "automountServiceAccountToken": False, "enableServiceLinks": False,
         "containers": [container],
-        "volumes": [{"name": "data", "hostPath": {"path": volume_host_path, "type": "Directory"}}],
+        "volumes": volumes,
     }
     if pod_sc:
         spec["securityContext"] = pod_sc

@@ -13,7 +13,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from sqlalchemy import select
@@ -172,7 +172,7 @@ def live_replicas(record: JobRecord) -> dict[str, dict[str, Any]] | None:
     def list_once() -> dict[str, dict[str, Any]]:
         pods = list_pods_bounded(record.kubernetes_conn_id or "kubernetes_default", record.namespace,
                                  record.selector, timeout=VIEW_REQUEST_TIMEOUT_S)
-        return _by_key(replica_state(p) for p in pods)
+        return _by_key(replica_state(p) for p in pods if _own(record, p))
 
     found: dict[str, dict[str, Any]] | None
     try:
@@ -186,6 +186,17 @@ def live_replicas(record: JobRecord) -> dict[str, dict[str, Any]] | None:
         for stale in [k for k, (at, _) in _cache.items() if now - at >= POD_LIST_TTL_S]:
             del _cache[stale]
     return found
+
+
+def _own(record: JobRecord, pod: Any) -> bool:
+    """A pod of the job's own (setup's by its recorded UID, or owned by the job's Service: recovery's), not
+    one that only carries its labels; a record without UIDs (an earlier release's): every labelled pod."""
+    if not record.service_uid or not isinstance(pod, Mapping):
+        return True
+    meta = pod.get("metadata") or {}
+    recorded = record.recorded_pods() or {}
+    return meta.get("uid") in recorded or any(
+        isinstance(ref, Mapping) and ref.get("uid") == record.service_uid for ref in meta.get("ownerReferences") or ())
 
 
 def _by_key(states: Iterable[Any]) -> dict[str, dict[str, Any]]:

@@ -12,7 +12,14 @@ their volumes), evaluation and TensorBoard build pods of their own. Each of them
   recreated, not only at setup;
 * a host path at or under one of ``read_only_host_paths`` is mounted read-only by every
   container of the pod (sidecars and init containers included): the pod is given back with
-  ``readOnly: true`` on those mounts; a writable mount of a directory *above* one is refused;
+  ``readOnly: true`` on those mounts; a writable mount of a directory *above* one is refused.
+  A mount's host path is its volume's joined with its ``subPath``, so a writable ``subPath`` of a
+  volume that holds a read-only root is admitted when it is neither at nor above that root (the
+  copy pods of staging mount their own directories so). With read-only roots set, each host path
+  is walked on this machine from its allowed root without following a link
+  (:mod:`tfk8s_airflow.volume.hostpath`): a writable mount through a symbolic link is refused (the
+  kubelet follows it, e.g. ``<allowed>/link -> ../serving``), and a path whose root this process
+  cannot see is refused rather than trusted as written;
 * the ServiceAccount, its token, the Secrets (by namespace) and the security contexts are
   checked as the pod has them, with no default merged in: what is absent is absent;
 * every volume is of a plain kind (emptyDir, secret, configMap, persistentVolumeClaim, hostPath,
@@ -95,6 +102,15 @@ def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
+def _mounted(paths: Mapping[str, str], m: Mapping[str, Any]) -> str | None:
+    """The host path a volume mount reaches: its hostPath volume's path joined with its ``subPath``."""
+    base = paths.get(str(m.get("name")))
+    sub = m.get("subPath")
+    if base is None or not isinstance(sub, str) or not sub.strip("/"):
+        return base
+    return posixpath.normpath(posixpath.join(base, sub.lstrip("/")))
+
+
 def read_only_mounts(pod: Mapping[str, Any], policy: DeploymentPolicy) -> dict[str, Any]:
     """A copy of ``pod`` whose every mount of a host path at or under a read-only root is read-only."""
     out = copy.deepcopy(dict(pod))
@@ -102,10 +118,11 @@ def read_only_mounts(pod: Mapping[str, Any], policy: DeploymentPolicy) -> dict[s
     if not roots:
         return out
     spec = out.get("spec") or {}
-    ro = {name for name, path in _host_paths(spec).items() if any(_under(path, r) for r in roots)}
+    paths = _host_paths(spec)
     for _kind, c in _containers(spec):
         for m in c.get("volumeMounts") or ():
-            if isinstance(m, dict) and m.get("name") in ro:
+            path = _mounted(paths, m) if isinstance(m, dict) else None
+            if path is not None and any(_under(path, r) for r in roots):
                 m["readOnly"] = True
     return out
 
@@ -137,8 +154,11 @@ def _volume_problems(spec: Mapping[str, Any], policy: DeploymentPolicy, p: str,
                      realpath: Callable[[str], str]) -> list[Problem]:
     out: list[Problem] = []
     paths = _host_paths(spec)
+    refused = set()
     for name, path in paths.items():
-        out += policy.host_path_problems(f"{p}.volumes[{name}].hostPath.path", path, realpath)
+        found = policy.host_path_problems(f"{p}.volumes[{name}].hostPath.path", path, realpath)
+        refused |= {name} if found else set()
+        out += found
     for vol in spec.get("volumes") or ():
         if not isinstance(vol, Mapping):
             continue
@@ -149,16 +169,21 @@ def _volume_problems(spec: Mapping[str, Any], policy: DeploymentPolicy, p: str,
                 out.append(Problem(f"{p}.volumes[{vol.get('name')}].projected.sources[{i}].serviceAccountToken",
                                    "the deployment does not give pods a ServiceAccount's API token",
                                    "remove it, or an administrator sets [tfk8s] allow_service_account_token = true"))
-    # A writable mount of a directory holding a read-only root would write into it.
-    above = {name: root for name, path in paths.items() for root in policy.read_only_host_paths
-             if root != path and _under(root, path)}
+    # A writable mount of a directory holding a read-only root would write into it; one through a link could too.
     for kind, c in _containers(spec):
         for m in c.get("volumeMounts") or ():
-            if isinstance(m, Mapping) and m.get("name") in above and not m.get("readOnly"):
-                out.append(Problem(f"{p}.{kind}[{c.get('name')}].volumeMounts[{m.get('name')}]",
-                                   f"{paths[str(m['name'])]} holds {above[str(m['name'])]}, which the deployment "
-                                   "allows read-only; a writable mount of it would write there",
-                                   "mount the subdirectories the job writes, or mount it read_only"))
+            where = _mounted(paths, m) if isinstance(m, Mapping) else None
+            if where is None or m.get("readOnly") or m.get("name") in refused:
+                continue
+            fld = f"{p}.{kind}[{c.get('name')}].volumeMounts[{m.get('name')}]"
+            above = next((r for r in policy.read_only_host_paths if r != where and _under(r, where)), None)
+            if above is not None or (m.get("subPathExpr") and any(_under(r, paths[str(m["name"])])
+                                                                  for r in policy.read_only_host_paths)):
+                out.append(Problem(fld, f"{where} holds {above or 'a read-only root'}, which the deployment allows "
+                                        "read-only; a writable mount of it would write there",
+                                   "mount the subdirectories the job writes (a subPath), or mount it read_only"))
+                continue
+            out += policy.writable_path_problems(fld, where)
     return out
 
 

@@ -39,6 +39,7 @@ from tfk8s_airflow.job.policy.tensorboard_url import url_template_problem
 from tfk8s_airflow.job.spec.fields import MAX_DURATION_S, check_dns_label, parse_duration, show
 from tfk8s_airflow.job.spec.podtemplate import merge
 from tfk8s_airflow.pathrules import has_parent_segment
+from tfk8s_airflow.volume.hostpath import HostPathView, walk_host_path
 
 if TYPE_CHECKING:
     from tfk8s_airflow.job.spec import TFJobSpec
@@ -205,7 +206,8 @@ class DeploymentPolicy:
         "default", _namespace))
     read_only_host_paths: tuple[str, ...] = field(default=(), metadata=setting(
         "host paths a volume may mount read-only only, and everything under them (comma-separated): every "
-        "pod mounts them read-only, sidecars included; a writable mount of a directory above one is refused",
+        "pod mounts them read-only, sidecars included; a writable mount of a directory above one, or through a "
+        "symbolic link, is refused, and so is a host path the deciding process cannot see",
         "none", _host_paths, example="/mnt/datasets"))
     evaluation_image: str = field(default=DEFAULT_EVALUATION_IMAGE, metadata=setting(
         "the image of every evaluation pod (its evaluator's code): never the job's form's; the DAG author may "
@@ -272,7 +274,11 @@ class DeploymentPolicy:
         out: list[Problem] = []
         for i, vol in enumerate(spec.volumes):
             if vol.host_path:
-                out += self._host_path(f"volumes[{i}].host_path", vol.host_path, realpath)
+                where = posixpath.join(vol.host_path, vol.sub_path) if vol.sub_path else vol.host_path
+                found = self.host_path_problems(f"volumes[{i}].host_path", vol.host_path, realpath)
+                if not found and not vol.read_only and not _under(posixpath.normpath(where), self.read_only_host_paths):
+                    found = self.writable_path_problems(f"volumes[{i}].host_path", where)
+                out += found
         account = spec.service_account
         if account and account != "default" and not _allowed(account, self.allowed_service_accounts):
             out.append(Problem("service_account", f"{account} is not among the allowed ServiceAccounts "
@@ -333,8 +339,42 @@ class DeploymentPolicy:
 
     def host_path_problems(self, fld: str, host_path: str, realpath: Callable[[str], str] = os.path.realpath
                            ) -> list[Problem]:
-        """Why a hostPath ``host_path`` may not be mounted, resolved through ``realpath`` now: [] when it may."""
-        return self._host_path(fld, host_path, realpath)
+        """Why a hostPath ``host_path`` may not be mounted, resolved through ``realpath`` now: [] when it may.
+
+        With ``read_only_host_paths`` set, the path is also walked on this machine from its allowed root
+        (:func:`~tfk8s_airflow.volume.hostpath.walk_host_path`): where this process cannot see that root
+        (recovery in a triggerer that does not mount the volume, say) the path is refused, not trusted as
+        written. Whether a writable mount may pass through a link: :meth:`writable_path_problems`."""
+        out = self._host_path(fld, host_path, realpath)
+        if out or not self.read_only_host_paths:
+            return out
+        view = self._walk(host_path)
+        if not view.seen:
+            return [Problem(fld, f"{show(host_path)} cannot be checked here for symbolic links: its allowed root "
+                                 f"{view.root} cannot be opened by this process ({view.why}); with "
+                                 "read_only_host_paths set, a host path is admitted only where it can be walked",
+                            f"mount the volume at {view.root} where setup, recovery (the triggerer) and staging run, "
+                            "or an administrator clears [tfk8s] read_only_host_paths")]
+        return []
+
+    def writable_path_problems(self, fld: str, host_path: str) -> list[Problem]:
+        """Why ``host_path`` (a hostPath and its subPath) may not be mounted writable: with ``read_only_host_paths``
+        set, a symbolic link in it below its allowed root (the kubelet follows it when it mounts: a link a pod
+        planted through a writable mount leads into a read-only tree, or out of one); [] otherwise."""
+        if not self.read_only_host_paths or not _under(posixpath.normpath(host_path), self._roots()):
+            return []
+        view = self._walk(host_path)
+        if view.link is None:
+            return []
+        return [Problem(fld, f"{show(view.link)} is a symbolic link: with read_only_host_paths set, a writable mount "
+                             "may not pass through one (the kubelet would follow it, into a read-only tree or out of "
+                             "one)", "mount the directory it should be, not a link to it, or mount it read_only")]
+
+    def _roots(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys((*self.allowed_host_paths, *self.read_only_host_paths)))
+
+    def _walk(self, host_path: str) -> HostPathView:
+        return walk_host_path(host_path, self._roots())
 
     def _host_path(self, fld: str, host_path: str, realpath: Callable[[str], str]) -> list[Problem]:
         roots = tuple(dict.fromkeys((*self.allowed_host_paths, *self.read_only_host_paths)))
@@ -384,7 +424,7 @@ class DeploymentPolicy:
             vp = f"{p}.volumes[{vol.get('name')}]"
             out += volume_kind_problems(vol, vp, self.allowed_volume_types)
             if isinstance(vol.get("hostPath"), Mapping) and isinstance(vol["hostPath"].get("path"), str):
-                out += self._host_path(f"{vp}.hostPath.path", vol["hostPath"]["path"], realpath)
+                out += self.host_path_problems(f"{vp}.hostPath.path", vol["hostPath"]["path"], realpath)
             for i, source in enumerate((vol.get("projected") or {}).get("sources") or ()):
                 if source.get("serviceAccountToken") is not None and not self.allow_service_account_token:
                     out.append(Problem(f"{vp}.projected.sources[{i}].serviceAccountToken",

@@ -185,6 +185,9 @@ class JobStatus:
     stopped: tuple[str, ...] = ()  # tracked replicas still running when the job succeeded (stragglers)
     #: (pod, what of it was ignored): values no kubelet writes (a label ``tfk8s.io/index: x``), for a warning
     ignored: tuple[tuple[str, str], ...] = ()
+    #: UIDs of pods with a replica's labels that setup and recovery did not record (ignored; the watch may
+    #: read recovery's record again before it believes a replica lost)
+    strangers: tuple[str, ...] = ()
 
     def progress(self) -> str:
         parts = [f"{k}={val}" for k, val in sorted(self.counts.items()) if val]
@@ -316,19 +319,28 @@ def replica_state(pod: Any) -> ReplicaState | None:
     return read_replica(pod)[0]
 
 
-def read_replica(pod: Any) -> tuple[ReplicaState | None, tuple[str, ...]]:
+def read_replica(pod: Any, known: tuple[str, int] | None = None) -> tuple[ReplicaState | None, tuple[str, ...]]:
     """The replica a pod is, and what of the pod was ignored because it is not what Kubernetes writes.
 
     Labels and annotations may be written by anyone who may patch the job's pods, and the judge runs
     in the job's shared watch: a value of the wrong kind (an index ``"x"`` or ``"1e3"``, an attempt
     ``"NaN"``, a timestamp that is no time, a list where a string goes) is ignored, never raised,
     and named in the second item so the watch can say so once per pod.
+
+    ``known``: the replica key and attempt that setup or recovery recorded for this pod's UID. The pod is
+    then that replica whatever its labels say (labels that name another are a problem named, not obeyed).
     """
     problems: list[str] = []
     labels = _get(pod, "metadata", "labels")
     labels = labels if isinstance(labels, Mapping) else {}
     role, raw_index = labels.get(LABEL_ROLE), labels.get(LABEL_INDEX)
-    if role is None or raw_index is None:
+    if known is not None:
+        key, recorded_attempt = known
+        if f"{role}-{raw_index}" != key:
+            problems.append(f"labels {LABEL_ROLE}={_shown(role)} {LABEL_INDEX}={_shown(raw_index)} are not "
+                            f"those of replica {key}, as recorded for its UID (the record's are taken)")
+        role, raw_index = key.rsplit("-", 1)
+    elif role is None or raw_index is None:
         return None, ()
     index = _whole(raw_index)
     if not isinstance(role, str) or index is None or index < 0:
@@ -380,7 +392,9 @@ def read_replica(pod: Any) -> tuple[ReplicaState | None, tuple[str, ...]]:
         restarts = max(restarts, init_failure.restarts)
     raw_attempt = labels.get(LABEL_ATTEMPT)
     attempt = _int(raw_attempt, 1) if raw_attempt is not None else 1
-    if raw_attempt is not None and (_whole(raw_attempt) is None or attempt < 1):
+    if known is not None:
+        attempt = known[1]  # the record's: a label anyone who may patch the pod can write is not asked
+    elif raw_attempt is not None and (_whole(raw_attempt) is None or attempt < 1):
         problems.append(f"label {LABEL_ATTEMPT}={_shown(raw_attempt)} is no attempt number (taken as 1)")
         attempt = 1
     created = _get(pod, "metadata", "creationTimestamp")
@@ -417,17 +431,35 @@ def _shown(value: Any) -> str:
     return text if len(text) <= SHOWN_MAX + 8 else text[:SHOWN_MAX] + "...'"
 
 
-def evaluate(pods: Iterable[Any], policy: JobPolicy, now: float, watch_started: float) -> JobStatus:
+def evaluate(pods: Iterable[Any], policy: JobPolicy, now: float, watch_started: float,
+             recorded: Mapping[str, tuple[str, int]] | None = None) -> JobStatus:
     """The job's state from one LIST of its pods.
 
     ``watch_started`` is when the job's pods were created (setup's record). Setup creates
     every pod before anything watches the job, so a replica without a pod was deleted (by
     someone other than teardown): an infrastructure failure.
+
+    ``recorded``: the job's own pods, ``{uid: (replica key, attempt)}`` as setup and recovery recorded
+    them from their creation responses. Only those speak for the job: any other pod that carries a
+    replica's labels (anyone who may patch pods can relabel a finished one ``worker-0``) is ignored, named
+    in ``strangers`` and ``ignored`` for a warning. None: a record from before UIDs were recorded (labels).
     """
     states: dict[str, ReplicaState] = {}
     ignored: list[tuple[str, str]] = []
+    strangers: list[str] = []
     for pod in pods:
-        st, problems = read_replica(pod)
+        known = None
+        if recorded is not None:
+            uid = _get(pod, "metadata", "uid")
+            known = recorded.get(uid) if isinstance(uid, str) else None
+            if known is None:
+                if replica_state(pod) is not None:
+                    name = _text(_get(pod, "metadata", "name")) or "?"
+                    strangers.append(uid if isinstance(uid, str) else "")
+                    ignored.append((name, f"it carries the labels of a replica, but its UID {_shown(uid)} is not one "
+                                          "setup or recovery recorded: not the job's pod, ignored"))
+                continue
+        st, problems = read_replica(pod, known)
         if problems:
             name = _text(_get(pod, "metadata", "name")) or "?"
             ignored.extend((name, p) for p in problems)
@@ -436,7 +468,7 @@ def evaluate(pods: Iterable[Any], policy: JobPolicy, now: float, watch_started: 
         if st is not None and (st.key not in states or st.attempt >= states[st.key].attempt):
             states[st.key] = st
     status = _judge_states(states, policy, now, watch_started)
-    return dataclasses.replace(status, ignored=tuple(ignored)) if ignored else status
+    return dataclasses.replace(status, ignored=tuple(ignored), strangers=tuple(strangers)) if ignored else status
 
 
 def _judge_states(states: dict[str, ReplicaState], policy: JobPolicy, now: float, watch_started: float) -> JobStatus:

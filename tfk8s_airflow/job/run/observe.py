@@ -18,6 +18,8 @@ __all__ = ["judge_pods"]
 
 
 def judge_pods(pods: Sequence[Mapping[str, Any]], policy: JobPolicy, now: float, watch_started: float,
-               tensorboard_pod: str | None = None) -> tuple[JobStatus, TensorBoardState | None]:
-    """The job's status by ``policy`` and its TensorBoard pod's state (never judged) from one LIST."""
-    return evaluate(pods, policy, now, watch_started), tensorboard_state(pods, tensorboard_pod)
+               tensorboard_pod: str | None = None, recorded: Mapping[str, tuple[str, int]] | None = None
+               ) -> tuple[JobStatus, TensorBoardState | None]:
+    """The job's status by ``policy`` and its TensorBoard pod's state (never judged) from one LIST;
+    ``recorded``: the job's own pods by UID (:func:`~tfk8s_airflow.job.run.judge.evaluate`)."""
+    return evaluate(pods, policy, now, watch_started, recorded), tensorboard_state(pods, tensorboard_pod)

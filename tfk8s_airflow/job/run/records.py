@@ -68,6 +68,7 @@ class ReplicaRef:
     index: int
     pod: str
     tracked: bool
+    uid: str | None = None  # the pod's UID in setup's creation response: the judge counts only recorded pods
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,7 @@ class JobRecord:
     clean_pod_policy: str = "All"  # the spec's: Running or None, teardown keeps the finished pods...
     finished_pod_ttl: int = 0  # ...this many seconds (a record without these fields: All, as before them)
     queue: str | None = None  # the Kueue LocalQueue its pods were submitted to, as one pod group per attempt
+    service_uid: str | None = None  # the job's Service as setup created it: the owner of everything else it made
     version: int = RECORD_VERSION
 
     @property
@@ -121,6 +123,13 @@ class JobRecord:
             raise RecordError(f"map index {map_index} is outside the job's {len(self.replicas)} replicas "
                               f"(fix: the replica tasks must map over setup's output)")
         return self.replicas[map_index]
+
+    def recorded_pods(self) -> dict[str, tuple[str, int]] | None:
+        """Setup's pods by UID: ``{uid: (replica key, attempt 1)}``; None for a record written before setup
+        recorded UIDs (its pods are then known by their labels, as they were)."""
+        if not self.replicas or any(not r.uid for r in self.replicas):
+            return None
+        return {str(r.uid): (r.key, 1) for r in self.replicas}
 
     def replica_by_key(self, key: str) -> ReplicaRef:
         for ref in self.replicas:
@@ -153,7 +162,8 @@ class JobRecord:
                        tensorboard_url=d.get("tensorboard_url"),
                        clean_pod_policy=_clean_pod_policy(d.get("clean_pod_policy")),
                        finished_pod_ttl=int(d.get("finished_pod_ttl") or 0),
-                       queue=str(d["queue"]) if d.get("queue") else None)
+                       queue=str(d["queue"]) if d.get("queue") else None,
+                       service_uid=str(d["service_uid"]) if d.get("service_uid") else None)
         except (KeyError, TypeError, ValueError) as exc:
             raise RecordError(f"job record: missing or malformed field {exc}") from None
 

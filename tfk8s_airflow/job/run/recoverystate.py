@@ -20,7 +20,8 @@ from tfk8s_airflow.job.run.records import Attempt, JobRecord
 from tfk8s_airflow.job.run.recovery import REPLACE, RESTART_GROUP
 from tfk8s_airflow.job.spec.fields import finite_float
 
-__all__ = ["MAX_ANNOTATION_BYTES", "MAX_ATTEMPTS", "MAX_MEMORY_OVERRIDE", "read_attempts"]
+__all__ = ["ATTEMPTS_ANNOTATION", "MAX_ANNOTATION_BYTES", "MAX_ATTEMPTS", "MAX_MEMORY_OVERRIDE", "MAX_RECREATED",
+           "read_attempts", "read_recreated"]
 
 #: The annotation's largest size read (the API server allows 256 KiB for all of an object's annotations).
 MAX_ANNOTATION_BYTES = 64 * 1024
@@ -31,6 +32,13 @@ MAX_MEMORY_OVERRIDE = float(1 << 40)
 _MAX_NODES = 256
 _MAX_REASON = 4096
 _NODE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+#: The Service's annotation that holds the attempts, their overrides and the pods recovery created.
+ATTEMPTS_ANNOTATION = "tfk8s.io/attempts"
+_UID = re.compile(r"^[0-9a-fA-F-]{1,64}$")
+_KEYS = {"attempts", "overrides", "pods"}
+#: Pods recovery recorded: more than any restart budget recreates (each entry ~120 bytes: the annotation's
+#: bound is reached first).
+MAX_RECREATED = 4096
 
 
 def _int(value: Any, what: str, lo: int, hi: int) -> int:
@@ -88,9 +96,7 @@ def read_attempts(raw: str | None, record: JobRecord) -> tuple[list[Attempt], di
     if not raw:
         return [], {}
     # The shared bounded reader: larger than the bound, nested too deep, not JSON: a ValueError.
-    doc = untrusted.loads(raw, max_bytes=MAX_ANNOTATION_BYTES, strict=True, what="the annotation")
-    if not isinstance(doc, Mapping) or not set(doc) <= {"attempts", "overrides"}:
-        raise ValueError("the annotation must be an object of attempts and overrides")
+    doc = _document(raw)
     keys = {r.key for r in record.replicas}
     items = doc.get("attempts") or []
     if not isinstance(items, list) or len(items) > MAX_ATTEMPTS:
@@ -106,3 +112,37 @@ def read_attempts(raw: str | None, record: JobRecord) -> tuple[list[Attempt], di
     if not isinstance(overrides, Mapping) or not all(isinstance(k, str) and k in keys for k in overrides):
         raise ValueError("overrides must be keyed by replicas of the job")
     return attempts, {k: _override(k, v, bound) for k, v in overrides.items()}
+
+
+def _document(raw: str) -> Mapping[str, Any]:
+    # The shared bounded reader: larger than the bound, nested too deep, not JSON: a ValueError.
+    doc = untrusted.loads(raw, max_bytes=MAX_ANNOTATION_BYTES, strict=True, what="the annotation")
+    if not isinstance(doc, Mapping) or not set(doc) <= _KEYS:
+        raise ValueError("the annotation must be an object of attempts, overrides and pods")
+    return doc
+
+
+def read_recreated(raw: str | None, record: JobRecord) -> dict[str, tuple[str, str, int]]:
+    """The pods recovery created, as it recorded them from the API server's creation responses:
+    ``{uid: (pod name, replica key, attempt)}`` (None or empty annotation: none). Entries name replicas
+    of the job and attempts after the first; ValueError otherwise (nothing of it is then believed)."""
+    if not raw:
+        return {}
+    items = _document(raw).get("pods") or []
+    if not isinstance(items, list) or len(items) > MAX_RECREATED:
+        raise ValueError(f"pods must be a list of at most {MAX_RECREATED}")
+    keys = {r.key for r in record.replicas}
+    out: dict[str, tuple[str, str, int]] = {}
+    for i, item in enumerate(items):
+        where = f"pods[{i}]"
+        if not isinstance(item, Mapping) or set(item) != {"uid", "name", "key", "attempt"}:
+            raise ValueError(f"{where} must be an object of uid, name, key and attempt")
+        uid, name, key = item["uid"], item["name"], item["key"]
+        if not isinstance(uid, str) or not _UID.match(uid):
+            raise ValueError(f"{where}.uid is no UID")
+        if not isinstance(name, str) or not _NODE.match(name) or len(name) > 253:
+            raise ValueError(f"{where}.name is no pod name")
+        if key not in keys:
+            raise ValueError(f"{where}.key must name a replica of the job")
+        out[uid] = (name, str(key), _int(item["attempt"], f"{where}.attempt", 2, MAX_ATTEMPTS + 1))
+    return out

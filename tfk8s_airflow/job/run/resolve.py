@@ -85,13 +85,15 @@ def job_record(spec: TFJobSpec, names: JobNames, replicas: Sequence[Replica], *,
                has_shards: bool, kubernetes_conn_id: str | None, poll_interval: float,
                created_at: float | None = None, tensorboard_url: str | None = None,
                log_dir: str | None = None, templates_digest: str | None = None,
-               queue: str | None = None) -> JobRecord:
+               queue: str | None = None, uids: Mapping[str, str] | None = None,
+               service_uid: str | None = None) -> JobRecord:
     """The XCom record of one job run: names, the replica plan (in map-index order), the policy.
 
     ``tensorboard_url``: the deployment's template (``[tfk8s] tensorboard_url``), kept with what is
     known now filled in, when the spec has a TensorBoard. ``log_dir``: the job's log directory
     (the DAG's ``archive_dir``); default: the ``logs`` volume's host path. ``queue``: the Kueue LocalQueue
-    the pods were submitted to (the spec's, else the deployment's default_queue).
+    the pods were submitted to (the spec's, else the deployment's default_queue). ``uids``: each pod's UID by
+    name, from setup's creation responses; ``service_uid``: the job's Service's (the owner of the rest).
     """
     log_dir = log_dir or next((v.host_path for v in spec.volumes if v.name == LOGS_VOLUME and v.host_path), None)
     tb = spec.tensorboard
@@ -99,7 +101,7 @@ def job_record(spec: TFJobSpec, names: JobNames, replicas: Sequence[Replica], *,
         job=names.job, namespace=names.namespace, service=names.service, configmap=names.configmap,
         selector=names.selector, policy=policy,
         replicas=tuple(ReplicaRef(key=f"{r.role}-{r.index}", role=r.role, index=r.index, pod=r.pod_name,
-                                  tracked=r.tracked) for r in replicas),
+                                  tracked=r.tracked, uid=(uids or {}).get(r.pod_name) or None) for r in replicas),
         created_at=time.time() if created_at is None else created_at, has_shards=has_shards,
         log_dir=log_dir, identity=dict(names.identity), kubernetes_conn_id=kubernetes_conn_id,
         poll_interval=poll_interval, templates=naming.templates_name(names.job), templates_digest=templates_digest,
@@ -107,4 +109,5 @@ def job_record(spec: TFJobSpec, names: JobNames, replicas: Sequence[Replica], *,
         tensorboard_pod=naming.tensorboard_pod_name(names.job) if tb else None,
         tensorboard_port=tb.port if tb else None,
         tensorboard_url=static_url(tensorboard_url, names.job, names.namespace, names.service, tb.port) if tb else None,
-        clean_pod_policy=spec.clean_pod_policy, finished_pod_ttl=spec.finished_pod_ttl, queue=queue)
+        clean_pod_policy=spec.clean_pod_policy, finished_pod_ttl=spec.finished_pod_ttl, queue=queue,
+        service_uid=service_uid)
