@@ -162,6 +162,14 @@ def test_the_task_instance_tab_marks_the_replica_and_the_charts_are_the_servers_
     assert "loss 0.25 (0.25–2)" in section.locator("figure[data-chart=loss]").inner_text()
     screenshot(section, "tf-jobs-page-task-tab")
 
+    # In a frame narrower and shorter than the job: the marked row is scrolled to, vertically only.
+    page.set_viewport_size({"width": 600, "height": 260})
+    page.reload()
+    page.locator("tr.marked").wait_for()
+    box = page.locator("tr.marked").bounding_box()
+    assert page.evaluate("window.scrollX") == 0 and page.evaluate("window.scrollY") > 0
+    assert box is not None and 0 <= box["y"] and box["y"] + box["height"] <= 260, box
+
     # A task instance that is not mapped: the UI leaves "{MAP_INDEX}" as it is; the page sends no map index.
     asked.clear()
     page.goto(f"{ORIGIN}/tfk8s/jobs?dag_id=dag_a&run_id=r&task_id=train.wait&map_index={{MAP_INDEX}}")

@@ -239,8 +239,9 @@ async function refresh() {
         + (data.jobs.some((j) => j.marked) ? " · " : " (of no TF job) · ") : "")
       + `signed in as ${data.user}`;
     const marked = jobs.querySelector("tr.marked") || jobs.querySelector("section.marked");
-    if (marked && !scrolled) {
-      marked.scrollIntoView({ block: "nearest" });
+    if (marked && !scrolled) {  // into view once, vertically only: a row wider than the frame stays put
+      const box = marked.getBoundingClientRect();
+      if (box.top < 0 || box.bottom > window.innerHeight) window.scrollTo(window.scrollX, window.scrollY + box.top - 40);
       scrolled = true;
     }
     status.textContent = `updated ${new Date().toLocaleTimeString()}`;
