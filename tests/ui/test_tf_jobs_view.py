@@ -18,8 +18,11 @@ themselves once it does (or fail once their switch below is on and it does not):
 * the TensorBoard link: ``JobProgress.tensorboard_url`` (the stack sets ``[tfk8s] tensorboard_url``
   to ``http://{pod_ip}:{port}/``: this machine reaches the node agent's pods).
 
+A third test opens a run's **TF job** tab from the run's page (and a replica task's) and waits for
+the progress bar and the loss and examples/s charts.
+
 Screenshots land in ``.artifacts/ui/``; with ``TFK8S_DOCS_IMAGES=1`` the view's two also replace
-``docs/images/tf-jobs-view-*.png``.
+``docs/images/tf-jobs-view-*.png``, and the run's tab ``docs/images/tf-jobs-run-tab.png`` (the README's).
 """
 from __future__ import annotations
 
@@ -310,7 +313,7 @@ def test_a_user_who_cannot_read_the_dag_sees_none_of_its_jobs(ui_stack, browser,
 
 #: Enough steps for a few dozen progress points (the sensor polls every 2 s; the trainer makes some
 #: 100 steps a second here) while the browser opens the run's tab, and no more.
-TAB_STEPS = 6000
+TAB_STEPS = 12000
 
 
 def chart_points(section, name: str) -> int:
@@ -334,8 +337,10 @@ def test_a_runs_tab_opens_the_view_on_its_job_with_the_progress_bar_and_charts(u
     run_path = f"dags/{DAG_ID}/runs/{quote(run_id, safe='')}"
     page = login(browser(), stack, "admin", run_path)
 
-    page.locator("a[href$='/plugin/tf-job']").click()
-    page.wait_for_url(re.compile(re.escape(stack.url(run_path)) + "/plugin/tf-job$"))
+    tab = page.locator("a[href$='/plugin/tf-job']")
+    tab.click()
+    page.wait_for_url(re.compile(rf"/dags/{DAG_ID}/runs/[^/]+/plugin/tf-job$"))
+    assert unquote(page.url.split("/runs/")[1].split("/")[0]) == run_id, page.url
     frame_el = page.locator("iframe[title='TF job']")
     src = frame_el.get_attribute("src") or ""
     assert f"dag_id={DAG_ID}" in src and f"run_id={quote(run_id, safe='')}" in src, src
@@ -361,7 +366,8 @@ def test_a_runs_tab_opens_the_view_on_its_job_with_the_progress_bar_and_charts(u
     (row,) = page.request.get(stack.url(f"tfk8s/api/runs/{DAG_ID}/{run_id}/jobs")).json()["jobs"]
     for name in ("loss", "examples_per_sec"):
         chart = row["progress"]["charts"][name]
-        assert chart["count"] >= 3 and chart["from_step"] < chart["to_step"] <= TAB_STEPS, chart
+        # No bound by TAB_STEPS: TF1's last global step may pass the target by one.
+        assert chart["count"] >= 3 and chart["from_step"] < chart["to_step"], chart
         assert len(section.locator(f"figure[data-chart={name}] polyline").get_attribute("points").split()) >= 3
     screenshot(page, "tf-jobs-run-tab", docs=True)
 
