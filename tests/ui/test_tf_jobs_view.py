@@ -18,8 +18,11 @@ themselves once it does (or fail once their switch below is on and it does not):
 * the TensorBoard link: ``JobProgress.tensorboard_url`` (the stack sets ``[tfk8s] tensorboard_url``
   to ``http://{pod_ip}:{port}/``: this machine reaches the node agent's pods).
 
+A third test opens a run's **TF job** tab from the run's page (and a replica task's) and waits for
+the progress bar and the loss and examples/s charts.
+
 Screenshots land in ``.artifacts/ui/``; with ``TFK8S_DOCS_IMAGES=1`` the view's two also replace
-``docs/images/tf-jobs-view-*.png``.
+``docs/images/tf-jobs-view-*.png``, and the run's tab ``docs/images/tf-jobs-run-tab.png`` (the README's).
 """
 from __future__ import annotations
 
@@ -305,4 +308,82 @@ def test_a_user_who_cannot_read_the_dag_sees_none_of_its_jobs(ui_stack, browser,
 
     (done,) = stack.wait_for_runs(dag, [run_id], timeout=600, interval=2)
     assert done["state"] == "success", task_states(stack, dag, run_id)
+    assert wait_gone(k8s_cluster.core_v1, k8s_namespace) == [], leftovers(k8s_cluster.core_v1, k8s_namespace)
+
+
+#: Enough steps for a few dozen progress points (the sensor polls every 2 s; the trainer makes some
+#: 100 steps a second here) while the browser opens the run's tab, and no more.
+TAB_STEPS = 12000
+
+
+def chart_points(section, name: str) -> int:
+    figure = section.locator(f"figure[data-chart={name}]")
+    return int(figure.get_attribute("data-points") or 0) if figure.locator("svg polyline").count() else 0
+
+
+def test_a_runs_tab_opens_the_view_on_its_job_with_the_progress_bar_and_charts(ui_stack, browser, k8s_cluster,
+                                                                                k8s_namespace):
+    """From a DAG run's page, its **TF job** tab (the plugin's ``dag_run`` external view) shows that run's
+    job, with the progress bar and the loss and examples/s charts the server drew from the progress
+    history; a replica task's **TF job** tab (``task_instance``) marks that replica's row."""
+    stack = ui_stack
+    publish(stack.env, PARTITION)
+    conf = {"namespace": k8s_namespace, "node_type": "local", "workers": 2, "steps": TAB_STEPS,
+            "data_path": f"/data/clicks/dt={PARTITION}"}
+    resp = stack.api.post(stack.url(f"api/v2/dags/{DAG_ID}/dagRuns"), json={"logical_date": None, "conf": conf},
+                          timeout=60)
+    assert resp.status_code in (200, 201), resp.text
+    run_id = resp.json()["dag_run_id"]
+    run_path = f"dags/{DAG_ID}/runs/{quote(run_id, safe='')}"
+    page = login(browser(), stack, "admin", run_path)
+
+    tab = page.locator("a[href$='/plugin/tf-job']")
+    tab.click()
+    page.wait_for_url(re.compile(rf"/dags/{DAG_ID}/runs/[^/]+/plugin/tf-job$"))
+    assert unquote(page.url.split("/runs/")[1].split("/")[0]) == run_id, page.url
+    frame_el = page.locator("iframe[title='TF job']")
+    src = frame_el.get_attribute("src") or ""
+    assert f"dag_id={DAG_ID}" in src and f"run_id={quote(run_id, safe='')}" in src, src
+    view = page.frame_locator("iframe[title='TF job']")
+    section = view.locator("section.job")
+    section.first.wait_for(timeout=600_000)  # staging comes first; the job appears once setup made it
+    assert section.count() == 1 and section.get_attribute("data-run-id") == run_id  # this run's job only
+    assert f"run {run_id}" in view.locator("#scope").inner_text()
+
+    def charted():
+        if state_of(section) not in ("running", "queued", "held"):
+            pytest.fail(f"the job ended ({state_of(section)}) before the tab showed both charts: raise TAB_STEPS")
+        return (section.locator("[data-field=bar]").count() and chart_points(section, "loss") >= 3
+                and chart_points(section, "examples_per_sec") >= 3)
+
+    wait_for(charted, 600, "the progress bar and both charts in the run's tab", interval=1)
+    bar = section.locator("[data-field=bar]")
+    filled = bar.evaluate("b => [b.getAttribute('aria-valuenow'), b.firstElementChild.style.width]")
+    assert 0 < float(filled[0]) <= 100 and filled[1] == f"{filled[0]}%", filled
+    progress = section.locator("[data-field=progress]").inner_text()
+    assert f"/ {TAB_STEPS}" in progress and "loss –" not in progress and "– examples/s" not in progress, progress
+    # The page draws what the API computed: the same points as the row's charts.
+    (row,) = page.request.get(stack.url(f"tfk8s/api/runs/{DAG_ID}/{run_id}/jobs")).json()["jobs"]
+    for name in ("loss", "examples_per_sec"):
+        chart = row["progress"]["charts"][name]
+        # No bound by TAB_STEPS: TF1's last global step may pass the target by one.
+        assert chart["count"] >= 3 and chart["from_step"] < chart["to_step"], chart
+        assert len(section.locator(f"figure[data-chart={name}] polyline").get_attribute("points").split()) >= 3
+    screenshot(page, "tf-jobs-run-tab", docs=True)
+
+    # A replica task's tab: worker-0 is map index 1 of train.replica.
+    page.goto(stack.url(f"{run_path}/tasks/train.replica/mapped/1"))
+    page.locator("a[href$='/plugin/tf-job-task']").click()
+    page.wait_for_url(re.compile(r"/tasks/train\.replica/mapped/1/plugin/tf-job-task$"))
+    task_view = page.frame_locator("iframe[title='TF job']")
+    task_view.locator("section.job.marked tr.marked").wait_for()
+    assert task_view.locator("tr.marked").get_attribute("data-replica") == "worker-0"
+    assert "task train.replica [1]" in task_view.locator("#scope").inner_text()
+    screenshot(page, "tf-job-task-tab")
+
+    (done,) = stack.wait_for_runs(DAG_ID, [run_id], timeout=900)
+    assert done["state"] == "success", task_states(stack, DAG_ID, run_id)
+    # Once the job ended the charts stay: the sensor's summary keeps the history.
+    (ended,) = page.request.get(stack.url(f"tfk8s/api/runs/{DAG_ID}/{run_id}/jobs")).json()["jobs"]
+    assert ended["state"] == "succeeded" and ended["progress"]["charts"]["loss"]["count"] >= 3, ended["progress"]
     assert wait_gone(k8s_cluster.core_v1, k8s_namespace) == [], leftovers(k8s_cluster.core_v1, k8s_namespace)

@@ -62,8 +62,9 @@ def test_progress_gives_the_step_loss_rate_eta_attempts_and_a_tensorboard_link()
                            replicas={"worker-1": {"pod": "p", "phase": "Pending", "restarts": 0}},
                            tensorboard_url="http://127.0.0.1:6006/")
     row = job_row(sources(progress=progress, live={"worker-1": {"phase": "Running"}}), LINKS)
-    assert row["progress"] == {"step": 120, "target_step": 300, "loss": 0.41, "examples_per_sec": 850.0,
-                               "eta_s": 21.0, "updated_at": 10.0}
+    assert row["progress"] == {"step": 120, "target_step": 300, "percent": 40.0, "loss": 0.41,
+                               "examples_per_sec": 850.0, "eta_s": 21.0, "updated_at": 10.0,
+                               "charts": {"loss": None, "examples_per_sec": None}}  # no history: no chart
     assert row["tensorboard_url"] == "http://127.0.0.1:6006/" and row["attempt"] == 2
     by = {r["key"]: r for r in row["replicas"]}
     assert by["worker-1"]["phase"] == "Pending"  # progress is newer than a LIST the view made

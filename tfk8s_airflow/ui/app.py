@@ -3,9 +3,11 @@
 Routes:
 
 * ``GET /tfk8s/jobs`` the page (HTML and a little JavaScript, no build step), also shown inside
-  the Airflow UI (the plugin's ``external_views`` entry); ``?dag_id=&run_id=`` shows one run;
+  the Airflow UI (the plugin's ``external_views``: the navigation's entry, a DAG run's tab and a
+  task instance's tab); ``?dag_id=&run_id=`` shows one run, ``&task_id=&map_index=`` marks the job
+  of that task (and, for a replica task, that replica);
 * ``GET /tfk8s/api/jobs`` the rows of the newest runs' jobs (``?dag_id=`` one DAG, ``?limit=``);
-* ``GET /tfk8s/api/runs/{dag_id}/{run_id}/jobs`` the jobs of one run;
+* ``GET /tfk8s/api/runs/{dag_id}/{run_id}/jobs`` the jobs of one run (``?task_id=&map_index=``: marked);
 * ``GET /tfk8s/api/runs/{dag_id}/{run_id}/jobs/{job}/logs/{replica}`` one replica's archived log.
 
 Authorisation is the running api-server's auth manager's, never one of ours: the caller is the
@@ -32,7 +34,7 @@ from fastapi.staticfiles import StaticFiles
 
 from tfk8s_airflow.exceptions import DataError
 from tfk8s_airflow.ui import PREFIX
-from tfk8s_airflow.ui.rows import JobSources, Links, job_row, log_roots, sort_rows
+from tfk8s_airflow.ui.rows import JobSources, Links, job_row, log_roots, mark_task, sort_rows
 from tfk8s_airflow.ui.sources import DEFAULT_LIMIT, find_jobs
 from tfk8s_airflow.volume.logs import read_archived_log
 
@@ -108,13 +110,18 @@ def list_jobs(request: Request, user: UserDep, session: SessionDep, dag_id: str 
 
 
 @app.get("/api/runs/{dag_id}/{run_id}/jobs")
-def run_jobs(request: Request, dag_id: str, run_id: str, user: UserDep, session: SessionDep) -> dict[str, Any]:
-    """The jobs of one run: 403 for a DAG the user may not read, 404 for a run without a job."""
+def run_jobs(request: Request, dag_id: str, run_id: str, user: UserDep, session: SessionDep,
+             task_id: Annotated[str | None, Query(max_length=250)] = None,
+             map_index: Annotated[int, Query(ge=-1)] = -1) -> dict[str, Any]:
+    """The jobs of one run: 403 for a DAG the user may not read, 404 for a run without a job. With
+    ``task_id`` (the task-instance tab), the job of that task is marked and first, and for one of
+    its replica tasks the replica of ``map_index`` too."""
     _require(user, dag_id, DagAccessEntity.TASK_INSTANCE)
     jobs = find_jobs(session, {dag_id}, run=(dag_id, run_id))
     if not jobs:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no TF job in run {run_id!r} of {dag_id!r}")
-    return {"user": user.get_name(), "jobs": _rows(request, jobs)}
+    rows = _rows(request, jobs)
+    return {"user": user.get_name(), "jobs": mark_task(rows, task_id, map_index) if task_id else rows}
 
 
 @app.get("/api/runs/{dag_id}/{run_id}/jobs/{job}/logs/{replica}", response_class=PlainTextResponse)

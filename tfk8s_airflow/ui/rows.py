@@ -20,6 +20,7 @@ from tfk8s_airflow.job.policy.tensorboard_url import http_url
 from tfk8s_airflow.job.run.records import JobProgress, JobRecord, ReplicaResult
 from tfk8s_airflow.job.states import JobState
 from tfk8s_airflow.ui import PREFIX
+from tfk8s_airflow.ui.charts import charts
 from tfk8s_airflow.viewpaths import replica_log_path
 from tfk8s_airflow.volume.logs import archive_path, archive_root_of
 
@@ -146,8 +147,16 @@ def not_ended(state: str) -> bool:
 def _progress(p: JobProgress | None) -> dict[str, Any] | None:
     if p is None:
         return None
-    return {"step": p.step, "target_step": p.target_step, "loss": p.loss, "examples_per_sec": p.examples_per_sec,
-            "eta_s": p.eta_s, "updated_at": p.updated_at}
+    return {"step": p.step, "target_step": p.target_step, "percent": percent(p.step, p.target_step),
+            "loss": p.loss, "examples_per_sec": p.examples_per_sec, "eta_s": p.eta_s, "updated_at": p.updated_at,
+            "charts": charts(p.history)}
+
+
+def percent(step: int | None, target_step: int | None) -> float | None:
+    """How far the step is to the target, 0 to 100 (None without both); the page's progress bar."""
+    if step is None or not target_step or target_step <= 0:
+        return None
+    return round(min(100.0, max(0.0, 100.0 * step / target_step)), 1)
 
 
 def _attempts(p: JobProgress | None, key: str | None = None) -> int:
@@ -242,6 +251,22 @@ def _replica_source(src: JobSources) -> str:
     if src.live is not None:
         return "pods"
     return "results" if src.results else "plan"
+
+
+def mark_task(rows: Sequence[dict[str, Any]], task_id: str, map_index: int = -1) -> list[dict[str, Any]]:
+    """The rows with the job of a task instance marked (``marked``: the task is one of the job's group)
+    and, for one of its replica tasks (``<group>.replica``, ``map_index``), that replica's row too;
+    the marked job first. What the task-instance tab of the view shows: a task of no job marks nothing.
+    """
+    group = task_id.rpartition(".")[0]
+    out = []
+    for row in rows:
+        mine = row["group"] == group
+        replica_task = (f"{group}." if group else "") + REPLICA
+        replicas = [{**r, "marked": mine and task_id == replica_task and i == map_index}
+                    for i, r in enumerate(row["replicas"])]
+        out.append({**row, "marked": mine, "replicas": replicas})
+    return sorted(out, key=lambda r: not r["marked"])
 
 
 def sort_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -4,11 +4,36 @@
 "use strict";
 
 const REFRESH_MS = 5000;
-const params = new URLSearchParams(window.location.search);
+const SVG = "http://www.w3.org/2000/svg";
+
+// The query's parameters, each decoded with decodeURIComponent only: a run id keeps its "+"
+// ("manual__...+00:00") whether or not the tab's link encoded it.
+function queryParams(search) {
+  const out = new Map();
+  for (const part of search.replace(/^\?/, "").split("&")) {
+    if (!part) continue;
+    const at = part.indexOf("=");
+    const [key, value] = at < 0 ? [part, ""] : [part.slice(0, at), part.slice(at + 1)];
+    try {
+      out.set(decodeURIComponent(key), decodeURIComponent(value));
+    } catch (err) {
+      out.set(key, value);
+    }
+  }
+  return out;
+}
+
+const params = queryParams(window.location.search);
 const oneRun = params.get("dag_id") && params.get("run_id");
+// The task-instance tab: the job of this task is marked (and, for a replica task, that replica).
+const taskQuery = oneRun && params.get("task_id")
+  ? `?task_id=${encodeURIComponent(params.get("task_id"))}`
+    + (/^-?[0-9]+$/.test(params.get("map_index") || "") ? `&map_index=${params.get("map_index")}` : "")
+  : "";
 const dataUrl = oneRun
-  ? `api/runs/${encodeURIComponent(params.get("dag_id"))}/${encodeURIComponent(params.get("run_id"))}/jobs`
+  ? `api/runs/${encodeURIComponent(params.get("dag_id"))}/${encodeURIComponent(params.get("run_id"))}/jobs${taskQuery}`
   : "api/jobs" + (params.get("dag_id") ? `?dag_id=${encodeURIComponent(params.get("dag_id"))}` : "");
+let scrolled = false;
 
 function el(tag, text, cls) {
   const node = document.createElement(tag);
@@ -90,6 +115,29 @@ function duration(seconds) {
     : s >= 60 ? `${Math.floor(s / 60)}m ${s % 60}s` : `${s}s`;
 }
 
+// A chart the server computed (ui/charts.py): the points of one polyline in its box, drawn as SVG.
+function renderChart(chart, name) {
+  const figure = el("figure", null, "chart");
+  figure.dataset.chart = name;
+  if (!chart) {
+    figure.append(el("figcaption", `${name === "loss" ? "loss" : "examples/s"}: no chart before two points`, "muted"));
+    return figure;
+  }
+  const svg = document.createElementNS(SVG, "svg");
+  svg.setAttribute("viewBox", `0 0 ${chart.width} ${chart.height}`);
+  svg.setAttribute("preserveAspectRatio", "none");
+  svg.setAttribute("role", "img");
+  svg.setAttribute("aria-label", `${chart.label} from step ${chart.from_step} to ${chart.to_step}`);
+  const line = document.createElementNS(SVG, "polyline");
+  line.setAttribute("points", chart.points);
+  line.setAttribute("vector-effect", "non-scaling-stroke");
+  svg.append(line);
+  figure.append(svg, el("figcaption",
+    `${chart.label} ${fmt(chart.last)} (${fmt(chart.min)}–${fmt(chart.max)}), steps ${chart.from_step}–${chart.to_step}`));
+  figure.dataset.points = String(chart.count);
+  return figure;
+}
+
 function renderProgress(box, job) {
   box.replaceChildren();
   const p = job.progress;
@@ -100,19 +148,30 @@ function renderProgress(box, job) {
     box.append(el("span", why, "muted"));
     return;
   }
+  const line = el("div", null, "progress-line");
   const step = el("span", `step ${p.step}` + (p.target_step ? ` / ${p.target_step}` : ""));
   step.dataset.field = "step";
   step.dataset.step = String(p.step);
-  box.append(step);
-  if (p.target_step) {
+  line.append(step);
+  if (p.percent !== null && p.percent !== undefined) {
     const bar = el("div", null, "bar");
+    bar.dataset.field = "bar";
+    bar.setAttribute("role", "progressbar");
+    bar.setAttribute("aria-valuemin", "0");
+    bar.setAttribute("aria-valuemax", "100");
+    bar.setAttribute("aria-valuenow", String(p.percent));
     const fill = el("div");
-    fill.style.width = `${Math.min(100, (100 * p.step) / p.target_step)}%`;
+    fill.style.width = `${p.percent}%`;
     bar.append(fill);
-    box.append(bar);
+    line.append(bar, el("span", `${fmt(p.percent, 0)}%`));
   }
-  box.append(el("span", `loss ${fmt(p.loss, 4)}`), el("span", `${fmt(p.examples_per_sec, 1)} examples/s`),
+  line.append(el("span", `loss ${fmt(p.loss, 4)}`), el("span", `${fmt(p.examples_per_sec, 1)} examples/s`),
     el("span", `ETA ${duration(p.eta_s)}`));
+  const charts = el("div", null, "charts");
+  charts.dataset.field = "charts";
+  const given = p.charts || {};
+  charts.append(renderChart(given.loss, "loss"), renderChart(given.examples_per_sec, "examples_per_sec"));
+  box.append(line, charts);
 }
 
 function renderJob(job) {
@@ -120,6 +179,7 @@ function renderJob(job) {
   node.dataset.dagId = job.dag_id;
   node.dataset.runId = job.run_id;
   node.dataset.job = job.job;
+  if (job.marked) node.classList.add("marked");
   node.querySelector("[data-field=run]").replaceWith(link(`${job.dag_id} / ${job.run_id}`, job.run_url, true));
   const state = node.querySelector("[data-field=state]");
   state.textContent = job.state;
@@ -137,6 +197,10 @@ function renderJob(job) {
   for (const r of job.replicas) {
     const tr = el("tr");
     tr.dataset.replica = r.key;
+    if (r.marked) {
+      tr.classList.add("marked");
+      tr.setAttribute("aria-current", "true");
+    }
     const cells = [el("td", r.key + (r.tracked ? "" : " (untracked)")), el("td", r.pod, "pod"),
       el("td", fmt(r.phase)), el("td", fmt(r.restarts)), el("td", fmt(r.exit_code)), el("td", fmt(r.attempt)),
       el("td", fmt(r.node)), el("td", fmt(r.task_state))];
@@ -159,7 +223,8 @@ async function refresh() {
     if (!resp.ok) {
       const body = await resp.json().catch(() => ({}));
       status.textContent = `${resp.status}: ${body.detail || resp.statusText}`;
-      status.className = "error";
+      // A run with no TF job (the run's tab on any DAG) is an answer, not an error.
+      status.className = resp.status === 404 && oneRun ? "" : "error";
       document.getElementById("jobs").replaceChildren();
       return;
     }
@@ -167,8 +232,18 @@ async function refresh() {
     const jobs = document.getElementById("jobs");
     jobs.replaceChildren(...data.jobs.map(renderJob));
     if (!data.jobs.length) jobs.append(el("p", "No TF job in the runs you may read.", "muted"));
+    const task = params.get("task_id");
+    const mapIndex = Number(params.get("map_index") || "-1");
     document.getElementById("scope").textContent = (oneRun ? `run ${params.get("run_id")} · ` : "")
+      + (task ? `task ${task}` + (mapIndex >= 0 ? ` [${mapIndex}]` : "")
+        + (data.jobs.some((j) => j.marked) ? " · " : " (of no TF job) · ") : "")
       + `signed in as ${data.user}`;
+    const marked = jobs.querySelector("tr.marked") || jobs.querySelector("section.marked");
+    if (marked && !scrolled) {  // into view once, vertically only: a row wider than the frame stays put
+      const box = marked.getBoundingClientRect();
+      if (box.top < 0 || box.bottom > window.innerHeight) window.scrollTo(window.scrollX, window.scrollY + box.top - 40);
+      scrolled = true;
+    }
     status.textContent = `updated ${new Date().toLocaleTimeString()}`;
     status.className = "";
   } catch (err) {
