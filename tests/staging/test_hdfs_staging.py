@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from tfk8s_airflow.exceptions import DataError, HdfsUnavailableError, PathSafetyError, SpecError, StagingError
-from tfk8s_airflow.staging.checksums import checksums_match, file_checksum
+from tfk8s_airflow.hdfschecksum import checksums_match
+from tfk8s_airflow.staging.checksums import file_checksum
 from tfk8s_airflow.staging.glusterfs import GlusterVolume
 from tfk8s_airflow.staging.manifest import MANIFEST_NAME, read_local
 from tfk8s_airflow.staging.stage import PARTIAL_SUFFIX, stage_hdfs, staging_dir

@@ -57,7 +57,7 @@ from tfk8s_airflow.job.states import JobState, is_final
 from tfk8s_airflow.k8s.admission import QueueWatch
 from tfk8s_airflow.k8s.client import REQUEST_TIMEOUT_S, wrap_api_error
 from tfk8s_airflow.k8s.recovery import GONE_TIMEOUT_S
-from tfk8s_airflow.volume.safe import SafeDir
+from tfk8s_airflow.nofollow import SafeDir
 
 #: Consecutive failed polls after which the watch gives up (the API is unreachable).
 MAX_CONSECUTIVE_ERRORS = 10
@@ -191,7 +191,7 @@ def checkpoint_step(model_dir: str) -> int | None:
     while there is none (no model directory or no ``checkpoint`` file yet, or no step in it).
 
     The file was written by a training pod on the shared volume, so it is read through
-    :class:`~tfk8s_airflow.volume.safe.SafeDir`: a symbolic link, a FIFO, a device or a file
+    :class:`~tfk8s_airflow.nofollow.SafeDir`: a symbolic link, a FIFO, a device or a file
     of several hard links at ``checkpoint`` is refused without being followed or opened for a
     blocking read, and a file larger than :data:`CHECKPOINT_FILE_MAX` bytes is not read.
     A refusal raises :class:`~tfk8s_airflow.exceptions.DataError` (a PathSafetyError for

@@ -45,7 +45,7 @@ permanent (bad URI or flag, plain http without a sha256, a refused redirect, HTT
 as 404, a response that is not HTTP, an untrusted TLS certificate, sha256 mismatch, bad or
 unsafe archive, missing entrypoint); 138 retryable (DNS failure, connection refused or
 reset, timeout, a cut body, HTTP 5xx/408/429, the deadline, a full disk). The reason, one
-line with credentials redacted (:func:`redact`), goes to stderr and to the pod's
+line with credentials redacted (:func:`tfk8s_airflow.redaction.redact_text`), goes to stderr and to the pod's
 termination message (``/dev/termination-log``) so ``kubectl describe`` and the job sensor
 show it; a failure is never a traceback.
 """
@@ -82,31 +82,11 @@ from typing import IO, Any, NamedTuple, NoReturn
 from tfk8s_airflow.contract import EXIT_PERMANENT, EXIT_RETRYABLE, TERMINATION_LOG
 from tfk8s_airflow.contract import EXIT_SUCCESS as EXIT_OK
 from tfk8s_airflow.pathrules import is_safe_relative
+from tfk8s_airflow.redaction import redact_text
 
 DEFAULT_WEBHDFS_PORT = 9870
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".zip")
 _READ = 1 << 20
-
-
-#: Query parameters whose values are credentials: tokens, signatures, delegation tokens, keys.
-_SECRET_PARAM = re.compile(r"token|sig|secret|passw|credential|delegation|auth|key", re.IGNORECASE)
-#: A URL inside free text, ending before trailing punctuation.
-_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]*[^\s'\"<>.,;:)\]]")
-#: A secret value shorter than this is only redacted inside URLs, not wherever it occurs.
-_MIN_SCRUBBED = 6
-
-
-def redact(text: str, *urls: str) -> str:
-    """``text`` with the credentials in it replaced by ``***``.
-
-    In every URL found in ``text``: the userinfo (``user:pass@``) and the values of query
-    parameters named like credentials (``token``, ``delegation``, ``sig``, ``signature``,
-    ``X-Amz-Signature``, ``access_token``...). The secrets of ``urls`` are also hidden
-    wherever else they occur in ``text`` (a server's error page may echo them).
-    """
-    for secret in (s for url in urls for s in _secrets(url) if len(s) >= _MIN_SCRUBBED):
-        text = text.replace(secret, "***")
-    return _URL_IN_TEXT.sub(lambda match: _redact_url(match.group(0)), text)
 
 
 def _split_url(url: str) -> tuple[str, str, str, str, str]:
@@ -119,34 +99,11 @@ def _split_url(url: str) -> tuple[str, str, str, str, str]:
     return scheme + sep, userinfo + at, host + slash + path, query, hash_ + fragment
 
 
-def _secret_pairs(query: str) -> list[tuple[str, bool]]:
-    """Each ``name=value`` of ``query`` with whether its value is a credential."""
-    return [(pair, _SECRET_PARAM.search(urllib.parse.unquote_plus(pair.partition("=")[0])) is not None)
-            for pair in query.split("&")]
-
-
-def _secrets(url: str) -> list[str]:
-    _, userinfo, _, query, _ = _split_url(url)
-    found = [urllib.parse.unquote(part) for part in userinfo[:-1].split(":") if part]
-    for pair, secret in _secret_pairs(query):
-        if secret and pair.partition("=")[2]:
-            found += [pair.partition("=")[2], urllib.parse.unquote_plus(pair.partition("=")[2])]
-    return found
-
-
-def _redact_url(url: str) -> str:
-    scheme, userinfo, rest, query, fragment = _split_url(url)
-    pairs = [pair.partition("=")[0] + "=***" if secret and "=" in pair else pair
-             for pair, secret in _secret_pairs(query)]
-    return (scheme + ("***@" if userinfo else "") + rest + ("?" + "&".join(pairs) if query else "")
-            + fragment)
-
-
 class FetchError(Exception):
     """A failure with the exit code it maps to; its message never carries credentials."""
 
     def __init__(self, message: str, code: int = EXIT_PERMANENT) -> None:
-        super().__init__(redact(message))
+        super().__init__(redact_text(message))
         self.code = code
 
 
@@ -348,7 +305,7 @@ def _http_error(exc: urllib.error.HTTPError, url: str) -> FetchError:
         exc.close()
     code = EXIT_RETRYABLE if exc.code >= 500 or exc.code in (408, 429) else EXIT_PERMANENT
     return FetchError(f"HTTP {exc.code} {exc.reason} fetching {url}"
-                      + (f": {redact(detail[:500], url, exc.geturl())}" if detail else ""), code)
+                      + (f": {redact_text(detail[:500], url, exc.geturl())}" if detail else ""), code)
 
 
 def _content_length(response: http.client.HTTPResponse) -> int | None:
@@ -685,7 +642,7 @@ def _fetch_into(uri: str, url: str, dest_dir: Path, entrypoint: str, sha256: str
                 target.unlink()
             os.replace(item, target)
         entry = dest_dir / entry.relative_to(staged)
-        print(redact(f"tfk8s codefetch: fetched {uri} ({size} bytes, sha256 {digest}) into {dest_dir}; "
+        print(redact_text(f"tfk8s codefetch: fetched {uri} ({size} bytes, sha256 {digest}) into {dest_dir}; "
                      f"entrypoint {entry}"), flush=True)
         return entry
     finally:
@@ -694,7 +651,7 @@ def _fetch_into(uri: str, url: str, dest_dir: Path, entrypoint: str, sha256: str
 
 def _say(message: str) -> str:
     """Print one redacted line to stderr; returns it."""
-    line = " ".join(redact(message).split())
+    line = " ".join(redact_text(message).split())
     print(f"tfk8s codefetch: {line}", file=sys.stderr, flush=True)
     return line
 

@@ -6,7 +6,7 @@ The HDFS to GlusterFS copy, and why it is shaped this way:
 * **Parallel streams.** ``parallelism`` threads each stream one file at a time (WebHDFS
   OPEN, redirected to a DataNode) in ``chunk_size`` pieces (4 MiB); memory is about
   ``parallelism * (2 * chunk_size + 1 MiB checksum batch)`` whatever the file sizes.
-* **Verified on the fly.** Each chunk is written and fed to :class:`HdfsChecksum` (HDFS's
+* **Verified on the fly.** Each chunk is written and fed to :class:`~tfk8s_airflow.hdfschecksum.HdfsChecksum` (HDFS's
   own MD5-of-MD5-of-CRC32C, so it can be compared with ``GETFILECHECKSUM``); when the
   stream ends the file is fsynced and its length checked against the listing. What else
   is compared with HDFS is the ``verify`` level (:func:`copy_to_volume`): ``"stream"``
@@ -34,7 +34,7 @@ The HDFS to GlusterFS copy, and why it is shaped this way:
   any file changes and the new one written only after every file is verified.
 * **Nothing on the volume is followed.** Pods write to the same volume, so every file
   operation of the copy (the lock, the survey, partial files, renames, the manifest) goes
-  through :mod:`tfk8s_airflow.volume.safe`: below the volume's mount each directory is
+  through :mod:`tfk8s_airflow.nofollow`: below the volume's mount each directory is
   opened without following a link, partial files are created new (``O_EXCL``, never
   opened through a name a pod planted), a file is only read back when it is a regular file
   of one link, and a rename replaces whatever stood at the final name.
@@ -59,15 +59,17 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tfk8s_airflow.exceptions import DataError, NameTooLongError, PathSafetyError, SpecError, StagingError
+from tfk8s_airflow.hdfschecksum import checksums_match, params_from_remote
+from tfk8s_airflow.nofollow import SafeDir
 from tfk8s_airflow.pathrules import has_parent_segment, is_safe_relative
 from tfk8s_airflow.pod.stagesum import READ_CHUNK, digest_doc
 from tfk8s_airflow.staging import manifest as mf
-from tfk8s_airflow.staging.checksums import HdfsChecksum, checksums_match, file_checksum, params_from_remote
+from tfk8s_airflow.staging.checksums import file_checksum
+from tfk8s_airflow.staging.checksums import summer as hdfs_summer
 from tfk8s_airflow.staging.glusterfs import GlusterVolume
 from tfk8s_airflow.staging.listing import FileEntry
 from tfk8s_airflow.staging.shards import assign_shards, parse_num_workers
 from tfk8s_airflow.staging.webhdfs import WebHdfs
-from tfk8s_airflow.volume.safe import SafeDir
 
 log = logging.getLogger(__name__)
 
@@ -269,7 +271,7 @@ def _copy_one(hdfs: WebHdfs, entry: FileEntry, where: SafeDir, name: str, progre
     block = entry.block_size or 128 * 2**20
     expected = entry.checksum
     bytes_per_crc = params_from_remote(expected)  # HDFS's default (512) when not known yet
-    summer = (HdfsChecksum(block, bytes_per_crc)
+    summer = (hdfs_summer(block, bytes_per_crc)
               if expected is None or verifiable(expected) else None)
     written = 0
     try:
