@@ -5,7 +5,7 @@ reading the file, and it is not a plain hash: per block, an MD5 over the big-end
 of every ``bytesPerCRC`` chunk; per file, an MD5 over the block MD5s as Hadoop holds them
 (a growable buffer of capacity 32 bytes, doubled as needed, zero padded, digested whole).
 To verify a copy, or to decide that a file already there is complete, the same value is
-computed from the local bytes: by the Airflow side (:mod:`tfk8s_airflow.staging.stage`) and by
+computed from the local bytes: by the Airflow side (:mod:`tfk8s_airflow.staging.hdfscopy`) and by
 the staging copy pods (:mod:`tfk8s_airflow.pod.stagecopy`), both through :class:`HdfsChecksum`.
 A file split across copy pods is summed block range by block range (:meth:`HdfsChecksum.block_md5s`)
 and composed here (:func:`compose`) by the same rule :meth:`HdfsChecksum.result` uses.

@@ -18,8 +18,9 @@ from tfk8s_airflow.exceptions import DataError, HdfsUnavailableError, PathSafety
 from tfk8s_airflow.hdfschecksum import checksums_match
 from tfk8s_airflow.staging.checksums import file_checksum
 from tfk8s_airflow.staging.glusterfs import GlusterVolume
+from tfk8s_airflow.staging.hdfscopy import PARTIAL_SUFFIX, staging_dir
 from tfk8s_airflow.staging.manifest import MANIFEST_NAME, read_local
-from tfk8s_airflow.staging.stage import PARTIAL_SUFFIX, stage_hdfs, staging_dir
+from tfk8s_airflow.staging.stage import stage_hdfs
 from tfk8s_airflow.staging.webhdfs import WebHdfs, WebHdfsConfig
 
 pytestmark = [pytest.mark.hdfs, pytest.mark.gluster]

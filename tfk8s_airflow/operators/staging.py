@@ -31,13 +31,12 @@ from tfk8s_airflow.metrics import emit
 from tfk8s_airflow.operators.base import describe_outlets, fail_permanently, partition_key
 from tfk8s_airflow.staging import fanout, sumfanout
 from tfk8s_airflow.staging.glusterfs import GlusterVolume
+from tfk8s_airflow.staging.hdfscopy import DEFAULT_VERIFY, parse_verify
 from tfk8s_airflow.staging.shards import parse_num_workers
 from tfk8s_airflow.staging.stage import (
-    DEFAULT_VERIFY,
     VolumeListing,
     check_checksum,
     list_volume,
-    parse_verify,
     stage_hdfs,
     stage_volume,
 )

@@ -39,8 +39,8 @@ from tfk8s_airflow.exceptions import DataError, PathSafetyError, Problem, SpecEr
 from tfk8s_airflow.hdfschecksum import DEFAULT_BYTES_PER_CRC, checksums_match, compose
 from tfk8s_airflow.nofollow import SafeDir
 from tfk8s_airflow.pathrules import is_safe_relative
+from tfk8s_airflow.staging.hdfscopy import CopyStats, lock_path
 from tfk8s_airflow.staging.listing import FileEntry
-from tfk8s_airflow.staging.stage import lock_path
 
 __all__ = ["CopySettings", "Item", "PreparedCopy", "choose_executor", "begin", "finish", "judge", "verify",
            "copy_pod", "plan_parts", "prepare", "publish", "records_dir", "pods_staging_dir", "EXECUTORS"]
@@ -562,7 +562,7 @@ def finish(hdfs: Any, volume: Any, state: Mapping[str, Any], records: Mapping[in
     """The Airflow side after every part is done: verify, publish, shard, write the manifest last."""
     from tfk8s_airflow.staging import manifest as mf
     from tfk8s_airflow.staging.shards import assign_shards
-    from tfk8s_airflow.staging.stage import CopyStats, log_shards, stage_result
+    from tfk8s_airflow.staging.stage import log_shards, stage_result
 
     files, plan, dest = state_files(state), state_plan(state), Path(state["dest"])
     entries = verify(plan, records, files, hdfs.checksum)
