@@ -26,7 +26,7 @@ from tfk8s_airflow.job.run.resolve import job_record
 from tfk8s_airflow.job.spec import parse_spec
 from tfk8s_airflow.job.states import JobState
 from tfk8s_airflow.k8s import watch as kwatch
-from tfk8s_airflow.k8s.recovery import ATTEMPTS_ANNOTATION
+from tfk8s_airflow.k8s.relaunch import ATTEMPTS_ANNOTATION
 
 pytestmark = [pytest.mark.k8s, pytest.mark.timeout(300)]
 

@@ -14,11 +14,11 @@ Per poll the loop also reads the job's progress (one bounded log read of the lea
 :mod:`tfk8s_airflow.job.run.progress`), checks the nodes of the job's pods every few seconds
 (:mod:`tfk8s_airflow.k8s.nodes`), and lets
 the recovery planner (:mod:`tfk8s_airflow.job.run.recovery`) decide; a group restart or a
-replacement is carried out here (:mod:`tfk8s_airflow.k8s.recovery`) while the subscribers see
+replacement is carried out here (:mod:`tfk8s_airflow.k8s.relaunch`) while the subscribers see
 the job as running, restarting.
 
 For a job with a Kueue ``queue``, while Kueue's gate holds its pods, each poll also reads the job's
-Workload (one GET) and about once a minute its place in the queue (:mod:`tfk8s_airflow.k8s.admission`):
+Workload (one GET) and about once a minute its place in the queue (:mod:`tfk8s_airflow.k8s.queuewatch`):
 published with the snapshot, and a Workload Kueue will never admit fails the job at once.
 
 Transient API errors are published too (subscribers decide how many they tolerate);
@@ -53,11 +53,11 @@ from tfk8s_airflow.job.run.progress import checkpoint_step_of, read_progress
 from tfk8s_airflow.job.run.records import Attempt, JobRecord, ProgressPoint
 from tfk8s_airflow.job.run.recovery import FAIL, REPLACE, RESTART_GROUP, Decision, Progress, decide
 from tfk8s_airflow.job.states import JobState, is_final
-from tfk8s_airflow.k8s.admission import QueueWatch
 from tfk8s_airflow.k8s.client import REQUEST_TIMEOUT_S, wrap_api_error
 from tfk8s_airflow.k8s.logreads import BoundedLog, read_bounded
 from tfk8s_airflow.k8s.nodes import NodeWatch
-from tfk8s_airflow.k8s.recovery import GONE_TIMEOUT_S
+from tfk8s_airflow.k8s.queuewatch import QueueWatch
+from tfk8s_airflow.k8s.relaunch import GONE_TIMEOUT_S
 from tfk8s_airflow.nofollow import SafeDir
 
 #: Consecutive failed polls after which the watch gives up (the API is unreachable).
@@ -301,7 +301,7 @@ class JobWatch:
         """Polls over one API connection: (the last seq, consecutive errors, whether the watch is over)."""
         from kubernetes_asyncio import client as async_client
 
-        from tfk8s_airflow.k8s.recovery import Recoverer
+        from tfk8s_airflow.k8s.relaunch import Recoverer
 
         hook = self._hook_factory()
         opened = time.monotonic()
