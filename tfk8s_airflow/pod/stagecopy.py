@@ -53,13 +53,13 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any, BinaryIO, cast
 
 from tfk8s_airflow import untrusted
 from tfk8s_airflow.exceptions import PathSafetyError
 from tfk8s_airflow.hdfschecksum import HdfsChecksum, checksums_match, compose, python_chunk_crcs
 from tfk8s_airflow.nofollow import SafeDir
+from tfk8s_airflow.threads import run_all
 
 __all__ = ["main", "copy_part", "ENGINE", "PROGRESS_LINE_MAX", "PROGRESS_PREFIX", "PartError",
            "PartProgress", "open_dir", "open_journal", "journal_line", "run_part", "read_journal", "write_record"]
@@ -311,16 +311,7 @@ def copy_part(spec: dict[str, Any]) -> dict[str, Any]:
             results[i] = rec
             progress.add(0, 1)
 
-        streams = max(1, int(spec.get("streams", 4)))
-        with ThreadPoolExecutor(max_workers=streams, thread_name_prefix="copy") as pool:
-            futures = [pool.submit(one, i) for i in range(len(items))]
-            done_f, _ = wait(futures, return_when=FIRST_EXCEPTION)
-            failed = next((f for f in done_f if f.exception() is not None), None)
-            if failed is not None:
-                for f in futures:
-                    f.cancel()
-                wait(futures)
-                raise failed.exception()  # type: ignore[misc]
+        run_all(one, range(len(items)), int(spec.get("streams", 4)), "copy")
     progress.add(0, force=True)
     return {"part": part, "ok": True, "items": results, "copied_bytes": copied[0],
             "seconds": round(time.monotonic() - started, 3), "engine": ENGINE}

@@ -32,7 +32,6 @@ import os
 import sys
 import threading
 import time
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any, BinaryIO
 
 from tfk8s_airflow.exceptions import PathSafetyError
@@ -45,6 +44,7 @@ from tfk8s_airflow.pod.stagecopy import (
     read_journal,
     run_part,
 )
+from tfk8s_airflow.threads import run_all
 
 __all__ = ["main", "sum_part", "digest_doc", "READ_CHUNK"]
 
@@ -140,15 +140,7 @@ def sum_part(spec: dict[str, Any]) -> dict[str, Any]:
             results[i] = rec
             progress.add(0, 1)
 
-        with ThreadPoolExecutor(max_workers=max(1, int(spec.get("streams", 4))), thread_name_prefix="sum") as pool:
-            futures = [pool.submit(one, i) for i in range(len(items))]
-            finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
-            failed = next((f for f in finished if f.exception() is not None), None)
-            if failed is not None:
-                for f in futures:
-                    f.cancel()
-                wait(futures)
-                raise failed.exception()  # type: ignore[misc]
+        run_all(one, range(len(items)), int(spec.get("streams", 4)), "sum")
     progress.add(0, force=True)
     return {"part": part, "ok": True, "items": results, "algorithm": algorithm,
             "bytes": sum(int(it["size"]) for it in items), "seconds": round(time.monotonic() - started, 3)}
