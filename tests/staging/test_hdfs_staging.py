@@ -176,6 +176,7 @@ def test_interrupted_copy_restarts_and_completes_without_partials(hdfs_server, h
     assert child.poll() is None, child.stdout.read().decode()[-3000:]
     child.send_signal(signal.SIGKILL)  # kill the copy midway
     child.wait(30)
+    child.stdout.close()
     assert 2 <= len(complete()) < len(written)
     if first_copy:
         assert not cache.exists()  # nothing of an incomplete first copy is visible
