@@ -2,9 +2,9 @@
 # helpers tfk8s_airflow.pod.runtime, the code fetcher tfk8s_airflow.pod.codefetch, the reference
 # trainer python -m tfk8s_airflow.pod.trainer and the evaluator). The pod side imports only the
 # standard library, the ground floor it shares with the Airflow side (contract, exceptions,
-# pathrules, untrusted) and itself (TensorFlow and numpy for the trainer's modes), so the package goes in with
-# --no-deps, and everything else of it (the Airflow side) is removed: the image holds the pod side
-# and its ground floor, nothing more.
+# pathrules, untrusted, nofollow, hdfschecksum, redaction, threads) and itself (TensorFlow and numpy for
+# the trainer's modes), so the package goes in with --no-deps, and everything else of it (the
+# Airflow side) is removed: the image holds the pod side and its ground floor, nothing more.
 #
 # tfk8s-airflow is on no package index: install the wheel you built, never the name.
 #   TFK8S_PURE_PYTHON=1 python3 -m pip wheel --no-deps -w dist .     # dist/tfk8s_airflow-<v>-py3-none-any.whl
@@ -42,8 +42,8 @@ RUN python3 -m pip install --no-cache-dir "tensorflow-cpu>=2.21,<2.22" "numpy>=1
 COPY dist/tfk8s_airflow-*-py3-none-any.whl /tmp/wheels/
 RUN python3 -m pip install --no-cache-dir --no-deps /tmp/wheels/tfk8s_airflow-*-py3-none-any.whl \
     && rm -rf /tmp/wheels \
-    && python3 -c "import pathlib, shutil, tfk8s_airflow; keep = {'__init__.py', 'py.typed', 'contract.py', 'exceptions.py', 'pathrules.py', 'untrusted.py', 'pod'}; [shutil.rmtree(p) if p.is_dir() else p.unlink() for p in pathlib.Path(tfk8s_airflow.__file__).parent.iterdir() if p.name not in keep]" \
-    && python3 -c "import tfk8s_airflow.pod.runtime, tfk8s_airflow.pod.codefetch, tfk8s_airflow.pod.trainer.cli, tfk8s_airflow.pod.trainer.dataset, tfk8s_airflow.pod.trainer.state, tfk8s_airflow.pod.stagecopy"
+    && python3 -c "import pathlib, shutil, tfk8s_airflow; keep = {'__init__.py', 'py.typed', 'contract.py', 'exceptions.py', 'pathrules.py', 'untrusted.py', 'nofollow.py', 'hdfschecksum.py', 'redaction.py', 'threads.py', 'pod'}; [shutil.rmtree(p) if p.is_dir() else p.unlink() for p in pathlib.Path(tfk8s_airflow.__file__).parent.iterdir() if p.name not in keep]" \
+    && python3 -c "import tfk8s_airflow.pod.runtime, tfk8s_airflow.pod.codefetch, tfk8s_airflow.pod.trainer.cli, tfk8s_airflow.pod.trainer.dataset, tfk8s_airflow.pod.trainer.state, tfk8s_airflow.pod.stagecopy, tfk8s_airflow.pod.stagesum"
 
 # The trainer's own entry point; a job spec sets its command (docs/runtime.md).
 CMD ["python3", "-m", "tfk8s_airflow.pod.trainer", "--help"]

@@ -38,7 +38,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from tfk8s_airflow.volume.safe import SafeDir
+from tfk8s_airflow.nofollow import SafeDir
 
 __all__ = ["ALLOWED_ENV", "ChildRun", "child_env", "namespaces_available", "run_isolated"]
 

@@ -20,6 +20,7 @@ import yaml
 from tests.airflow.test_recovery_kwok import in_background
 from tests.airflow.test_tfjob_k8s import leftovers, run_dag
 from tests.dagrun import states, xcom
+from tests.fixtures.waiting import wait_until
 from tests.podwatch import PodWatch
 
 pytestmark = [pytest.mark.k8s, pytest.mark.airflow]
@@ -57,14 +58,12 @@ def held_namespace(k8s_cluster, k8s_namespace, hold_policy):
     # The policy takes effect within a moment of being bound: wait until a probe pod gets the gate.
     probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe"},
              "spec": {"schedulingGates": [{"name": "probe"}], "containers": [{"name": "c", "image": "x"}]}}
-    deadline = time.monotonic() + 30
-    while True:
+    def gated() -> bool:
         created = core.create_namespaced_pod(k8s_namespace, probe)
         core.delete_namespaced_pod("probe", k8s_namespace, grace_period_seconds=0)
-        if HOLD in [g.name for g in created.spec.scheduling_gates or []]:
-            break
-        assert time.monotonic() < deadline, "the MutatingAdmissionPolicy never gated a pod"
-        time.sleep(1)
+        return HOLD in [g.name for g in created.spec.scheduling_gates or []]
+
+    wait_until(gated, 30, "the MutatingAdmissionPolicy gating a probe pod", 1)
     return k8s_namespace
 
 

@@ -62,7 +62,8 @@ def test_job_without_a_deadline_ends_at_the_deployment_default(k8s_cluster, k8s_
 
 
 def _job(core, namespace, command, node_type="kwok"):
-    from tests.fixtures.k8s import create_service_and_pods, wait_for
+    from tests.fixtures.k8s import create_service_and_pods
+    from tests.fixtures.waiting import wait_until
     from tfk8s_airflow.job.builders.objects import JobNames
     from tfk8s_airflow.job.builders.plan import plan_job
     from tfk8s_airflow.job.policy import DeploymentPolicy
@@ -79,10 +80,10 @@ def _job(core, namespace, command, node_type="kwok"):
     plan = plan_job(spec, names, DeploymentPolicy())
     create_service_and_pods(core, plan)
     if node_type == "kwok":
-        wait_for(lambda: sum(p.status.phase == "Running" for p in core.list_namespaced_pod(namespace).items) == 2,
+        wait_until(lambda: sum(p.status.phase == "Running" for p in core.list_namespaced_pod(namespace).items) == 2,
                  60, "2 pods Running")
     else:  # no node has the label: the real scheduler marks both pods Unschedulable
-        wait_for(lambda: sum(any(c.reason == "Unschedulable" for c in (p.status.conditions or []))
+        wait_until(lambda: sum(any(c.reason == "Unschedulable" for c in (p.status.conditions or []))
                              for p in core.list_namespaced_pod(namespace).items) == 2, 60, "2 pods Unschedulable")
     return job_record(spec, names, plan.replicas, policy=JobPolicy.from_spec(spec),
                       has_shards=False, kubernetes_conn_id="kubernetes_default", poll_interval=0.2)

@@ -14,6 +14,7 @@ import pytest
 
 from tests.airflow.test_tfjob_k8s import leftovers, run_dag
 from tests.dagrun import states, xcom
+from tests.fixtures.waiting import wait_until
 from tests.podwatch import PodWatch
 
 pytestmark = [pytest.mark.k8s, pytest.mark.airflow]
@@ -122,10 +123,9 @@ def occupy_gpus(core, namespace, nodes, gpus=3):
                      "tolerations": [{"key": TAINT_KEY, "operator": "Exists"}],
                      "containers": [{"name": "c", "image": "busybox",
                                      "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}})
-    deadline = time.monotonic() + 60
-    while not all(p.spec.node_name for p in core.list_namespaced_pod(namespace, label_selector="app=other").items):
-        assert time.monotonic() < deadline, "the other job's pods were not bound"
-        time.sleep(0.3)
+    wait_until(lambda: all(p.spec.node_name
+                           for p in core.list_namespaced_pod(namespace, label_selector="app=other").items),
+               60, "the other job's pods bound", 0.3)
 
 
 def test_fits_the_quota_but_not_the_free_gpus_waits_then_runs_when_the_other_pods_go(

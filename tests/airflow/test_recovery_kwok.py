@@ -226,7 +226,7 @@ def test_templates_rewritten_in_the_namespace_are_refused_and_no_pod_is_made_fro
     from kubernetes import client
 
     from tfk8s_airflow.job.builders.templatemap import TEMPLATES_KEY
-    from tfk8s_airflow.k8s.recovery import read_templates
+    from tfk8s_airflow.k8s.relaunch import read_templates
 
     core = k8s_cluster.core_v1
     with PodWatch(core, k8s_namespace) as watch:

@@ -48,7 +48,7 @@ from tfk8s_airflow.job.builders.objects import owned_by
 from tfk8s_airflow.job.builders.ownership import MARK, marked
 from tfk8s_airflow.job.builders.templatemap import TEMPLATES_KEY, templates_digest
 from tfk8s_airflow.job.spec.quantity import quantity_to_float
-from tfk8s_airflow.k8s.recovery import read_templates
+from tfk8s_airflow.k8s.relaunch import read_templates
 
 pytestmark = [pytest.mark.k8s, pytest.mark.airflow]
 

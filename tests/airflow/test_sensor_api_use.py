@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.k8s import create_service_and_pods, wait_for
+from tests.fixtures.k8s import create_service_and_pods
+from tests.fixtures.waiting import wait_until
 from tfk8s_airflow.job.builders.objects import JobNames
 from tfk8s_airflow.job.builders.plan import plan_job
 from tfk8s_airflow.job.policy import DeploymentPolicy
@@ -92,7 +93,7 @@ def create_job(core, namespace, replicas):
     names = JobNames.for_run(spec, f"count-{replicas}")
     plan = plan_job(spec, names, DeploymentPolicy())
     create_service_and_pods(core, plan)
-    wait_for(lambda: sum(p.status.phase == "Running" for p in core.list_namespaced_pod(namespace).items) == replicas,
+    wait_until(lambda: sum(p.status.phase == "Running" for p in core.list_namespaced_pod(namespace).items) == replicas,
              120, f"{replicas} pods Running")
     record = job_record(spec, names, plan.replicas, policy=JobPolicy.from_spec(spec),
                         has_shards=False, kubernetes_conn_id="tfk8s_counted", poll_interval=0.2)

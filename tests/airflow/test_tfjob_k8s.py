@@ -142,8 +142,8 @@ def test_quota_exceeded_fails_before_any_pod(k8s_cluster, k8s_namespace, airflow
     core = k8s_cluster.core_v1
     core.create_namespaced_resource_quota(k8s_namespace, {
         "metadata": {"name": "team-quota"}, "spec": {"hard": {"requests.cpu": "8", "pods": "20"}}})
-    from tests.fixtures.k8s import wait_for
-    wait_for(lambda: (core.read_namespaced_resource_quota("team-quota", k8s_namespace).status.hard or {}),
+    from tests.fixtures.waiting import wait_until
+    wait_until(lambda: (core.read_namespaced_resource_quota("team-quota", k8s_namespace).status.hard or {}),
              30, "quota status")
     with PodWatch(core, k8s_namespace) as rec:
         dr = run_dag("tfk8s_t_quota", k8s_namespace)
@@ -386,8 +386,8 @@ def _client_from(kubeconfig):
 def _break_when_running(core, namespace: str, name: str, seen: dict) -> None:
     """Make the TensorBoard pod crash-loop as soon as it runs (KWOK: every run of it exits 1 after 1 s and
     restartPolicy Always restarts it), and keep the Service's ports while the job trains."""
-    from tests.fixtures.k8s import wait_for
-    wait_for(lambda: (p := _pod_or_none(core, namespace, name)) is not None and p.status.phase == "Running", 60,
+    from tests.fixtures.waiting import wait_until
+    wait_until(lambda: (p := _pod_or_none(core, namespace, name)) is not None and p.status.phase == "Running", 60,
              f"the TensorBoard pod {name} to run")
     seen["ports"] = [(p.name, p.port) for s in core.list_namespaced_service(namespace).items for p in s.spec.ports]
     core.patch_namespaced_pod(name, namespace, {"metadata": {"annotations": {
@@ -444,8 +444,8 @@ def test_a_crash_looping_tensorboard_changes_nothing_about_the_job(k8s_cluster, 
     seen: dict = {}
 
     def breaker():
-        from tests.fixtures.k8s import wait_for
-        name = wait_for(lambda: next((p.metadata.name for p in core.list_namespaced_pod(
+        from tests.fixtures.waiting import wait_until
+        name = wait_until(lambda: next((p.metadata.name for p in core.list_namespaced_pod(
             k8s_namespace, label_selector="app.kubernetes.io/component=tensorboard").items), None), 120,
             "the TensorBoard pod")
         _break_when_running(core, k8s_namespace, name, seen)

@@ -21,7 +21,8 @@ from tests.airflow.test_recovery_kwok import in_background
 from tests.airflow.test_recovery_kwok import spec as recovery_spec
 from tests.airflow.test_tfjob_k8s import leftovers, run_dag
 from tests.dagrun import states, xcom
-from tests.fixtures.k8s import create_service_and_pods, wait_for
+from tests.fixtures.k8s import create_service_and_pods
+from tests.fixtures.waiting import wait_until
 from tests.podwatch import PodWatch
 from tfk8s_airflow.job.builders.objects import JobNames
 from tfk8s_airflow.job.builders.plan import plan_job
@@ -46,7 +47,7 @@ def create_job(core, namespace: str, run: str, worker_s: int):
     names = JobNames.for_run(spec, run)
     plan = plan_job(spec, names, DeploymentPolicy())
     create_service_and_pods(core, plan)
-    wait_for(lambda: sum(p.status.phase == "Running" for p in core.list_namespaced_pod(namespace).items) == 3,
+    wait_until(lambda: sum(p.status.phase == "Running" for p in core.list_namespaced_pod(namespace).items) == 3,
              120, "3 pods Running")
     return job_record(spec, names, plan.replicas, policy=JobPolicy.from_spec(spec), has_shards=False,
                       kubernetes_conn_id="kubernetes_default", poll_interval=0.5)

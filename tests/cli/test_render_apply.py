@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.k8s import wait_for
+from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.k8s
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,7 +58,7 @@ def test_render_apply_runs_the_job_and_delete_removes_it(k8s_cluster, k8s_namesp
         ok = len(pods) == 4 and all(p.status.phase in ("Running", "Succeeded") for p in pods)
         return pods if ok else None
 
-    pods = wait_for(started, 60, "4 pods running")
+    pods = wait_until(started, 60, "4 pods running")
     assert sorted(p.spec.hostname for p in pods) == ["ps-0", "worker-0", "worker-1", "worker-2"]
     k8s_cluster.kubectl_run("delete", "-f", "-", "--wait=true", input=text, timeout=120)
     assert core.list_namespaced_pod(k8s_namespace).items == []

@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.fixtures.k8s import wait_for
+from tests.fixtures.waiting import wait_until
 
 # serial: its pods select no node (they may land on another test's nodes), it adds a node, and it asserts the
 # KWOK nodes carry no taint.
@@ -88,7 +88,7 @@ def test_gpu_limit_beyond_any_node_is_unschedulable(k8s_cluster, k8s_namespace):
         cond = _condition(pod, "PodScheduled")
         return pod if cond and cond.status == "False" and cond.reason == "Unschedulable" else None
 
-    pod = wait_for(unschedulable, 30, "PodScheduled=False/Unschedulable")
+    pod = wait_until(unschedulable, 30, "PodScheduled=False/Unschedulable")
     assert pod.status.phase == "Pending"
     assert pod.spec.node_name is None
     assert "nvidia.com/gpu" in _condition(pod, "PodScheduled").message
@@ -97,9 +97,9 @@ def test_gpu_limit_beyond_any_node_is_unschedulable(k8s_cluster, k8s_namespace):
 def test_plain_pod_runs_ready_and_stays(k8s_cluster, k8s_namespace):
     core = k8s_cluster.core_v1
     core.create_namespaced_pod(k8s_namespace, _pod("ps-0", restart_policy="Always"))
-    pod = wait_for(_phase_is(core, k8s_namespace, "ps-0", "Running"), 30, "pod Running")
+    pod = wait_until(_phase_is(core, k8s_namespace, "ps-0", "Running"), 30, "pod Running")
     assert pod.spec.node_name in FAKE_NODES
-    wait_for(lambda: _condition(_read(core, k8s_namespace, "ps-0"), "Ready").status == "True", 15, "Ready")
+    wait_until(lambda: _condition(_read(core, k8s_namespace, "ps-0"), "Ready").status == "True", 15, "Ready")
     pod = _read(core, k8s_namespace, "ps-0")
     assert pod.status.pod_ip and pod.status.container_statuses[0].state.running
     # A server never exits on its own: still running a few seconds later.
@@ -112,8 +112,8 @@ def test_pod_annotated_to_succeed_ends_succeeded(k8s_cluster, k8s_namespace):
     core = k8s_cluster.core_v1
     core.create_namespaced_pod(k8s_namespace, _pod(
         "worker-0", {"tfk8s.io/sim-duration": "2s", "tfk8s.io/sim-exit-code": "0"}))
-    wait_for(_phase_is(core, k8s_namespace, "worker-0", "Running"), 30, "pod Running")
-    pod = wait_for(_phase_is(core, k8s_namespace, "worker-0", "Succeeded", "Failed"), 30, "pod finished")
+    wait_until(_phase_is(core, k8s_namespace, "worker-0", "Running"), 30, "pod Running")
+    pod = wait_until(_phase_is(core, k8s_namespace, "worker-0", "Succeeded", "Failed"), 30, "pod finished")
     assert pod.status.phase == "Succeeded"
     term = pod.status.container_statuses[0].state.terminated
     assert term.exit_code == 0 and term.reason == "Completed"
@@ -123,7 +123,7 @@ def test_pod_annotated_to_fail_ends_failed_with_exit_code(k8s_cluster, k8s_names
     core = k8s_cluster.core_v1
     core.create_namespaced_pod(k8s_namespace, _pod(
         "worker-1", {"tfk8s.io/sim-duration": "1s", "tfk8s.io/sim-exit-code": "3"}))
-    pod = wait_for(_phase_is(core, k8s_namespace, "worker-1", "Succeeded", "Failed"), 40, "pod finished")
+    pod = wait_until(_phase_is(core, k8s_namespace, "worker-1", "Succeeded", "Failed"), 40, "pod finished")
     assert pod.status.phase == "Failed"
     term = pod.status.container_statuses[0].state.terminated
     assert term.exit_code == 3 and term.reason == "Error"
@@ -140,7 +140,7 @@ def test_on_failure_restarts_in_place(k8s_cluster, k8s_namespace):
         statuses = pod.status.container_statuses or []
         return pod if statuses and statuses[0].restart_count >= 2 else None
 
-    pod = wait_for(restarted_twice, 40, "restartCount >= 2")
+    pod = wait_until(restarted_twice, 40, "restartCount >= 2")
     status = pod.status.container_statuses[0]
     assert pod.status.phase == "Running"
     assert status.last_state.terminated.exit_code == 2
@@ -152,7 +152,7 @@ def test_on_failure_recovers_after_sim_restarts(k8s_cluster, k8s_namespace):
         "recovers", {"tfk8s.io/sim-duration": "1s", "tfk8s.io/sim-exit-code": "1",
                      "tfk8s.io/sim-restarts": "2"},
         restart_policy="OnFailure"))
-    pod = wait_for(_phase_is(core, k8s_namespace, "recovers", "Succeeded", "Failed"), 60, "pod finished")
+    pod = wait_until(_phase_is(core, k8s_namespace, "recovers", "Succeeded", "Failed"), 60, "pod finished")
     status = pod.status.container_statuses[0]
     assert pod.status.phase == "Succeeded"
     assert status.restart_count == 2
@@ -171,16 +171,16 @@ def test_image_pull_failure_shows_waiting_reason(k8s_cluster, k8s_namespace):
                 return pod
         return None
 
-    pod = wait_for(waiting_reason, 30, "ErrImagePull/ImagePullBackOff")
+    pod = wait_until(waiting_reason, 30, "ErrImagePull/ImagePullBackOff")
     assert pod.status.phase == "Pending"
-    wait_for(lambda: _read(core, k8s_namespace, "bad-image").status.container_statuses[0]
+    wait_until(lambda: _read(core, k8s_namespace, "bad-image").status.container_statuses[0]
              .state.waiting.reason == "ImagePullBackOff", 15, "ImagePullBackOff")
 
 
 def test_pod_deletion_completes(k8s_cluster, k8s_namespace):
     core = k8s_cluster.core_v1
     core.create_namespaced_pod(k8s_namespace, _pod("doomed", restart_policy="Always"))
-    wait_for(_phase_is(core, k8s_namespace, "doomed", "Running"), 30, "pod Running")
+    wait_until(_phase_is(core, k8s_namespace, "doomed", "Running"), 30, "pod Running")
     core.delete_namespaced_pod("doomed", k8s_namespace)  # default grace period, as a user would
 
     def gone():
@@ -190,13 +190,13 @@ def test_pod_deletion_completes(k8s_cluster, k8s_namespace):
         except ApiException as exc:
             return exc.status == 404
 
-    wait_for(gone, 30, "pod removed")
+    wait_until(gone, 30, "pod removed")
 
 
 def test_pod_logs_are_served(k8s_cluster, k8s_namespace):
     core = k8s_cluster.core_v1
     core.create_namespaced_pod(k8s_namespace, _pod("chatty", restart_policy="Always"))
-    wait_for(_phase_is(core, k8s_namespace, "chatty", "Running"), 30, "pod Running")
+    wait_until(_phase_is(core, k8s_namespace, "chatty", "Running"), 30, "pod Running")
     text = _log(core, k8s_namespace, "chatty", container="main")
     assert "KWOK fake node" in text
 
@@ -204,7 +204,7 @@ def test_pod_logs_are_served(k8s_cluster, k8s_namespace):
 def test_pod_can_get_its_own_log(k8s_cluster, k8s_namespace):
     core = k8s_cluster.core_v1
     core.create_namespaced_pod(k8s_namespace, _pod("worker-7", restart_policy="Always"))
-    wait_for(_phase_is(core, k8s_namespace, "worker-7", "Running"), 30, "pod Running")
+    wait_until(_phase_is(core, k8s_namespace, "worker-7", "Running"), 30, "pod Running")
     k8s_cluster.set_pod_log(k8s_namespace, "worker-7", ["step 1 loss=0.9", "step 2 loss=0.4"],
                             previous=["crashed: OOM"])
 
@@ -212,7 +212,7 @@ def test_pod_can_get_its_own_log(k8s_cluster, k8s_namespace):
         text = _log(core, k8s_namespace, "worker-7", container="main")
         return text if "loss=0.4" in text else None
 
-    assert wait_for(own_log, 15, "the pod's own log") == "step 1 loss=0.9\nstep 2 loss=0.4\n"
+    assert wait_until(own_log, 15, "the pod's own log") == "step 1 loss=0.9\nstep 2 loss=0.4\n"
     assert _log(core, k8s_namespace, "worker-7", tail_lines=1) == "step 2 loss=0.4\n"
     assert _log(core, k8s_namespace, "worker-7", previous=True) == "crashed: OOM\n"
     out = k8s_cluster.kubectl_run("logs", "-n", k8s_namespace, "worker-7").stdout

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from tests.fixtures.k8s import wait_for
+from tests.fixtures.waiting import wait_until
 from tests.kueue.test_kueue_admission import GROUP, QUEUE, VERSION, kueue  # noqa: F401 - the fixture
 
 pytestmark = [pytest.mark.k8s]
@@ -37,7 +37,7 @@ def test_kueue_manages_only_opted_in_namespaces_and_kwok_ends_its_deleted_pods(k
     plain = core.create_namespaced_pod(k8s_namespace, group_pod("plain", "g0", 1))
     assert not plain.spec.scheduling_gates and not plain.metadata.finalizers
     assert "kueue.x-k8s.io/managed" not in (plain.metadata.labels or {})
-    wait_for(lambda: core.read_namespaced_pod("plain", k8s_namespace).status.phase == "Running", 30, "plain Running")
+    wait_until(lambda: core.read_namespaced_pod("plain", k8s_namespace).status.phase == "Running", 30, "plain Running")
     core.delete_namespaced_pod("plain", k8s_namespace, grace_period_seconds=0)
 
     # Opted in, with a LocalQueue: Kueue labels, gates and finalizes the pods, and admits the group whole.
@@ -50,16 +50,16 @@ def test_kueue_manages_only_opted_in_namespaces_and_kwok_ends_its_deleted_pods(k
     assert all("kueue.x-k8s.io/admission" in [g.name for g in p.spec.scheduling_gates] for p in made)
     assert all(FINALIZER in p.metadata.finalizers and p.metadata.labels["kueue.x-k8s.io/managed"] == "true"
                for p in made)
-    wait_for(lambda: all(core.read_namespaced_pod(p.metadata.name, k8s_namespace).status.phase == "Running"
+    wait_until(lambda: all(core.read_namespaced_pod(p.metadata.name, k8s_namespace).status.phase == "Running"
                          for p in made), 30, "the group admitted and Running")
 
     # A deleted member that Kueue still holds gets a terminal phase from the component's KWOK stage.
     core.delete_namespaced_pod(made[0].metadata.name, k8s_namespace)
-    held = wait_for(lambda: (p := core.read_namespaced_pod(made[0].metadata.name, k8s_namespace)).status.phase
+    held = wait_until(lambda: (p := core.read_namespaced_pod(made[0].metadata.name, k8s_namespace)).status.phase
                     == "Failed" and p, 30, "the deleted member Failed")
     assert held.metadata.deletion_timestamp is not None
     assert held.status.container_statuses[0].state.terminated.exit_code == 137
     # Its Workload deleted, Kueue stops the group and lets every pod go: nothing is left Terminating.
     custom.delete_namespaced_custom_object(GROUP, VERSION, k8s_namespace, "workloads", group)
-    wait_for(lambda: not [p for p in core.list_namespaced_pod(k8s_namespace).items
+    wait_until(lambda: not [p for p in core.list_namespaced_pod(k8s_namespace).items
                           if p.metadata.name.startswith(group)], 30, "every pod of the group gone")

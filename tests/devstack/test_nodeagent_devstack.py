@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.k8s import DEVSTACK, wait_for
+from tests.fixtures.k8s import DEVSTACK
 from tests.fixtures.nodeagent import LOCAL_NODE_SELECTOR, LOCAL_TOLERATIONS
+from tests.fixtures.waiting import wait_until
 
 # serial: devstack/down nodeagent stops every pod on the agent's node (other tests' too), and a test bounds its time.
 pytestmark = [pytest.mark.k8s, pytest.mark.timeout(300), pytest.mark.serial]
@@ -64,12 +65,12 @@ def test_exit_codes_and_restart_policies(nodeagent, k8s_namespace):
         container={"volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}]}))
     core.create_namespaced_pod(ns, _pod("always", "echo tick; sleep 0.5", restart="Always"))
 
-    p = wait_for(_phase(core, ns, "never", "Failed", "Succeeded"), 30, "never ends")
+    p = wait_until(_phase(core, ns, "never", "Failed", "Succeeded"), 30, "never ends")
     term = p.status.container_statuses[0].state.terminated
     assert p.status.phase == "Failed" and term.exit_code == 3 and term.reason == "Error"
     assert _log(core, ns, "never") == "bye\n"
 
-    p = wait_for(_phase(core, ns, "onfailure", "Failed", "Succeeded"), 60, "onfailure ends")
+    p = wait_until(_phase(core, ns, "onfailure", "Failed", "Succeeded"), 60, "onfailure ends")
     cs = p.status.container_statuses[0]
     assert p.status.phase == "Succeeded" and cs.restart_count == 2
     assert cs.last_state.terminated.exit_code == 1 and cs.state.terminated.exit_code == 0
@@ -79,7 +80,7 @@ def test_exit_codes_and_restart_policies(nodeagent, k8s_namespace):
         p = core.read_namespaced_pod("always", ns)
         cs = (p.status.container_statuses or [None])[0]
         return p if cs and cs.restart_count >= 2 else None
-    p = wait_for(restarted, 60, "always restarted twice")
+    p = wait_until(restarted, 60, "always restarted twice")
     assert p.status.phase == "Running"
     assert _log(core, ns, "always", previous=True) == "tick\n"
 
@@ -93,23 +94,23 @@ def test_deletion_sends_sigterm_then_sigkill_after_grace(nodeagent, k8s_namespac
     core.create_namespaced_pod(ns, _pod("stubborn", "trap '' TERM; while true; do sleep 0.1; done",
                                         terminationGracePeriodSeconds=2))
     for name in ("polite", "stubborn"):
-        wait_for(_phase(core, ns, name, "Running"), 30, f"{name} running")
+        wait_until(_phase(core, ns, name, "Running"), 30, f"{name} running")
     time.sleep(0.5)
     t0 = time.monotonic()
     core.delete_namespaced_pod("polite", ns)
     core.delete_namespaced_pod("stubborn", ns)
-    wait_for(lambda: not core.list_namespaced_pod(ns).items, 30, "both pods gone")
+    wait_until(lambda: not core.list_namespaced_pod(ns).items, 30, "both pods gone")
     elapsed = time.monotonic() - t0
     assert marker.read_text() == "term\n"
     assert 1.5 < elapsed < 15, elapsed  # stubborn: SIGKILL after its 2 s grace
-    wait_for(lambda: not nodeagent.leftovers(ns), 15, "sandboxes removed")
+    wait_until(lambda: not nodeagent.leftovers(ns), 15, "sandboxes removed")
 
 
 def test_active_deadline_fails_the_pod(nodeagent, k8s_namespace):
     core, ns = nodeagent.cluster.core_v1, k8s_namespace
     core.create_namespaced_pod(ns, _pod("late", "sleep 60", activeDeadlineSeconds=2,
                                         terminationGracePeriodSeconds=1))
-    p = wait_for(_phase(core, ns, "late", "Failed"), 30, "deadline exceeded")
+    p = wait_until(_phase(core, ns, "late", "Failed"), 30, "deadline exceeded")
     assert p.status.reason == "DeadlineExceeded"
 
 
@@ -143,7 +144,7 @@ def test_init_containers_volumes_and_service_dns(nodeagent, k8s_namespace, tmp_p
     peer["metadata"]["labels"]["grp"] = "x"
     core.create_namespaced_pod(ns, body)
     core.create_namespaced_pod(ns, peer)
-    p = wait_for(_phase(core, ns, "main", "Succeeded", "Failed"), 60, "main ends")
+    p = wait_until(_phase(core, ns, "main", "Succeeded", "Failed"), 60, "main ends")
     out = _log(core, ns, "main")
     assert p.status.phase == "Succeeded", out
     peer_ip = core.read_namespaced_pod("peer", ns).status.pod_ip
@@ -158,9 +159,9 @@ def test_init_containers_volumes_and_service_dns(nodeagent, k8s_namespace, tmp_p
 def test_down_stops_pods_and_leaves_nothing(nodeagent, k8s_namespace):
     core, ns = nodeagent.cluster.core_v1, k8s_namespace
     core.create_namespaced_pod(ns, _pod("victim", "sleep 600"))
-    wait_for(_phase(core, ns, "victim", "Running"), 30, "victim running")
+    wait_until(_phase(core, ns, "victim", "Running"), 30, "victim running")
     uid = core.read_namespaced_pod("victim", ns).metadata.uid
-    pid = wait_for(lambda: nodeagent.pid(ns, "victim", "main"), 10, "victim pid")
+    pid = wait_until(lambda: nodeagent.pid(ns, "victim", "main"), 10, "victim pid")
     try:
         down = subprocess.run([str(DEVSTACK / "down"), "nodeagent"], capture_output=True, text=True, timeout=120)
         assert down.returncode == 0, down.stderr
@@ -207,7 +208,7 @@ def test_termination_messages_from_the_file_and_from_the_log(nodeagent, k8s_name
 
     ended = {}
     for name in ("file", "custom-path", "big", "fallback", "fallback-file-wins", "fallback-success", "rerun"):
-        ended[name] = wait_for(_phase(core, ns, name, "Failed", "Succeeded"), 60, f"{name} ends")
+        ended[name] = wait_until(_phase(core, ns, name, "Failed", "Succeeded"), 60, f"{name} ends")
 
     def term(name):
         return ended[name].status.container_statuses[0].state.terminated
@@ -229,8 +230,8 @@ def test_termination_messages_from_the_file_and_from_the_log(nodeagent, k8s_name
     # host's /dev/termination-log may exist, written by a process outside any pod).
     for name in list(ended):
         core.delete_namespaced_pod(name, ns)
-    wait_for(lambda: not core.list_namespaced_pod(ns).items, 30, "the pods deleted")
-    wait_for(lambda: not nodeagent.leftovers(ns), 15, "sandboxes removed")
+    wait_until(lambda: not core.list_namespaced_pod(ns).items, 30, "the pods deleted")
+    wait_until(lambda: not nodeagent.leftovers(ns), 15, "sandboxes removed")
     assert not Path(custom).exists()
     host_default = Path("/dev/termination-log")
     host_text = host_default.read_text(errors="replace") if host_default.is_file() else ""
@@ -271,7 +272,7 @@ def test_pods_reach_the_host_address_and_name_but_not_its_loopback(nodeagent, k8
              "        print('error', getattr(exc, 'reason', exc))\n")
     try:
         core.create_namespaced_pod(ns, _pod("probe", "", container={"command": ["python3", "-c", probe]}))
-        p = wait_for(_phase(core, ns, "probe", "Failed", "Succeeded"), 60, "probe ends")
+        p = wait_until(_phase(core, ns, "probe", "Failed", "Succeeded"), 60, "probe ends")
         out = _log(core, ns, "probe").splitlines()
     finally:
         for srv in servers:

@@ -24,7 +24,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.fixtures.k8s import DEVSTACK, wait_for
+from tests.fixtures.k8s import DEVSTACK
+from tests.fixtures.waiting import wait_until
 from tests.unit.test_cli import tfk8s
 from tests.unit.test_tfjob_corpus import CORPUS, POLICY, REFUSED
 
@@ -70,7 +71,7 @@ def _operator_pods(k8s_cluster, namespace: str, doc: dict[str, Any]) -> tuple[st
         items = k8s_cluster.core_v1.list_namespaced_pod(namespace, label_selector=selector).items
         return items if len(items) == total else None
 
-    found = wait_for(pods, 120, f"the operator's {total} pods of TFJob {name}")
+    found = wait_until(pods, 120, f"the operator's {total} pods of TFJob {name}")
     return name, [k8s_cluster.api_client.sanitize_for_serialization(p) for p in found]
 
 

@@ -18,7 +18,7 @@ from datetime import datetime
 import pytest
 
 from tests.e2e._support import E2E_MARKS, ObjectRecorder, env_root, leftovers, publish, task_states, wait_gone
-from tests.fixtures.k8s import wait_for
+from tests.fixtures.waiting import wait_until
 
 pytestmark = [*E2E_MARKS, pytest.mark.timeout(1800)]
 
@@ -93,7 +93,7 @@ def test_backfill_three_dates_two_at_a_time(airflow_stack, k8s_cluster, k8s_name
         (b,) = stack.get("backfills", params={"dag_id": DAG_ID})["backfills"]
         return b if b["completed_at"] else None
 
-    b = wait_for(backfill, 60, "the backfill to be marked completed", interval=2)
+    b = wait_until(backfill, 60, "the backfill to be marked completed", interval=2)
     assert b["max_active_runs"] == 2 and b["reprocess_behavior"] == "completed", b
     assert b["dag_run_conf"] == conf, b
 

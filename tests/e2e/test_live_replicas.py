@@ -13,6 +13,7 @@ import time
 import pytest
 
 from tests.e2e._support import leftovers, task_states, wait_gone
+from tests.fixtures.waiting import wait_until
 from tests.podwatch import PodWatch
 
 pytestmark = [pytest.mark.k8s, pytest.mark.airflow, pytest.mark.timeout(900)]
@@ -102,14 +103,9 @@ def test_killed_scheduler_and_triggerer_neither_kill_nor_duplicate_replicas(airf
     stack, core, dag = airflow_stack, k8s_cluster.core_v1, "tfk8s_t_slow"
     with PodWatch(core, k8s_namespace) as watch:
         run_id = trigger(stack, dag, {"namespace": k8s_namespace})
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            tis = replica_tis(stack, dag, run_id)
-            if len(tis) == 4 and all(t["state"] == "deferred" for t in tis.values()):
-                break
-            time.sleep(1)
-        else:
-            pytest.fail(f"replica tasks never all deferred: {task_states(stack, dag, run_id)}")
+        wait_until(lambda: len(tis := replica_tis(stack, dag, run_id)) == 4
+                   and all(t["state"] == "deferred" for t in tis.values()), 180, "every replica task deferred", 1,
+                   on_fail=lambda: str(task_states(stack, dag, run_id)))
         running_before = {life.name for life in watch.lives.values()}
         stack.restart("scheduler")  # its LocalExecutor worker processes go with it
         stack.restart("triggerer")  # where the replica tasks wait

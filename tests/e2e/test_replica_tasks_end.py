@@ -20,13 +20,13 @@ teardown runs.
 """
 from __future__ import annotations
 
-import time
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from tests.e2e._support import E2E_MARKS, env_root, leftovers, task_states, wait_gone
+from tests.fixtures.waiting import wait_until
 from tfk8s_airflow.operators.teardown import REPLICA_GRACE_S
 from tfk8s_airflow.volume.logs import archive_path
 
@@ -139,14 +139,12 @@ def test_a_killed_triggerer_leaves_no_replica_task_waiting(airflow_stack, k8s_cl
     runs = [trigger(stack, {"namespace": k8s_namespace,
                             "spec": spec(f"sk-{i}", k8s_namespace, root, tf2=bool(i % 2), run_s=40)})
             for i in range(2)]
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
+    def all_deferred() -> bool:
         tis = [t for run_id in runs for t in stack.task_instances(DAG_ID, run_id) if t["task_id"] == "train.replica"]
-        if len(tis) == 6 and all(t["state"] == "deferred" for t in tis):
-            break
-        time.sleep(1)
-    else:
-        pytest.fail(f"replica tasks never all deferred: {[task_states(stack, DAG_ID, r) for r in runs]}")
+        return len(tis) == 6 and all(t["state"] == "deferred" for t in tis)
+
+    wait_until(all_deferred, 300, "every replica task deferred", 1,
+               on_fail=lambda: str([task_states(stack, DAG_ID, r) for r in runs]))
     stack.restart("triggerer")  # SIGKILL to its process group: the trigger runner and every trigger with it
     done = stack.wait_for_runs(DAG_ID, runs, timeout=600, interval=3)
     assert all(r["state"] == "success" for r in done), [task_states(stack, DAG_ID, r) for r in runs]

@@ -22,13 +22,13 @@ import contextlib
 import glob
 import os
 import signal
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.e2e._support import task_states
+from tests.fixtures.waiting import wait_until
 
 pytestmark = [pytest.mark.k8s, pytest.mark.airflow, pytest.mark.hdfs, pytest.mark.timeout(900)]
 
@@ -38,16 +38,6 @@ LEASE_S = 30  # the stack's [tfk8s] staging_lease (tests/fixtures/airflow_servic
 #: The lease's bound, plus the controllers' reaction (the Job controller's sync, the TTL controller, the
 #: garbage collector) and the node agent's stop of the containers.
 LEASE_BOUND_S = LEASE_S + 60
-
-
-def _wait(what: str, check, timeout: float, interval: float = 0.5):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(interval)
-    pytest.fail(f"{what} within {timeout:.0f}s")
 
 
 @dataclass
@@ -88,8 +78,8 @@ class Copy:
         assert resp.status_code == 200, resp.text
 
     def assert_nothing_left(self, within: float) -> None:
-        _wait("copy pods or their lease left", lambda: not self.pods() and not self.leases(), within, 1.0)
-        _wait("copy processes left", lambda: not self.processes(), 30)
+        wait_until(lambda: not self.pods() and not self.leases(), within, "copy pods or their lease left", 1.0)
+        wait_until(lambda: not self.processes(), 30, "copy processes left", 0.5)
         assert not self.cache.exists(), sorted(os.listdir(self.cache))  # nothing published, not even the cache
 
     def trigger_runs(self) -> None:
@@ -100,7 +90,7 @@ class Copy:
             jobs = client.BatchV1Api(self.k8s.api_client).list_namespaced_job(self.namespace).items
             return any((j.spec.active_deadline_seconds or 0) > LEASE_S for j in jobs)
 
-        _wait("the trigger renewing the lease", renewed, 120, 0.5)
+        wait_until(renewed, 120, "the trigger renewing the lease", 0.5)
 
 
 @pytest.fixture
@@ -129,7 +119,7 @@ def start_copy(airflow_stack, k8s_cluster, hdfs_server, hdfs_dir, gluster_dir, n
                         copy.pids[key] = pid
             return len(copy.pids) == 3 and copy.states().get("stage") == "deferred"
 
-        _wait("three copy processes running while the task is deferred", held, 240, 0.2)
+        wait_until(held, 240, "three copy processes running while the task is deferred", 0.2)
         assert all(p.startswith("tfk8s-stage-") for p in copy.pods()), copy.pods()
         assert copy.leases(), "the copy pods have no lease"
         return copy
@@ -189,7 +179,7 @@ def _rerun_publishes(copy: Copy) -> None:
         return _deferral_taken(copy, new_try)
 
     try:
-        _wait("the scheduler processing the new try's deferral", hold_until_drained, 240, 0.2)
+        wait_until(hold_until_drained, 240, "the scheduler processing the new try's deferral", 0.2)
     finally:
         for pid in held.values():
             with contextlib.suppress(ProcessLookupError):
@@ -197,7 +187,7 @@ def _rerun_publishes(copy: Copy) -> None:
     stack.wait_for_runs(DAG_ID, [copy.run_id], timeout=300, interval=2)
     assert copy.states().get("stage") == "success", copy.states()
     assert len(list(copy.cache.glob("part-*"))) == 6
-    _wait("the re-run's pods and lease left", lambda: not copy.pods() and not copy.leases(), 60, 1.0)
+    wait_until(lambda: not copy.pods() and not copy.leases(), 60, "the re-run's pods and lease left", 1.0)
 
 
 def test_a_dag_run_marked_failed_while_the_trigger_runs_deletes_the_copy_pods_at_once(start_copy):
@@ -206,9 +196,8 @@ def test_a_dag_run_marked_failed_while_the_trigger_runs_deletes_the_copy_pods_at
     copy.mark_run("failed")
     copy.assert_nothing_left(within=30)  # well before the lease could have run out
     assert copy.states().get("stage") != "success"
-    log = _wait("the trigger's on_kill in the task's log",
-                lambda: (text := copy.stack.task_log(DAG_ID, copy.run_id, "stage")) and "deleted the copy pods" in text
-                and text, 60, 2)
+    log = wait_until(lambda: (text := copy.stack.task_log(DAG_ID, copy.run_id, "stage"))
+                     and "deleted the copy pods" in text and text, 60, "the trigger's on_kill in the task's log", 2)
     assert "Trigger cancelled by user action, invoking on_kill" in log
 
 
@@ -217,7 +206,7 @@ def test_a_dag_run_marked_failed_before_the_triggerer_runs_the_trigger_loses_its
     copy = start_copy("cancel-before-trigger")
     copy.mark_run("failed")
     copy.let_go()  # the pods copy on: nothing of Airflow will delete them
-    _wait("the task failed", lambda: copy.states().get("stage") == "failed", 60)
+    wait_until(lambda: copy.states().get("stage") == "failed", 60, "the task failed", 0.5)
     copy.assert_nothing_left(within=LEASE_BOUND_S)
     # what the pods verified stays for a later try, hidden beside the cache
     assert glob.glob(str(copy.cache.parent / f".{copy.cache.name}.tfk8s-parts-*"))

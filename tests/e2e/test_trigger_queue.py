@@ -21,7 +21,7 @@ import pytest
 
 from tests.e2e._support import leftovers, task_states, wait_gone
 from tests.fixtures.airflow_services import running_stack
-from tests.fixtures.k8s import wait_for
+from tests.fixtures.waiting import wait_until
 from tests.ports import free_port
 
 pytestmark = [pytest.mark.k8s, pytest.mark.gluster, pytest.mark.airflow, pytest.mark.timeout(1200)]
@@ -116,7 +116,7 @@ def test_the_jobs_triggers_run_on_the_queues_triggerer_only(queue_stack, k8s_clu
     (default_triggerer,) = running_triggerers(conn)
     stack.start_service("triggerer-training", ["triggerer", "--queues", QUEUE],
                         env={"AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port())})
-    queue_triggerer = wait_for(lambda: next(iter(running_triggerers(conn) - {default_triggerer}), None), 120,
+    queue_triggerer = wait_until(lambda: next(iter(running_triggerers(conn) - {default_triggerer}), None), 120,
                                "the second triggerer's job row", interval=1)
     print(f"triggerer job ids: default {default_triggerer}, --queues {QUEUE} {queue_triggerer}")
 

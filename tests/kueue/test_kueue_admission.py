@@ -22,7 +22,8 @@ import pytest
 from tests.airflow.test_recovery_kwok import in_background
 from tests.airflow.test_tfjob_k8s import leftovers, run_dag
 from tests.dagrun import states, xcom
-from tests.fixtures.k8s import DEVSTACK, _parse_exports, wait_for
+from tests.fixtures.k8s import DEVSTACK, _parse_exports
+from tests.fixtures.waiting import wait_until
 
 pytestmark = [pytest.mark.k8s, pytest.mark.airflow]
 
@@ -70,7 +71,7 @@ def queue_ns(k8s_cluster, k8s_namespace, kueue, custom):
             if exc.status != 404:  # gone meanwhile (Kueue deletes a finished group's Workload itself)
                 raise
     core.delete_collection_namespaced_pod(k8s_namespace, grace_period_seconds=0)
-    wait_for(lambda: not workloads(custom, k8s_namespace) and not core.list_namespaced_pod(k8s_namespace).items, 60,
+    wait_until(lambda: not workloads(custom, k8s_namespace) and not core.list_namespaced_pod(k8s_namespace).items, 60,
              f"the Workloads and pods of {k8s_namespace} to be deleted")
 
 
@@ -205,7 +206,7 @@ def test_behind_a_full_queue_admission_timeout_fails_cleanly_and_teardown_delete
         k8s_cluster, queue_ns, custom, airflow_db, capfd):
     core = k8s_cluster.core_v1
     first = Blocker(core, custom, queue_ns)
-    wait_for(first.running, 60, "the first job's pods Running")
+    wait_until(first.running, 60, "the first job's pods Running")
     seen: dict[str, tuple[list[str], str | None]] = {}
 
     def record():
@@ -237,11 +238,11 @@ def test_the_second_job_waits_whole_and_is_admitted_whole_after_the_firsts_teard
         k8s_cluster, queue_ns, custom, airflow_db, capfd):
     core = k8s_cluster.core_v1
     first = Blocker(core, custom, queue_ns)
-    wait_for(first.running, 60, "the first job's pods Running")
+    wait_until(first.running, 60, "the first job's pods Running")
     timeline: dict[str, float] = {}
 
     def first_job_ends_while_the_second_waits():
-        pods = wait_for(lambda: len(job_pods(core, queue_ns)) == 3 and all(
+        pods = wait_until(lambda: len(job_pods(core, queue_ns)) == 3 and all(
             ADMISSION_GATE in gates(p) and "tfk8s.io/gang" not in gates(p) for p in job_pods(core, queue_ns)),
             60, "the second job's 3 pods, each held by Kueue's gate only")
         assert pods
@@ -254,7 +255,7 @@ def test_the_second_job_waits_whole_and_is_admitted_whole_after_the_firsts_teard
         assert all(p.spec.node_name is None and ADMISSION_GATE in gates(p) for p in held), \
             [(p.metadata.name, p.spec.node_name, gates(p)) for p in held]
         timeline["teardown"] = first.teardown()
-        wait_for(lambda: all(p.spec.node_name for p in job_pods(core, queue_ns)), 30,
+        wait_until(lambda: all(p.spec.node_name for p in job_pods(core, queue_ns)), 30,
                  "every pod of the second job bound")
         timeline["bound"] = time.monotonic()
     join = in_background(first_job_ends_while_the_second_waits)
@@ -285,10 +286,10 @@ def test_a_higher_priority_job_preempts_and_the_job_is_requeued_as_attempt_2(k8s
     box: dict[str, Blocker] = {}
     try:
         def preempt_then_leave():
-            wait_for(lambda: len(job_pods(core, queue_ns)) == 3 and all(
+            wait_until(lambda: len(job_pods(core, queue_ns)) == 3 and all(
                 p.status.phase == "Running" for p in job_pods(core, queue_ns)), 60, "the job Running")
             box["high"] = Blocker(core, custom, queue_ns, gpus=4, priority=names["high"])
-            wait_for(box["high"].running, 60, "the higher-priority job Running (after preempting)")
+            wait_until(box["high"].running, 60, "the higher-priority job Running (after preempting)")
             time.sleep(3)
             box["high"].teardown()
         join = in_background(preempt_then_leave)

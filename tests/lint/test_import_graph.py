@@ -9,7 +9,8 @@ import pytest
 
 #: The ground floor the pod side shares with the Airflow side.
 GROUND_FLOOR = {"tfk8s_airflow", "tfk8s_airflow.contract", "tfk8s_airflow.exceptions", "tfk8s_airflow.pathrules",
-                "tfk8s_airflow.untrusted"}
+                "tfk8s_airflow.untrusted", "tfk8s_airflow.nofollow", "tfk8s_airflow.hdfschecksum",
+                "tfk8s_airflow.redaction", "tfk8s_airflow.threads"}
 #: What training needs beyond the standard library, and who may import it.
 TRAINING = {"tensorflow", "numpy"}
 TRAINING_IMPORTERS = ("tfk8s_airflow.pod.trainer", "tfk8s_airflow.pod.runtime")

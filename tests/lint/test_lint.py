@@ -36,8 +36,8 @@ PLANTS = {
                             "tfk8s_airflow.job.builders.objects -> tfk8s_airflow.job.builders.tensorboard"),
     "imports-pod-side": ("tfk8s_airflow/pod/runtime.py", "\nimport airflow  # noqa\n",
                          "tfk8s_airflow.pod.runtime -> airflow"),
-    "imports-pod-ground": ("tfk8s_airflow/pod/trainer/state.py", "\nfrom tfk8s_airflow import redaction  # noqa\n",
-                           "tfk8s_airflow.pod.trainer.state -> tfk8s_airflow.redaction"),
+    "imports-pod-ground": ("tfk8s_airflow/pod/trainer/state.py", "\nfrom tfk8s_airflow import viewpaths  # noqa\n",
+                           "tfk8s_airflow.pod.trainer.state -> tfk8s_airflow.viewpaths"),
     "shell": ("devstack/down", '\nfor f in $(ls /tmp); do echo "$f"; done\n', "SC2045"),
 }
 

@@ -73,8 +73,9 @@ def test_what_the_recipe_installs_imports_with_the_standard_library_alone(tmp_pa
     left = subprocess.run([str(python), "-c", "import pathlib, tfk8s_airflow; print(sorted(p.name for p in "
                            "pathlib.Path(tfk8s_airflow.__file__).parent.iterdir() if p.name != '__pycache__'))"],
                           check=True, capture_output=True, text=True, cwd=tmp_path).stdout
-    assert json.loads(left.replace("'", '"')) == ["__init__.py", "contract.py", "exceptions.py", "pathrules.py",
-                                                   "pod", "py.typed", "untrusted.py"]
+    assert json.loads(left.replace("'", '"')) == ["__init__.py", "contract.py", "exceptions.py", "hdfschecksum.py",
+                                                   "nofollow.py", "pathrules.py", "pod", "py.typed", "redaction.py",
+                                                   "threads.py", "untrusted.py"]
     code = CHECK.format(imports="\n".join(f"import {m}" for m in modules) + "\nimport tfk8s_airflow")
     out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path,
                          env={"PATH": os.environ.get("PATH", "")})

@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.k8s import DEVSTACK, K8sCluster, _parse_exports, wait_for
+from tests.fixtures.k8s import DEVSTACK, K8sCluster, _parse_exports
+from tests.fixtures.waiting import wait_until
 from tfk8s_airflow.exceptions import SpecError
 from tfk8s_airflow.job.builders.admission import admit_pod
 from tfk8s_airflow.job.policy import DeploymentPolicy
@@ -133,15 +134,11 @@ def _waiting_reason(core: Any, ns: str, name: str) -> str | None:
 
 def _run_to_end(core: Any, ns: str, name: str, timeout: float) -> Any:
     """Wait for the pod to end; on a timeout, fail with its status and events."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        pod = _finished(core, ns, name)
-        if pod:
-            return pod
-        time.sleep(0.5)
-    pod = core.read_namespaced_pod(name, ns)
-    pytest.fail(f"pod {name} did not finish within {timeout:.0f}s: phase {pod.status.phase}, "
-                f"{pod.status.container_statuses}\nevents: {_events(core, ns, name)}", pytrace=False)
+    def status() -> str:
+        pod = core.read_namespaced_pod(name, ns)
+        return f"phase {pod.status.phase}, {pod.status.container_statuses}\nevents: {_events(core, ns, name)}"
+
+    return wait_until(lambda: _finished(core, ns, name), timeout, f"pod {name} to finish", 0.5, on_fail=status)
 
 
 def _assert_succeeded(core: Any, ns: str, pod: Any) -> None:
@@ -186,7 +183,7 @@ def test_image_pull_fails_without_secret_or_reference(k8s_cluster: K8sCluster, r
     missing = f"{real_node['TFK8S_REGISTRY']}/tfk8s/trainer:not-in-the-registry"
     _create(core, ns, _pod("missing", missing, ["true"]))
     for name in ("nosecret", "missing"):
-        reason = wait_for(lambda name=name: _waiting_reason(core, ns, name) in ("ErrImagePull", "ImagePullBackOff")
+        reason = wait_until(lambda name=name: _waiting_reason(core, ns, name) in ("ErrImagePull", "ImagePullBackOff")
                           and _waiting_reason(core, ns, name), 120, f"pod {name} to fail its image pull")
         assert reason in ("ErrImagePull", "ImagePullBackOff")
         assert core.read_namespaced_pod(name, ns).status.phase == "Pending"
@@ -208,7 +205,7 @@ def test_dns_resolves_a_pod_before_it_is_ready(k8s_cluster: K8sCluster, real_nod
                                   ports=[client.V1ServicePort(name="p", port=2222)])))
     _create(core, ns, _pod("peer", image, ["sleep", "600"], labels={"app": "dns"}, hostname="peer",
                            subdomain="grp", readiness_fails=True))
-    peer = wait_for(lambda: (p := core.read_namespaced_pod("peer", ns)).status.pod_ip and p, 180, "pod peer's IP")
+    peer = wait_until(lambda: (p := core.read_namespaced_pod("peer", ns)).status.pod_ip and p, 180, "pod peer's IP")
     fqdn = f"peer.grp.{ns}.svc.cluster.local"
     host = real_node.get("TFK8S_NODE_HOST_NAME") or os.uname().nodename
     script = (
@@ -266,7 +263,7 @@ def test_network_policy_is_enforced(k8s_cluster: K8sCluster, real_node: dict[str
     core = k8s_cluster.core_v1
     image = real_node["TFK8S_TRAINING_IMAGE"]
     _create(core, ns, _pod("server", image, ["python3", "-c", SERVE], labels={"app": "server"}))
-    server = wait_for(lambda: (p := core.read_namespaced_pod("server", ns)).status.phase == "Running"
+    server = wait_until(lambda: (p := core.read_namespaced_pod("server", ns)).status.phase == "Running"
                       and p.status.pod_ip and p, 180, "the server pod to run")
     ip = server.status.pod_ip
     # Without a policy every pod reaches the server: what follows is the policy's doing.

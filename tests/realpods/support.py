@@ -7,7 +7,7 @@ import sys
 import threading
 from pathlib import Path
 
-from tests.fixtures.k8s import wait_for
+from tests.fixtures.waiting import wait_until
 from tests.podwatch import PodWatch
 
 REPO = Path(__file__).resolve().parents[2]
@@ -64,7 +64,7 @@ class JobWatch(PodWatch):
         assert objects == [], objects
         uids = list(self.incarnations)
         assert uids, "no pod was seen"
-        wait_for(lambda: not self.agent.leftovers(ns, uids, sorted(self.pids)), CLEANUP_TIMEOUT_S,
+        wait_until(lambda: not self.agent.leftovers(ns, uids, sorted(self.pids)), CLEANUP_TIMEOUT_S,
                  f"the node agent to remove every process, netns and directory of {ns}")
 
 

@@ -12,8 +12,8 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from tests.fixtures.k8s import wait_for
 from tests.fixtures.nodeagent import LOCAL_NODE_SELECTOR, LOCAL_TOLERATIONS
+from tests.fixtures.waiting import wait_until
 from tfk8s_airflow.k8s.logstream import CHUNK_BYTES, Incarnation, LogFollower
 
 pytestmark = [pytest.mark.k8s, pytest.mark.timeout(300)]
@@ -87,4 +87,4 @@ def test_a_followed_log_holds_every_line_once_across_a_restart_in_place(agent, k
     # Both containers were seen running (each sleeps 3 s; the loop polls every 0.3 s): followed live.
     assert ("Running", 0) in follower_said and ("Running", 1) in follower_said, follower_said
     core.delete_namespaced_pod(name, ns, grace_period_seconds=0)
-    wait_for(lambda: not core.list_namespaced_pod(ns).items, 30, "the pod deleted")
+    wait_until(lambda: not core.list_namespaced_pod(ns).items, 30, "the pod deleted")

@@ -17,8 +17,8 @@ from urllib.parse import quote
 import pytest
 
 from tests.dagrun import states, xcom, xcom_at
-from tests.fixtures.k8s import wait_for
 from tests.fixtures.nodeagent import LOCAL_NODE_SELECTOR, LOCAL_TOLERATIONS
+from tests.fixtures.waiting import wait_until
 from tests.realpods.support import (
     GOOD,
     REPO,
@@ -85,7 +85,7 @@ def test_killed_worker_restarts_in_place_and_resumes(agent, k8s_namespace, airfl
     facts: dict = {}
 
     def killer():
-        wait_for(lambda: checkpoint_step(model_dir) >= 150, 300, "a checkpoint at step >= 150", interval=0.2)
+        wait_until(lambda: checkpoint_step(model_dir) >= 150, 300, "a checkpoint at step >= 150", interval=0.2)
         pod = watch.pod("worker-0")
         facts["checkpoint"] = checkpoint_step(model_dir)
         facts["killed_pid"] = agent.kill(k8s_namespace, pod.metadata.name)
@@ -94,7 +94,7 @@ def test_killed_worker_restarts_in_place_and_resumes(agent, k8s_namespace, airfl
             p = core.read_namespaced_pod(pod.metadata.name, k8s_namespace)
             cs = (p.status.container_statuses or [None])[0]
             return p if cs and cs.restart_count >= 1 and cs.state.running else None
-        p = wait_for(restarted, 60, "worker-0 restarted in place")
+        p = wait_until(restarted, 60, "worker-0 restarted in place")
         cs = p.status.container_statuses[0]
         facts["last_exit"] = cs.last_state.terminated.exit_code
         facts["previous_log"] = core.read_namespaced_pod_log(
@@ -161,7 +161,7 @@ def test_worker_without_peers_fails_in_bounded_time_naming_the_peer(agent, k8s_n
         def failed():
             p = core.read_namespaced_pod("lonely-worker-0", ns)
             return p if p.status.phase in ("Failed", "Succeeded") else None
-        p = wait_for(failed, 120, "the lonely worker to end")
+        p = wait_until(failed, 120, "the lonely worker to end")
         elapsed = time.monotonic() - t0
         log = core.read_namespaced_pod_log("lonely-worker-0", ns, container="tensorflow",
                                            _preload_content=False).data.decode()
@@ -172,7 +172,7 @@ def test_worker_without_peers_fails_in_bounded_time_naming_the_peer(agent, k8s_n
         assert f"ps-0 ({missing})" in (term.message or ""), term.message
         assert elapsed < 60  # 5 s peer timeout + interpreter and TensorFlow start-up
         core.delete_namespaced_pod("lonely-worker-0", ns)
-        wait_for(lambda: not core.list_namespaced_pod(ns).items, 30, "the pod deleted")
+        wait_until(lambda: not core.list_namespaced_pod(ns).items, 30, "the pod deleted")
     watch.assert_nothing_left()
 
 
@@ -246,10 +246,10 @@ def test_every_replica_log_is_streamed_whole_and_survives_teardown(agent, k8s_na
                                             _preload_content=False).data.decode()
 
     def killer():
-        pod = wait_for(lambda: (p := watch.pod("worker-1")) and p.status.phase == "Running" and p, 300,
+        pod = wait_until(lambda: (p := watch.pod("worker-1")) and p.status.phase == "Running" and p, 300,
                        "worker-1 running")
         name = pod.metadata.name
-        text = wait_for(lambda: (t := live_log(name)).count(" global step ") >= 120 and t, 300,
+        text = wait_until(lambda: (t := live_log(name)).count(" global step ") >= 120 and t, 300,
                         "worker-1 to log 120 steps", interval=0.2)
         facts["first"] = text.splitlines()[0]
         facts["killed_pid"] = agent.kill(k8s_namespace, name)

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from tests.dagrun import states, xcom
-from tests.fixtures.k8s import wait_for
+from tests.fixtures.waiting import wait_until
 from tests.realpods.support import REPO, JobWatch, checkpoint_step, conf, in_background, read_json, report, run_dag
 
 pytestmark = [pytest.mark.k8s, pytest.mark.tf, pytest.mark.airflow, pytest.mark.timeout(600),
@@ -24,7 +24,7 @@ def _kill_ps(agent, watch: JobWatch, namespace: str, attempt: int) -> int:
     """SIGKILL the process of ps-0's pod of ``attempt`` once it runs; its pid."""
     life = watch.wait_for(lambda p: p.key == "ps-0" and p.attempt == attempt and "Running" in p.phases,
                           timeout=300, what=f"ps-0 of attempt {attempt} running")
-    wait_for(lambda: agent.pid(namespace, life.name), 60, f"the process of ps-0 (attempt {attempt})")
+    wait_until(lambda: agent.pid(namespace, life.name), 60, f"the process of ps-0 (attempt {attempt})")
     return agent.kill(namespace, life.name)
 
 
@@ -34,7 +34,7 @@ def test_killed_ps_restarts_the_group_which_resumes_from_the_checkpoint(agent, k
     facts: dict = {}
 
     def killer():
-        wait_for(lambda: checkpoint_step(model_dir) >= 150, 300, "a checkpoint at step >= 150", interval=0.2)
+        wait_until(lambda: checkpoint_step(model_dir) >= 150, 300, "a checkpoint at step >= 150", interval=0.2)
         facts["checkpoint"] = checkpoint_step(model_dir)
         facts["pid"] = _kill_ps(agent, watch, k8s_namespace, 1)
 
@@ -69,10 +69,10 @@ def test_a_second_ps_death_beyond_infra_restarts_fails_naming_both_attempts(agen
     import tfk8s_realpod_scenarios as s
 
     def killer():
-        wait_for(lambda: checkpoint_step(model_dir) >= 100, 300, "a checkpoint at step >= 100", interval=0.2)
+        wait_until(lambda: checkpoint_step(model_dir) >= 100, 300, "a checkpoint at step >= 100", interval=0.2)
         _kill_ps(agent, watch, k8s_namespace, 1)
         first = checkpoint_step(model_dir)
-        wait_for(lambda: checkpoint_step(model_dir) > first, 300, "training resumed after the restart",
+        wait_until(lambda: checkpoint_step(model_dir) > first, 300, "training resumed after the restart",
                  interval=0.2)
         _kill_ps(agent, watch, k8s_namespace, 2)
 

@@ -84,7 +84,7 @@ def test_a_link_planted_before_a_recovery_is_refused_at_recreation(k8s_cluster, 
     from tfk8s_airflow.exceptions import PermanentKubernetesApiError
     from tfk8s_airflow.job.run.records import JobRecord
     from tfk8s_airflow.job.run.recovery import RESTART_GROUP, Decision
-    from tfk8s_airflow.k8s.recovery import Recoverer
+    from tfk8s_airflow.k8s.relaunch import Recoverer
 
     core, ns = k8s_cluster.core_v1, k8s_namespace
     monkeypatch.setenv("TFK8S_ALLOWED_HOST_PATHS", str(gluster_dir))

@@ -18,7 +18,7 @@ import pendulum
 import pytest
 
 from tests.dagrun import states, xcom
-from tests.fixtures.k8s import wait_for
+from tests.fixtures.waiting import wait_until
 
 pytestmark = [pytest.mark.k8s, pytest.mark.airflow, pytest.mark.timeout(600)]
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dags"))
@@ -62,7 +62,7 @@ def test_setup_closes_the_jobs_network_and_the_policy_goes_with_the_job(k8s_clus
     assert pods and all(p.metadata.labels["tfk8s.io/job"] == job for p in pods)
 
     core.delete_namespaced_service(svc.metadata.name, ns)  # what teardown does first
-    wait_for(lambda: not net.list_namespaced_network_policy(ns, label_selector=f"tfk8s.io/job={job}").items, 120,
+    wait_until(lambda: not net.list_namespaced_network_policy(ns, label_selector=f"tfk8s.io/job={job}").items, 120,
              "the garbage collector to delete the job's NetworkPolicy", interval=1)
 
 
@@ -81,7 +81,7 @@ def test_a_pre_created_service_or_shards_configmap_is_refused_naming_it(kind, k8
     _forget(first)
     for svc in core.list_namespaced_service(ns, label_selector=f"tfk8s.io/job={job}").items:
         core.delete_namespaced_service(svc.metadata.name, ns)
-    wait_for(lambda: not core.list_namespaced_config_map(ns, label_selector=f"tfk8s.io/job={job}").items
+    wait_until(lambda: not core.list_namespaced_config_map(ns, label_selector=f"tfk8s.io/job={job}").items
              and not core.list_namespaced_pod(ns, label_selector=f"tfk8s.io/job={job}").items, 120,
              "the first run's objects to go", interval=1)
     capsys.readouterr()

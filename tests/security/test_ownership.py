@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.dagrun import states
-from tests.fixtures.k8s import wait_for
+from tests.fixtures.waiting import wait_until
 
 pytestmark = [pytest.mark.k8s, pytest.mark.airflow]
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dags"))
@@ -35,7 +35,7 @@ def test_deleting_the_service_removes_the_whole_job(k8s_cluster, k8s_namespace, 
         refs = obj.metadata.owner_references or []
         assert [(r.kind, r.name, r.uid) for r in refs] == [("Service", svc.metadata.name, svc.metadata.uid)], \
             obj.metadata.name
-    wait_for(lambda: all(p.status.phase == "Running" for p in core.list_namespaced_pod(
+    wait_until(lambda: all(p.status.phase == "Running" for p in core.list_namespaced_pod(
         ns, label_selector=f"tfk8s.io/job={job}").items), 60, "the job's pods Running")
 
     core.delete_namespaced_service(svc.metadata.name, ns)  # what teardown never did
@@ -44,4 +44,4 @@ def test_deleting_the_service_removes_the_whole_job(k8s_cluster, k8s_namespace, 
         return not (core.list_namespaced_pod(ns, label_selector=f"tfk8s.io/job={job}").items
                     or core.list_namespaced_config_map(ns, label_selector=f"tfk8s.io/job={job}").items)
 
-    wait_for(gone, 120, f"the garbage collector to delete the pods and ConfigMaps of {job}", interval=1)
+    wait_until(gone, 120, f"the garbage collector to delete the pods and ConfigMaps of {job}", interval=1)

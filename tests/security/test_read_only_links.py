@@ -20,7 +20,7 @@ from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.run.judge import JobPolicy
 from tfk8s_airflow.job.run.records import JobRecord, ReplicaRef
 from tfk8s_airflow.job.spec import parse_spec
-from tfk8s_airflow.k8s.recovery import Recoverer
+from tfk8s_airflow.k8s.relaunch import Recoverer
 from tfk8s_airflow.staging import fanout
 from tfk8s_airflow.volume.hostpath import walk_host_path
 

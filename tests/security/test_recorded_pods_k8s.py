@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.dagrun import states, xcom
-from tests.fixtures.k8s import wait_for
+from tests.fixtures.waiting import wait_until
 from tests.security.test_watch_hostile import hook_factory
 from tfk8s_airflow.job.run.records import JobRecord
 from tfk8s_airflow.job.states import JobState
@@ -57,12 +57,12 @@ def test_a_relabelled_stranger_neither_ends_the_job_nor_goes_with_it(k8s_cluster
     assert record.service_uid and all(r.uid for r in record.replicas)
     for ref in record.replicas:  # the UIDs recorded are the pods' own
         assert core.read_namespaced_pod(ref.pod, ns).metadata.uid == ref.uid
-    wait_for(lambda: all(core.read_namespaced_pod(r.pod, ns).status.phase == "Running" for r in record.replicas),
+    wait_until(lambda: all(core.read_namespaced_pod(r.pod, ns).status.phase == "Running" for r in record.replicas),
              120, "the job's pods Running")
     core.create_namespaced_pod(ns, _stranger(record.job, "stranger-ok", 0, 0))
     core.create_namespaced_pod(ns, _stranger(record.job, "stranger-bad", 1, 1))
-    wait_for(lambda: core.read_namespaced_pod("stranger-ok", ns).status.phase == "Succeeded", 120, "stranger-ok ends")
-    wait_for(lambda: core.read_namespaced_pod("stranger-bad", ns).status.phase == "Failed", 120, "stranger-bad ends")
+    wait_until(lambda: core.read_namespaced_pod("stranger-ok", ns).status.phase == "Succeeded", 120, "stranger-ok ends")
+    wait_until(lambda: core.read_namespaced_pod("stranger-bad", ns).status.phase == "Failed", 120, "stranger-bad ends")
     worker0 = record.replica_by_key("worker-0").pod
 
     async def scenario():

@@ -12,8 +12,9 @@ import pytest
 
 from tfk8s_airflow.exceptions import PathSafetyError
 from tfk8s_airflow.staging.glusterfs import GlusterVolume
+from tfk8s_airflow.staging.hdfscopy import lock_path, staging_dir
 from tfk8s_airflow.staging.manifest import MANIFEST_NAME
-from tfk8s_airflow.staging.stage import lock_path, stage_hdfs, staging_dir
+from tfk8s_airflow.staging.stage import stage_hdfs
 from tfk8s_airflow.staging.webhdfs import WebHdfs, WebHdfsConfig
 
 pytestmark = [pytest.mark.gluster, pytest.mark.hdfs]

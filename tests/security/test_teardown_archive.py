@@ -16,7 +16,7 @@ import time
 import pytest
 from kubernetes import client
 
-from tests.fixtures.k8s import wait_for
+from tests.fixtures.waiting import wait_until
 from tfk8s_airflow.job.run.judge import JobPolicy
 from tfk8s_airflow.job.run.records import JobRecord
 
@@ -45,14 +45,14 @@ def _pod(job: str, name: str, gated: bool = False, container: str = "tensorflow"
 def _running_with_log(cluster, namespace: str, job: str, name: str, lines: list[str]) -> None:
     core = cluster.core_v1
     core.create_namespaced_pod(namespace, _pod(job, name))
-    wait_for(lambda: core.read_namespaced_pod(name, namespace).status.phase == "Running", 60, f"{name} Running")
+    wait_until(lambda: core.read_namespaced_pod(name, namespace).status.phase == "Running", 60, f"{name} Running")
     cluster.set_pod_log(namespace, name, lines)
 
     def served() -> bool:  # KWOK picks the Logs object up asynchronously
         text = core.read_namespaced_pod_log(name, namespace, _preload_content=False).data.decode()
         return lines[-1] in text
 
-    wait_for(served, 30, f"{name}'s own log")
+    wait_until(served, 30, f"{name}'s own log")
 
 
 def _teardown(job: str, namespace: str, archive_dir) -> dict:

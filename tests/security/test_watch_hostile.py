@@ -16,8 +16,8 @@ import logging
 
 import pytest
 
-from tests.fixtures.k8s import wait_for
 from tests.fixtures.nodeagent import LOCAL_NODE_SELECTOR, LOCAL_TOLERATIONS
+from tests.fixtures.waiting import wait_until
 from tfk8s_airflow.job.builders.objects import JobNames, plan_replicas
 from tfk8s_airflow.job.builders.plan import plan_job
 from tfk8s_airflow.job.policy import DeploymentPolicy
@@ -26,7 +26,7 @@ from tfk8s_airflow.job.run.resolve import job_record
 from tfk8s_airflow.job.spec import parse_spec
 from tfk8s_airflow.job.states import JobState
 from tfk8s_airflow.k8s import watch as kwatch
-from tfk8s_airflow.k8s.recovery import ATTEMPTS_ANNOTATION
+from tfk8s_airflow.k8s.relaunch import ATTEMPTS_ANNOTATION
 
 pytestmark = [pytest.mark.k8s, pytest.mark.timeout(300)]
 
@@ -81,7 +81,7 @@ def test_a_hostile_annotation_and_an_infinity_step_leave_the_watch_alive_and_the
     record = job_record(spec, names, plan_replicas(spec, names), policy=JobPolicy.from_spec(spec), has_shards=False,
                         kubernetes_conn_id=None, poll_interval=0.5)
     pod = record.replicas[0].pod
-    wait_for(lambda: core.read_namespaced_pod(pod, ns).status.phase == "Running", 120, "the worker Running")
+    wait_until(lambda: core.read_namespaced_pod(pod, ns).status.phase == "Running", 120, "the worker Running")
 
     async def scenario():
         snaps = []

@@ -75,6 +75,7 @@ def http_files():
     files["base"] = f"http://127.0.0.1:{server.server_address[1]}".encode()
     yield files
     server.shutdown()
+    server.server_close()
 
 
 def fetch(uri: str, dest: Path, entrypoint: str = "run.sh", sha256: str | None = None,

@@ -15,10 +15,12 @@ from pathlib import Path
 import pytest
 
 from tfk8s_airflow.exceptions import DataError, HdfsUnavailableError, PathSafetyError, SpecError, StagingError
-from tfk8s_airflow.staging.checksums import checksums_match, file_checksum
+from tfk8s_airflow.hdfschecksum import checksums_match
+from tfk8s_airflow.staging.checksums import file_checksum
 from tfk8s_airflow.staging.glusterfs import GlusterVolume
+from tfk8s_airflow.staging.hdfscopy import PARTIAL_SUFFIX, staging_dir
 from tfk8s_airflow.staging.manifest import MANIFEST_NAME, read_local
-from tfk8s_airflow.staging.stage import PARTIAL_SUFFIX, stage_hdfs, staging_dir
+from tfk8s_airflow.staging.stage import stage_hdfs
 from tfk8s_airflow.staging.webhdfs import WebHdfs, WebHdfsConfig
 
 pytestmark = [pytest.mark.hdfs, pytest.mark.gluster]
@@ -174,6 +176,7 @@ def test_interrupted_copy_restarts_and_completes_without_partials(hdfs_server, h
     assert child.poll() is None, child.stdout.read().decode()[-3000:]
     child.send_signal(signal.SIGKILL)  # kill the copy midway
     child.wait(30)
+    child.stdout.close()
     assert 2 <= len(complete()) < len(written)
     if first_copy:
         assert not cache.exists()  # nothing of an incomplete first copy is visible

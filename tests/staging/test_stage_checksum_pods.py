@@ -22,6 +22,7 @@ from types import SimpleNamespace
 import pytest
 
 from tests.fixtures.nodeagent import LOCAL_NODE_SELECTOR, LOCAL_TOLERATIONS
+from tests.fixtures.waiting import wait_until
 from tests.staging.test_stage_pods import Watcher, comparable, states
 from tfk8s_airflow.staging.manifest import MANIFEST_NAME, read_local
 
@@ -259,26 +260,16 @@ def test_cancel_deletes_the_checksum_pods_and_writes_no_manifest(sums_env, glust
     write_input(root, [32 * MiB] * 12)
     _task, _ti, trigger = deferred_task(root, "cancelled")
     core = k8s_cluster.core_v1
-    deadline = time.monotonic() + 60
-    running: list[str] = []
-    while time.monotonic() < deadline and not running:
-        running = [p.metadata.name for p in core.list_namespaced_pod(sums_env).items
-                   if nodeagent.pid(sums_env, p.metadata.name, "copy")]
-        time.sleep(0.05)
-    assert running, "no checksum pod ran within 60s"
+    wait_until(lambda: [p.metadata.name for p in core.list_namespaced_pod(sums_env).items
+                        if nodeagent.pid(sums_env, p.metadata.name, "copy")], 60, "a checksum pod running", 0.05)
     asyncio.run(trigger.on_kill())
-    deadline = time.monotonic() + 60
-    while core.list_namespaced_pod(sums_env).items and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert not core.list_namespaced_pod(sums_env).items, "checksum pods left after the cancel"
+    wait_until(lambda: not core.list_namespaced_pod(sums_env).items, 60, "the checksum pods gone after the cancel", 0.5)
 
     def alive():
         return {k: p for k, p in nodeagent.pids(sums_env).items() if Path(f"/proc/{p}").exists()}
 
-    deadline = time.monotonic() + 30
-    while alive() and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert alive() == {}, "checksum processes left after the cancel"
+    wait_until(lambda: alive() == {}, 30, "the checksum processes gone after the cancel", 0.5,
+               on_fail=lambda: str(alive()))
     assert not (root / MANIFEST_NAME).exists(), "a cancelled pass wrote a manifest"
 
 

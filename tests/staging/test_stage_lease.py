@@ -13,7 +13,7 @@ import time
 import pytest
 from kubernetes import client
 
-from tests.fixtures.k8s import wait_for
+from tests.fixtures.waiting import wait_until
 from tfk8s_airflow.exceptions import StagingError
 from tfk8s_airflow.k8s import copypods, tokensecret
 from tfk8s_airflow.staging.lease import lease_name
@@ -51,7 +51,7 @@ def test_a_lease_that_is_not_renewed_takes_its_pods_and_secret_with_it(k8s_clust
     _owned_pods(core, k8s_namespace, owner)
     tokensecret.create(core, k8s_namespace, KEY, "token-value", owner)
     assert len(_left(core, batch, k8s_namespace)) == 4
-    wait_for(lambda: not _left(core, batch, k8s_namespace), 90, "the lease, its pods and its Secret gone")
+    wait_until(lambda: not _left(core, batch, k8s_namespace), 90, "the lease, its pods and its Secret gone")
 
 
 def test_a_renewed_lease_keeps_its_pods_and_ending_it_deletes_them(k8s_cluster, k8s_namespace):
@@ -66,7 +66,7 @@ def test_a_renewed_lease_keeps_its_pods_and_ending_it_deletes_them(k8s_cluster, 
         time.sleep(1.5)
     assert sorted(p.metadata.name for p in core.list_namespaced_pod(k8s_namespace).items) == pods
     assert copypods.end_lease(batch, k8s_namespace, KEY)
-    wait_for(lambda: not _left(core, batch, k8s_namespace), 60, "the ended lease and its pods gone")
+    wait_until(lambda: not _left(core, batch, k8s_namespace), 60, "the ended lease and its pods gone")
     assert not copypods.end_lease(batch, k8s_namespace, KEY)  # idempotent
 
 
@@ -74,7 +74,7 @@ def test_a_lease_that_ran_out_is_made_anew_for_the_next_round(k8s_cluster, k8s_n
     batch = client.BatchV1Api(k8s_cluster.api_client)
     labels = copypods.task_labels(KEY)
     first = copypods.ensure_lease(batch, k8s_namespace, KEY, labels, 2, "img")
-    wait_for(lambda: not batch.list_namespaced_job(k8s_namespace).items
+    wait_until(lambda: not batch.list_namespaced_job(k8s_namespace).items
              or any(c.type == "Failed" for j in batch.list_namespaced_job(k8s_namespace).items
                     for c in j.status.conditions or ()), 60, "the lease running out")
     second = copypods.ensure_lease(batch, k8s_namespace, KEY, labels, 300, "img")

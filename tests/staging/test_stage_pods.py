@@ -19,6 +19,7 @@ import pendulum
 import pytest
 
 from tests.fixtures.nodeagent import LOCAL_NODE_SELECTOR, LOCAL_TOLERATIONS
+from tests.fixtures.waiting import wait_until
 from tfk8s_airflow.staging.glusterfs import GlusterVolume as StageVolume
 from tfk8s_airflow.staging.manifest import MANIFEST_NAME, read_local
 from tfk8s_airflow.staging.stage import stage_hdfs
@@ -258,27 +259,16 @@ def test_cancelled_copy_deletes_the_pods_and_publishes_nothing(pods_env, hdfs_se
         task.execute({"ti": ti})
     trigger = deferred.value.trigger
     core = k8s_cluster.core_v1
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # until a copy pod has verified part of its work
-        journals = glob.glob(str(cache.parent / f".{cache.name}.tfk8s-parts-*" / "part-*.journal"))
-        if any(Path(j).read_text().count("\n") for j in journals):
-            break
-        time.sleep(0.2)
-    else:
-        pytest.fail("no copy pod verified anything within 60s")
+    wait_until(lambda: any(Path(j).read_text().count("\n") for j in glob.glob(
+        str(cache.parent / f".{cache.name}.tfk8s-parts-*" / "part-*.journal"))), 60,
+        "a copy pod to verify part of its work (a journal line)", 0.2)
     assert core.list_namespaced_pod(pods_env).items
     asyncio.run(trigger.on_kill())
-    deadline = time.monotonic() + 60
-    while core.list_namespaced_pod(pods_env).items and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert not core.list_namespaced_pod(pods_env).items, "copy pods left after the cancel"
+    wait_until(lambda: not core.list_namespaced_pod(pods_env).items, 60, "the copy pods gone after the cancel", 0.5)
     def alive():
         return {k: p for k, p in nodeagent.pids(pods_env).items() if Path(f"/proc/{p}").exists()}
 
-    deadline = time.monotonic() + 30
-    while alive() and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert alive() == {}, "copy processes left after the cancel"
+    wait_until(lambda: alive() == {}, 30, "the copy processes gone after the cancel", 0.5, on_fail=lambda: str(alive()))
     assert not cache.exists(), "a cancelled copy published something"
     visible = [p.name for p in cache.parent.iterdir() if not p.name.startswith(".")]
     assert visible == [], visible

@@ -17,7 +17,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from tfk8s_airflow.exceptions import HdfsUnavailableError, MissingInputError
-from tfk8s_airflow.staging.checksums import checksums_match, hdfs_md5_crc_checksum
+from tfk8s_airflow.hdfschecksum import checksums_match
+from tfk8s_airflow.staging.checksums import hdfs_md5_crc_checksum
 from tfk8s_airflow.staging.webhdfs import WebHdfs, WebHdfsConfig
 
 pytestmark = [pytest.mark.hdfs]

@@ -15,13 +15,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from tests.ports import free_port
 
-__all__ = ["LocalJob", "free_port", "tf_config", "trainer_command", "wait_until"]
+__all__ = ["LocalJob", "free_port", "tf_config", "trainer_command"]
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -101,16 +100,6 @@ class LocalJob:
         for proc in self.procs.values():
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=30)
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float, what: str,
-               on_fail: Callable[[], str] = lambda: "") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{on_fail()}")
 
 
 def trainer_command(*args: str) -> list[str]:

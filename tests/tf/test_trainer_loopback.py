@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 import tensorflow as tf  # noqa: E402,F401  the tf extra (make test installs it); missing = a failure, never a skip
 
-from tests.tf.localjob import LocalJob, free_port, trainer_command, wait_until  # noqa: E402
+from tests.fixtures.waiting import wait_until  # noqa: E402
+from tests.tf.localjob import LocalJob, free_port, trainer_command  # noqa: E402
 from tfk8s_airflow.exceptions import MetricBelowThresholdError, ModelMissingError  # noqa: E402
 from tfk8s_airflow.pod import runtime  # noqa: E402
 from tfk8s_airflow.pod.trainer.dataset import generate  # noqa: E402
@@ -163,7 +164,7 @@ def test_tf1_killed_workers_resume(tmp_path, dataset):
     try:
         job.start_all()
         wait_until(lambda: export_step(model_dir) >= 150, 180, "a checkpoint at step >= 150",
-                   job.logs)
+                   on_fail=job.logs)
         killed_at = _last_step(model_dir, "worker-0")
         job.kill("worker-0")
         job.kill("worker-1")
@@ -211,11 +212,11 @@ def test_tf2_killed_worker_and_chief_resume(tmp_path, dataset):
     try:
         job.start_all()
         wait_until(lambda: _last_step(model_dir, "chief-0") >= 150, 180, "chief step >= 150",
-                   job.logs)
+                   on_fail=job.logs)
         job.kill("worker-1")
         job.start("worker-1")
         wait_until(lambda: _last_step(model_dir, "chief-0") >= 300, 180, "chief step >= 300",
-                   job.logs)
+                   on_fail=job.logs)
         job.kill("chief-0")
         ckpt_step = export_step(model_dir)
         job.start("chief-0")

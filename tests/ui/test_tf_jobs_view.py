@@ -34,7 +34,7 @@ import pytest
 import requests
 
 from tests.e2e._support import E2E_MARKS, env_root, leftovers, publish, task_states, wait_gone
-from tests.fixtures.k8s import wait_for
+from tests.fixtures.waiting import wait_until
 from tests.ui.conftest import password, screenshot, token
 from tfk8s_airflow.volume.logs import archive_path
 
@@ -123,7 +123,7 @@ def test_trigger_from_the_form_and_follow_the_job_in_the_tf_jobs_view(ui_stack, 
     section.wait_for(timeout=600_000)  # staging comes first; the row appears once setup made the job
     assert section.get_attribute("data-dag-id") == DAG_ID
     assert k8s_namespace in section.locator("[data-field=meta]").inner_text()
-    rows = wait_for(lambda: (r := replica_cells(section)) and len(r) == 3 and r, 60, "the job's three replica rows")
+    rows = wait_until(lambda: (r := replica_cells(section)) and len(r) == 3 and r, 60, "the job's three replica rows")
     assert list(rows) == ["ps-0", "worker-0", "worker-1"]
     job = section.get_attribute("data-job")
     assert [column(c, "pod") for c in rows.values()] == [f"{job}-ps-0", f"{job}-worker-0", f"{job}-worker-1"]
@@ -135,7 +135,7 @@ def test_trigger_from_the_form_and_follow_the_job_in_the_tf_jobs_view(ui_stack, 
         cells, said = replica_cells(section), progress_box.inner_text()
         return state_of(section) == "running" and column(cells["ps-0"], "phase") == "Running" and (cells, said)
 
-    cells, said = wait_for(training, 600, "the view to show the job running with ps-0 Running", interval=1)
+    cells, said = wait_until(training, 600, "the view to show the job running with ps-0 Running", interval=1)
     assert column(cells["ps-0"], "node") not in ("", "–"), cells
     assert {column(cells[k], "phase") for k in ("worker-0", "worker-1")} <= {"Pending", "Running", "Succeeded"}, cells
     screenshot(page, "tf-jobs-running")
@@ -146,7 +146,7 @@ def test_trigger_from_the_form_and_follow_the_job_in_the_tf_jobs_view(ui_stack, 
     if progress_pushed:
         # Depends on JobProgress (XCom 'progress' of train.wait): a step count that grows between two reads.
         step = section.locator("[data-field=step]")
-        first = int(wait_for(lambda: step.count() and step.get_attribute("data-step"), 120, "a step count",
+        first = int(wait_until(lambda: step.count() and step.get_attribute("data-step"), 120, "a step count",
                              interval=1))
 
         def grown():
@@ -156,7 +156,7 @@ def test_trigger_from_the_form_and_follow_the_job_in_the_tf_jobs_view(ui_stack, 
                             f"raise STEPS ({STEPS}) or push progress more often")
             return now > first and now
 
-        second = int(wait_for(grown, 300, f"the step count to grow past {first}", interval=1))
+        second = int(wait_until(grown, 300, f"the step count to grow past {first}", interval=1))
         assert first < second <= STEPS and f"/ {STEPS}" in progress_box.inner_text()
     else:
         # Until the sensor pushes progress: the view says so and names where the phases come from.
@@ -165,7 +165,7 @@ def test_trigger_from_the_form_and_follow_the_job_in_the_tf_jobs_view(ui_stack, 
     tensorboard = section.locator("[data-field=tensorboard]")
     if EXPECT_TENSORBOARD:
         # JobProgress.tensorboard_url once the TensorBoard pod is ready: the link, at the pod's address.
-        url = wait_for(lambda: tensorboard.get_attribute("href") or (
+        url = wait_until(lambda: tensorboard.get_attribute("href") or (
             state_of(section) != "running" and pytest.fail(f"the job ended ({state_of(section)}) before the view "
                                                            f"linked its TensorBoard: raise STEPS ({STEPS})")),
             300, "the TensorBoard link", interval=1)
@@ -192,7 +192,7 @@ def test_trigger_from_the_form_and_follow_the_job_in_the_tf_jobs_view(ui_stack, 
                 reloaded[0] = time.monotonic()
             return False
 
-        wait_for(lists_loss, 240, "TensorBoard's page to list the loss scalar", interval=3)
+        wait_until(lists_loss, 240, "TensorBoard's page to list the loss scalar", interval=3)
         screenshot(board, "tensorboard")
         board.close()
         assert view.locator(f"section.job[data-run-id='{run_id}']").count() == 1  # the view stayed where it was
@@ -202,7 +202,7 @@ def test_trigger_from_the_form_and_follow_the_job_in_the_tf_jobs_view(ui_stack, 
     (done,) = stack.wait_for_runs(DAG_ID, [run_id], timeout=900)
     assert done["state"] == "success", task_states(stack, DAG_ID, run_id)
     links = section.locator("[data-field=links]")
-    wait_for(lambda: state_of(section) == "succeeded" and links.inner_text().endswith("logs archived"), 60,
+    wait_until(lambda: state_of(section) == "succeeded" and links.inner_text().endswith("logs archived"), 60,
              "the view to show the job succeeded, its logs archived", interval=1)
     cells = replica_cells(section)
     for key in ("worker-0", "worker-1"):
@@ -273,7 +273,7 @@ def test_a_user_who_cannot_read_the_dag_sees_none_of_its_jobs(ui_stack, browser,
         return requests.get(stack.url(path), headers=headers, timeout=30, allow_redirects=False)
 
     # There is a job to hide: the admin sees it, and so does a viewer of the DAG's team.
-    job = wait_for(lambda: (r := as_user("admin", run_api)).status_code == 200 and r.json()["jobs"][0], 300,
+    job = wait_until(lambda: (r := as_user("admin", run_api)).status_code == 200 and r.json()["jobs"][0], 300,
                    "the job of the run in the view's data")
     archived_url = f"{run_api}/{job['job']}/logs/worker-0"
     assert [r["key"] for r in job["replicas"]] == ["ps-0", "worker-0", "worker-1", "worker-2"]

@@ -5,7 +5,7 @@ name may be a symbolic link to a file outside, a FIFO (an open for reading would
 triggerer) or a huge file. Each must be refused, never followed, opened blocking or read
 whole, and mean "no progress known" to the watch (said once in its log), never a crash.
 A local directory stands in for the volume: the rules are the same on any POSIX file system
-(tests/security/test_volume_safe.py plants the same on the real GlusterFS mount).
+(tests/security/test_nofollow.py plants the same on the real GlusterFS mount).
 """
 from __future__ import annotations
 

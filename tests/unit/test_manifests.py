@@ -17,7 +17,7 @@ from tfk8s_airflow.job.builders.render import parse_yaml, render_yaml
 from tfk8s_airflow.job.builders.templatemap import TEMPLATES_KEY
 from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.spec import parse_spec, parse_spec_file
-from tfk8s_airflow.k8s.recovery import read_templates
+from tfk8s_airflow.k8s.relaunch import read_templates
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))

@@ -13,7 +13,7 @@ from tfk8s_airflow.job.builders.plan import JobPlan, plan_job, replica_task_id, 
 from tfk8s_airflow.job.builders.templatemap import templates_digest
 from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.spec import parse_spec
-from tfk8s_airflow.k8s.recovery import read_templates
+from tfk8s_airflow.k8s.relaunch import read_templates
 
 GLUSTER = "/mnt/tfk8s-gluster"
 SHARDS = {"worker-0": ["/data/part-0"], "worker-1": ["/data/part-1"]}

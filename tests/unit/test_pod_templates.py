@@ -26,7 +26,7 @@ from tfk8s_airflow.job.builders.templatemap import (
 )
 from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.spec import parse_spec
-from tfk8s_airflow.k8s.recovery import read_templates
+from tfk8s_airflow.k8s.relaunch import read_templates
 
 
 def pods_of(replicas: int, **spec) -> list[dict]:

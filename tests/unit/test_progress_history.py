@@ -17,7 +17,8 @@ from tfk8s_airflow.job.run.records import JobProgress
 from tfk8s_airflow.job.run.resolve import job_record
 from tfk8s_airflow.job.spec import parse_spec
 from tfk8s_airflow.job.states import JobState
-from tfk8s_airflow.k8s.watch import HISTORY, BoundedLog, JobWatch, WatchKey
+from tfk8s_airflow.k8s.logreads import BoundedLog
+from tfk8s_airflow.k8s.watch import HISTORY, JobWatch, WatchKey
 from tfk8s_airflow.pod import runtime
 
 SPEC = parse_spec({"name": "hist", "image": "i:1", "ps": 1, "worker": 2})

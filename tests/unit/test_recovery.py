@@ -174,7 +174,7 @@ def _memory(pod: dict) -> tuple[str | None, str | None]:
 def test_a_memory_override_below_the_specs_memory_is_clamped_up_to_it():
     """Issue 37: an override of 1e-300 (a rewritten tfk8s.io/attempts) rendered as memory "0", no limit at
     all; a recreated replica never gets less memory than its spec asked."""
-    from tfk8s_airflow.k8s.recovery import rebuilt
+    from tfk8s_airflow.k8s.relaunch import rebuilt
     four_gib = str(4 * 2**30)
     for hostile in (1e-300, 0.5, 1, 2**30):
         assert _memory(rebuilt(_template("4Gi"), 2, {"memory": hostile})) == (four_gib, four_gib), hostile

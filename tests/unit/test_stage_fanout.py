@@ -10,10 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tfk8s_airflow.exceptions import SpecError
+from tfk8s_airflow.hdfschecksum import HdfsChecksum, checksums_match, compose
 from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.pod import stagecopy
 from tfk8s_airflow.staging import fanout
-from tfk8s_airflow.staging.checksums import checksums_match, hdfs_md5_crc_checksum
+from tfk8s_airflow.staging.checksums import hdfs_md5_crc_checksum
 from tfk8s_airflow.staging.listing import FileEntry
 
 MiB = 1 << 20
@@ -63,17 +64,17 @@ def test_pod_checksum_of_pieces_composes_to_hdfs(monkeypatch, native):
     block = 64 * 1024
     md5s: list[str] = []
     for start in range(0, len(data), 2 * block):  # two pieces of two blocks, then the rest
-        summer = stagecopy.BlockSummer(block, 512)
+        summer = HdfsChecksum(block, 512, stagecopy._chunk_crcs)
         piece = data[start:start + 2 * block]
         for i in range(0, len(piece), 1000):  # any chunking
             summer.update(piece[i:i + 1000])
-        md5s += summer.result()
-    composed = stagecopy.file_checksum(md5s, len(data), block, 512)
+        md5s += summer.block_md5s()
+    composed = compose(md5s, len(data), block, 512)
     assert checksums_match(composed, hdfs_md5_crc_checksum(data, block))
-    single = stagecopy.BlockSummer(block, 512)
+    single = HdfsChecksum(block, 512)
     single.update(data)
-    assert stagecopy.file_checksum(single.result(), len(data), block, 512) == composed
-    assert checksums_match(stagecopy.file_checksum([], 0, block, 512), hdfs_md5_crc_checksum(b"", block))
+    assert single.result() == composed
+    assert checksums_match(compose([], 0, block, 512), hdfs_md5_crc_checksum(b"", block))
     changed = bytearray(data)
     changed[5] ^= 1
     assert not checksums_match(composed, hdfs_md5_crc_checksum(bytes(changed), block))

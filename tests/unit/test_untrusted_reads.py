@@ -18,18 +18,18 @@ from tfk8s_airflow import untrusted
 from tfk8s_airflow.exceptions import DataError, RecordError, UntrustedJSONError
 from tfk8s_airflow.job.builders.objects import JobNames, plan_replicas
 from tfk8s_airflow.job.run.judge import JobPolicy
+from tfk8s_airflow.job.run.progress import read_progress
 from tfk8s_airflow.job.run.records import JobRecord, JobSummary
 from tfk8s_airflow.job.run.recoverystate import read_attempts
 from tfk8s_airflow.job.run.resolve import job_record
 from tfk8s_airflow.job.run.verdict import VERDICT_ANNOTATION, VERDICT_REASON_MAX, read_verdict, summary_verdict
 from tfk8s_airflow.job.spec import parse_spec
-from tfk8s_airflow.k8s.watch import read_progress
+from tfk8s_airflow.nofollow import SafeDir
 from tfk8s_airflow.pod.stagecopy import PROGRESS_PREFIX as COPY_PROGRESS
 from tfk8s_airflow.pod.stagecopy import read_journal
 from tfk8s_airflow.pod.trainer.state import read_json as read_trainer_state
 from tfk8s_airflow.staging import fanout
 from tfk8s_airflow.triggers.staging import _last_progress
-from tfk8s_airflow.volume.safe import SafeDir
 
 DEEP = "[" * 1000 + "]" * 1000
 DEEP_OBJECT = '{"a":' * 1000 + "1" + "}" * 1000

@@ -18,12 +18,13 @@ from hypothesis import strategies as st
 
 from tfk8s_airflow.job.builders.tensorboard import tensorboard_state
 from tfk8s_airflow.job.run.judge import JobPolicy, JobStatus, evaluate, read_replica
+from tfk8s_airflow.job.run.progress import STEP_MAX, parse_progress, read_progress
 from tfk8s_airflow.job.run.records import JobRecord, ReplicaRef
 from tfk8s_airflow.job.run.recovery_policy import RecoveryPolicy
 from tfk8s_airflow.job.run.recoverystate import read_attempts as read_for
 from tfk8s_airflow.job.run.verdict import VERDICT_ANNOTATION, read_verdict
 from tfk8s_airflow.job.states import JobState
-from tfk8s_airflow.k8s.watch import STEP_MAX, checkpoint_step, parse_progress, read_progress
+from tfk8s_airflow.k8s.watch import checkpoint_step
 
 FUZZ = settings(max_examples=400, derandomize=True, database=None, deadline=None,
                 suppress_health_check=list(HealthCheck))

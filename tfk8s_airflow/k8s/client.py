@@ -12,9 +12,8 @@ import json
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from kubernetes.client import ApiClient, CoreV1Api, V1DeleteOptions, V1Preconditions
 from kubernetes.client.exceptions import ApiException
@@ -23,6 +22,7 @@ from tfk8s_airflow.contract import CONTAINER_NAME, GANG_GATE, LABEL_JOB, LABEL_R
 from tfk8s_airflow.exceptions import KubernetesApiError, KubernetesConfigError, PermanentKubernetesApiError
 from tfk8s_airflow.job.run.recoverystate import ATTEMPTS_ANNOTATION, read_recreated
 from tfk8s_airflow.job.run.verdict import read_verdict, verdict_body
+from tfk8s_airflow.threads import run_all
 
 T = TypeVar("T")
 PERMANENT_STATUSES = {400, 401, 403, 404, 405, 409, 410, 422}
@@ -249,18 +249,7 @@ class JobClient:
 
     @staticmethod
     def _parallel(fn: Callable[[Any], None], items: Sequence[Any], concurrency: int) -> None:
-        if not items:
-            return
-        with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(items))),
-                                thread_name_prefix="tfk8s-batch") as pool:
-            futures = [pool.submit(fn, item) for item in items]
-            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-            failed = next((f for f in done if f.exception() is not None), None)
-            if failed is not None:
-                for f in futures:
-                    f.cancel()
-                wait(futures)
-                raise cast(BaseException, failed.exception())
+        run_all(fn, items, concurrency, "tfk8s-batch")
 
     # ----------------------------------------------------------------- create
     def dry_run_pod(self, pod: Mapping[str, Any]) -> str | None:

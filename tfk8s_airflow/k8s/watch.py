@@ -8,15 +8,17 @@ every poll makes exactly one LIST request over one kept-open API connection, jud
 once (off the event loop, in a thread, so a 512-pod LIST never stalls other triggers) and
 publishes the result to every subscriber. The loop ends with its last subscriber.
 
-Per poll the loop also reads the job's progress (one bounded log read of the lead replica
-for its newest ``tfk8s.progress`` line, and the chief's ``checkpoint`` file when the model
-directory is visible here), checks the nodes of the job's pods every few seconds, and lets
+Per poll the loop also reads the job's progress (one bounded log read of the lead replica,
+:mod:`tfk8s_airflow.k8s.logreads`, for its newest ``tfk8s.progress`` line, and the chief's
+``checkpoint`` file when the model directory is visible here; both parsed by
+:mod:`tfk8s_airflow.job.run.progress`), checks the nodes of the job's pods every few seconds
+(:mod:`tfk8s_airflow.k8s.nodes`), and lets
 the recovery planner (:mod:`tfk8s_airflow.job.run.recovery`) decide; a group restart or a
-replacement is carried out here (:mod:`tfk8s_airflow.k8s.recovery`) while the subscribers see
+replacement is carried out here (:mod:`tfk8s_airflow.k8s.relaunch`) while the subscribers see
 the job as running, restarting.
 
 For a job with a Kueue ``queue``, while Kueue's gate holds its pods, each poll also reads the job's
-Workload (one GET) and about once a minute its place in the queue (:mod:`tfk8s_airflow.k8s.admission`):
+Workload (one GET) and about once a minute its place in the queue (:mod:`tfk8s_airflow.k8s.queuewatch`):
 published with the snapshot, and a Workload Kueue will never admit fails the job at once.
 
 Transient API errors are published too (subscribers decide how many they tolerate);
@@ -35,29 +37,28 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import math
-import re
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from tfk8s_airflow import untrusted
-from tfk8s_airflow.contract import CONTAINER_NAME, PROGRESS_PREFIX
+from tfk8s_airflow.contract import CONTAINER_NAME
 from tfk8s_airflow.exceptions import DataError, KubernetesApiError, PermanentKubernetesApiError
 from tfk8s_airflow.job.builders.tensorboard import TensorBoardState
 from tfk8s_airflow.job.kueue import Admission
 from tfk8s_airflow.job.run.judge import INFRASTRUCTURE, STALLED, JobPolicy, JobStatus
 from tfk8s_airflow.job.run.observe import judge_pods
+from tfk8s_airflow.job.run.progress import checkpoint_step_of, read_progress
 from tfk8s_airflow.job.run.records import Attempt, JobRecord, ProgressPoint
 from tfk8s_airflow.job.run.recovery import FAIL, REPLACE, RESTART_GROUP, Decision, Progress, decide
-from tfk8s_airflow.job.spec.fields import finite_float
 from tfk8s_airflow.job.states import JobState, is_final
-from tfk8s_airflow.k8s.admission import QueueWatch
 from tfk8s_airflow.k8s.client import REQUEST_TIMEOUT_S, wrap_api_error
-from tfk8s_airflow.k8s.recovery import GONE_TIMEOUT_S
-from tfk8s_airflow.volume.safe import SafeDir
+from tfk8s_airflow.k8s.logreads import BoundedLog, read_bounded
+from tfk8s_airflow.k8s.nodes import NodeWatch
+from tfk8s_airflow.k8s.queuewatch import QueueWatch
+from tfk8s_airflow.k8s.relaunch import GONE_TIMEOUT_S
+from tfk8s_airflow.nofollow import SafeDir
 
 #: Seconds after an attempt is leased during which its recreated pods may not be recorded yet (created, then
 #: recorded on the Service): a replica missing then, with unrecorded pods in its place, is not yet lost.
@@ -68,10 +69,6 @@ MAX_CONSECUTIVE_ERRORS = 10
 RECONNECT_S = 600.0
 #: Parallel log reads per job when many replicas end at once.
 LOG_CONCURRENCY = 8
-#: The annotation KWOK manages its simulated nodes by: pods there do not really run.
-SIMULATED_NODE_ANNOTATION = "kwok.x-k8s.io/node"
-#: Seconds between two looks at the nodes of the job's pods (node loss).
-NODE_CHECK_S = 5.0
 #: Polls without a snapshot after which a subscriber restarts a stopped or stalled loop ...
 STALE_POLLS = 4
 #: ... but never sooner than this (a slow LIST, a recovery's API calls).
@@ -80,12 +77,6 @@ STALE_MIN_S = 20.0
 HISTORY = 240
 PROGRESS_TAIL_BYTES = 32 * 1024
 CHECKPOINT_FILE_MAX = 64 * 1024
-#: Steps beyond this (2**53, the largest a float holds exactly) are no step: the ETA divides by them.
-STEP_MAX = 2**53
-#: Characters of a progress line's JSON read; a longer one is skipped.
-PROGRESS_LINE_MAX = 4096
-_DIGITS = re.compile(r"[0-9]{1,16}")
-_CHECKPOINT_STEP = re.compile(r'^model_checkpoint_path:[ \t]*"[^"\n]*?-([0-9]{1,16})"[ \t]*$', re.M)
 
 
 @dataclass(frozen=True)
@@ -104,14 +95,6 @@ class Snapshot:
     restarting: str | None = None  # what the recovery is doing right now
     tensorboard: TensorBoardState | None = None  # the job's TensorBoard pod in the same LIST (never judged)
     admission: Admission | None = None  # a job with a queue, while Kueue holds its pods: what its Workload says
-
-
-@dataclass(frozen=True)
-class BoundedLog:
-    """A log read within a byte budget: all of it (``tail`` None), or its start and its end."""
-
-    head: str
-    tail: str | None = None
 
 
 @dataclass(frozen=True)
@@ -135,67 +118,12 @@ def _judge(raw: bytes, policy: JobPolicy, now: float, watch_started: float,
     return status, len(items), tensorboard
 
 
-def parse_progress(text: str) -> dict[str, Any] | None:
-    """The newest ``tfk8s.progress {...}`` line of a log, as a dict with an int ``step``; or None."""
-    return read_progress(text)[0]
-
-
-def read_progress(text: str) -> tuple[dict[str, Any] | None, str | None]:
-    """The newest usable ``tfk8s.progress`` line of a log (see :func:`parse_progress`), and what was
-    wrong with the newest line that was not usable, if one was skipped (for a warning).
-
-    The log is the training program's, so nothing in it may raise here: a line that is not JSON,
-    not an object, or whose ``step`` is not a whole number from 0 to 2**53 (``Infinity``, ``NaN``,
-    ``1e400``, ``true``, ``"x"``) is skipped; ``loss`` and ``examples_per_sec`` are kept only when
-    finite numbers, ``target_step`` only when a whole number in the same range.
-    """
-    problem: str | None = None
-    for line in reversed(text.splitlines()):
-        at = line.find(PROGRESS_PREFIX)
-        if at < 0:
-            continue
-        body = line[at + len(PROGRESS_PREFIX):]
-        try:  # the shared bounded reader: too long, too deep or not JSON is a line skipped, never raised
-            doc = untrusted.loads(body, max_bytes=4 * PROGRESS_LINE_MAX) if len(body) <= PROGRESS_LINE_MAX else None
-        except ValueError:
-            doc = None
-        step = _step(doc.get("step")) if isinstance(doc, dict) else None
-        if step is None:
-            problem = problem or f"progress line {body[:80]!r} has no step from 0 to 2**53 (ignored)"
-            continue
-        assert isinstance(doc, dict)
-        out: dict[str, Any] = {"step": step}
-        for key in ("loss", "examples_per_sec"):
-            value = finite_float(doc.get(key))
-            if value is not None:
-                out[key] = value
-        target = _step(doc.get("target_step"))
-        if target is not None:
-            out["target_step"] = target
-        return out, problem
-    return None, problem
-
-
-def _step(value: Any) -> int | None:
-    """A step as a progress line gives it: a whole number from 0 to :data:`STEP_MAX` (an int, or a
-    float or string of one); None for anything else."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, float):
-        if not math.isfinite(value) or value != int(value):
-            return None
-        value = int(value)
-    elif isinstance(value, str):
-        value = int(value) if _DIGITS.fullmatch(value) else None
-    return value if isinstance(value, int) and 0 <= value <= STEP_MAX else None
-
-
 def checkpoint_step(model_dir: str) -> int | None:
     """The step of the chief's newest checkpoint, from TensorFlow's ``checkpoint`` file; None
     while there is none (no model directory or no ``checkpoint`` file yet, or no step in it).
 
     The file was written by a training pod on the shared volume, so it is read through
-    :class:`~tfk8s_airflow.volume.safe.SafeDir`: a symbolic link, a FIFO, a device or a file
+    :class:`~tfk8s_airflow.nofollow.SafeDir`: a symbolic link, a FIFO, a device or a file
     of several hard links at ``checkpoint`` is refused without being followed or opened for a
     blocking read, and a file larger than :data:`CHECKPOINT_FILE_MAX` bytes is not read.
     A refusal raises :class:`~tfk8s_airflow.exceptions.DataError` (a PathSafetyError for
@@ -206,8 +134,7 @@ def checkpoint_step(model_dir: str) -> int | None:
             text = d.read_bytes("checkpoint", CHECKPOINT_FILE_MAX).decode("utf-8", "replace")
     except OSError:
         return None  # not there yet (or not readable here): no progress known
-    m = _CHECKPOINT_STEP.search(text)
-    return _step(m.group(1)) if m else None
+    return checkpoint_step_of(text)
 
 
 class JobWatch:
@@ -235,10 +162,7 @@ class JobWatch:
         self._said_errors: set[str] = set()
         self._api: Any = None
         self._log_slots = asyncio.Semaphore(LOG_CONCURRENCY)
-        self._nodes: dict[str, dict[str, Any] | None] = {}
-        self._lost: dict[str, float] = {}
-        self._nodes_checked = 0.0
-        self._nodes_forbidden = False
+        self._node_watch = NodeWatch()
         self._progress: Progress | None = None
         self._history: list[ProgressPoint] = []
         self._checkpoint_refused = False  # said once in the log, then no progress from the file
@@ -382,7 +306,7 @@ class JobWatch:
         """Polls over one API connection: (the last seq, consecutive errors, whether the watch is over)."""
         from kubernetes_asyncio import client as async_client
 
-        from tfk8s_airflow.k8s.recovery import Recoverer
+        from tfk8s_airflow.k8s.relaunch import Recoverer
 
         hook = self._hook_factory()
         opened = time.monotonic()
@@ -563,7 +487,7 @@ class JobWatch:
                                        failure_class=status.failure_class or INFRASTRUCTURE,
                                        reason=f"the job had ended ({verdict['state']}: {verdict['reason'] or '-'}; "
                                               f"recorded on its Service by {by})")
-        await self._check_nodes(status)
+        await self._node_watch.check(self._api, status)
         decision = await self._decide(status)
         if decision.action in (RESTART_GROUP, REPLACE):
             running = dataclasses.replace(status, state=JobState.RUNNING, reason="")
@@ -585,7 +509,7 @@ class JobWatch:
                 self._busy_until = 0.0
             if attempt is not None:
                 for node in decision.avoid_nodes:
-                    self._lost.pop(node, None)
+                    self._node_watch.lost.pop(node, None)
                 lead = self.record.lead
                 if lead is not None and lead.key in attempt.replicas:
                     self._progress = dataclasses.replace(self._progress, changed_at=time.time()) \
@@ -601,7 +525,7 @@ class JobWatch:
         roles = {r.key: r.role for r in self.record.replicas}
         memory = await self._recoverer.memory() if _oom_possible(status) else {}
         return decide(status, self.recovery, self._recoverer.attempts, time.time(), roles=roles,
-                      lost_nodes=self._lost, progress=self._progress, memory=memory)
+                      lost_nodes=self._node_watch.lost, progress=self._progress, memory=memory)
 
     def _failed(self, status: JobStatus, decision: Decision) -> JobStatus:
         """The status failed as the planner says (its reason and class; a stall is the lead's)."""
@@ -667,58 +591,12 @@ class JobWatch:
             return None
 
     # ------------------------------------------------------------------ nodes
-    async def _check_nodes(self, status: JobStatus) -> None:
-        """Which nodes of the job's pods are NotReady or unreachable, and since when."""
-        if self._nodes_forbidden or time.monotonic() - self._nodes_checked < NODE_CHECK_S:
-            return
-        from kubernetes_asyncio import client as async_client
-
-        self._nodes_checked = time.monotonic()
-        names = {st.node for st in status.replicas.values() if st.node}
-        if not names:
-            return
-        try:
-            resp: Any = await async_client.CoreV1Api(self._api).list_node(_preload_content=False,
-                                                                          _request_timeout=REQUEST_TIMEOUT_S)
-            items = json.loads(await resp.read()).get("items") or []
-        except async_client.ApiException as exc:
-            if exc.status == 403:
-                self._nodes_forbidden = True  # the deployment did not grant reading nodes: no node-loss checks
-            return
-        except (TimeoutError, OSError, ValueError):
-            return
-        now = time.time()
-        for node in items:
-            name = (node.get("metadata") or {}).get("name")
-            if name not in names:
-                continue
-            self._nodes[name] = node.get("metadata") or {}
-            if _node_lost(node):
-                self._lost.setdefault(name, now)
-            else:
-                self._lost.pop(name, None)
-
     async def node(self, name: str) -> dict[str, Any] | None:
-        """A node's metadata (cached: one GET per node per watch); None when it cannot be read
-        (the deployment's RBAC need not allow reading nodes)."""
-        if name in self._nodes:
-            return self._nodes[name]
-        from kubernetes_asyncio import client as async_client
-
-        self._nodes[name] = None
-        if self._api is None:
-            return None
-        try:
-            resp: Any = await async_client.CoreV1Api(self._api).read_node(name, _preload_content=False,
-                                                                          _request_timeout=REQUEST_TIMEOUT_S)
-            self._nodes[name] = json.loads(await resp.read()).get("metadata") or {}
-        except (TimeoutError, async_client.ApiException, OSError, ValueError):
-            pass
-        return self._nodes[name]
+        """A node's metadata (:meth:`tfk8s_airflow.k8s.nodes.NodeWatch.node`)."""
+        return await self._node_watch.node(self._api, name)
 
     async def is_simulated(self, node: str) -> bool:
-        meta = await self.node(node) or {}
-        return (meta.get("annotations") or {}).get(SIMULATED_NODE_ANNOTATION) == "fake"
+        return await self._node_watch.is_simulated(self._api, node)
 
     # ------------------------------------------------------------------ logs
     def open_api(self) -> Any:
@@ -728,12 +606,8 @@ class JobWatch:
 
     async def read_log(self, pod: str, container: str, *, max_bytes: int, tail_lines: int = 5000,
                        previous: bool = False, tail_only: bool = False) -> BoundedLog:
-        """A replica's log, bounded.
-
-        The whole log when it fits in ``max_bytes``; otherwise its first half and its last
-        ``tail_lines`` lines (capped to the other half). Two bounded requests at most; memory
-        stays within about ``max_bytes``. ``tail_only``: just the last ``max_bytes`` (one request).
-        """
+        """A replica's log, bounded (:func:`tfk8s_airflow.k8s.logreads.read_bounded`), over the loop's
+        connection (a short-lived one between connections), at most :data:`LOG_CONCURRENCY` at once."""
         from kubernetes_asyncio import client as async_client
 
         async with self._log_slots:
@@ -743,52 +617,12 @@ class JobWatch:
                 hook_conn = self._hook_factory().get_conn()
                 api = await hook_conn.__aenter__()
             try:
-                v1 = async_client.CoreV1Api(api)
-                if tail_only:
-                    tail = await self._read(v1, pod, container, previous, tail_lines=200, keep_last=max_bytes)
-                    return BoundedLog(tail.decode("utf-8", "replace"))
-                head = await self._read(v1, pod, container, previous, limit_bytes=max_bytes + 1)
-                if len(head) <= max_bytes:
-                    return BoundedLog(head.decode("utf-8", "replace"))
-                half = max(max_bytes // 2, 1)
-                tail = await self._read(v1, pod, container, previous, tail_lines=tail_lines, keep_last=half)
-                first = head[:half]
-                cut = first.rfind(b"\n")
-                first = first[:cut + 1] if cut > 0 else first
-                return BoundedLog(first.decode("utf-8", "replace"), tail.decode("utf-8", "replace"))
+                return await read_bounded(async_client.CoreV1Api(api), self.key.namespace, pod, container,
+                                          max_bytes=max_bytes, tail_lines=tail_lines, previous=previous,
+                                          tail_only=tail_only)
             finally:
                 if hook_conn is not None:
                     await hook_conn.__aexit__(None, None, None)
-
-    async def _read(self, v1: Any, pod: str, container: str, previous: bool, *, limit_bytes: int | None = None,
-                    tail_lines: int | None = None, keep_last: int | None = None) -> bytes:
-        from kubernetes_asyncio import client as async_client
-
-        kwargs: dict[str, Any] = {"name": pod, "namespace": self.key.namespace, "container": container,
-                                  "previous": previous, "_preload_content": False,
-                                  "_request_timeout": REQUEST_TIMEOUT_S}
-        if limit_bytes is not None:
-            kwargs["limit_bytes"] = limit_bytes
-        if tail_lines is not None:
-            kwargs["tail_lines"] = tail_lines
-        try:
-            resp = await v1.read_namespaced_pod_log(**kwargs)
-        except async_client.ApiException as exc:
-            raise wrap_api_error(f"reading the log of {self.key.namespace}/{pod} ({container})", exc) from exc
-        buf = bytearray()
-        async for chunk in resp.content.iter_chunked(1 << 16):
-            buf += chunk
-            if keep_last is not None and len(buf) > 2 * keep_last:
-                del buf[:len(buf) - keep_last]
-            if limit_bytes is not None and len(buf) >= limit_bytes:
-                break
-        resp.release()
-        if keep_last is not None and len(buf) > keep_last:
-            del buf[:len(buf) - keep_last]
-            cut = buf.find(b"\n")
-            if 0 <= cut < len(buf) - 1:
-                del buf[:cut + 1]
-        return bytes(buf)
 
 
 def _task_error(task: asyncio.Task[None]) -> str:
@@ -801,15 +635,6 @@ def _task_error(task: asyncio.Task[None]) -> str:
 
 def _oom_possible(status: JobStatus) -> bool:
     return any(st.oom for st in status.replicas.values())
-
-
-def _node_lost(node: dict[str, Any]) -> bool:
-    """NotReady, or unreachable (the node lifecycle controller's taint), as the API reports it."""
-    for cond in (node.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "Ready" and cond.get("status") != "True":
-            return True
-    taints = (node.get("spec") or {}).get("taints") or []
-    return any(t.get("key") in ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready") for t in taints)
 
 
 class _Log:

@@ -9,7 +9,7 @@ and the worker only takes its small result, validated
 * ``mode="pod"`` (given a ``spec``): an evaluation pod of the job's kind on Kubernetes, with
   the deployment's evaluation image (``[tfk8s] evaluation_image``), the job's resources, node
   placement and volumes (read-only), reporting through its termination message
-  (:mod:`tfk8s_airflow.job.builders.evaluation`, :mod:`tfk8s_airflow.k8s.evaluation`). The spec and the
+  (:mod:`tfk8s_airflow.job.builders.evaluation`, :mod:`tfk8s_airflow.k8s.evalrun`). The spec and the
   pod pass the deployment's policy as setup's do (:func:`tfk8s_airflow.job.builders.admission.admit_pod`).
   The isolation is the pod's: nothing of the worker is in it.
 * ``mode="subprocess"``: a child process with a scrubbed environment, a fresh working
@@ -47,7 +47,7 @@ from tfk8s_airflow.job.builders.evaluation import (
 )
 from tfk8s_airflow.job.run.resolve import as_spec_input, resolve_spec
 from tfk8s_airflow.k8s.client import JobClient
-from tfk8s_airflow.k8s.evaluation import run_pod
+from tfk8s_airflow.k8s.evalrun import run_pod
 from tfk8s_airflow.operators.base import fail_permanently
 
 MODES = ("pod", "subprocess")

@@ -39,13 +39,12 @@ from tfk8s_airflow.operators.base import (
 )
 from tfk8s_airflow.staging import fanout, sumfanout
 from tfk8s_airflow.staging.glusterfs import GlusterVolume
+from tfk8s_airflow.staging.hdfscopy import DEFAULT_VERIFY, parse_verify
 from tfk8s_airflow.staging.shards import parse_num_workers
 from tfk8s_airflow.staging.stage import (
-    DEFAULT_VERIFY,
     VolumeListing,
     check_checksum,
     list_volume,
-    parse_verify,
     stage_hdfs,
     stage_volume,
 )

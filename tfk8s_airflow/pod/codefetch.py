@@ -27,14 +27,14 @@ anonymous user, enough for world-readable code).
 
 What it places: ``.tar.gz``/``.tgz``/``.tar``/``.zip`` archives are unpacked member by member
 into a fresh directory by the rules of tarfile's ``data`` filter, on every interpreter and
-for zip too (:class:`_Tree`: no absolute names or ``..``, no link leaving the destination,
+for zip too (:mod:`tfk8s_airflow.pod.unpack`: no absolute names or ``..``, no link leaving the destination,
 judged against the links already placed, no member through a symlink, no device or FIFO,
 no setuid/setgid or world-writable bit); anything else is a single script saved as the
 entrypoint. The entrypoint must be a regular file inside the code (not a symlink, not a
 directory, not under a symlink) and is made executable. Only then does the code replace
 what the destination held.
 
-Limits (:data:`SETTINGS`, each a flag and an environment variable): the bytes downloaded
+Limits (:data:`tfk8s_airflow.pod.fetchlimits.SETTINGS`, each a flag and an environment variable): the bytes downloaded
 (default 256 MiB), the bytes an archive unpacks to (1 GiB) and its members (10,000), each a
 permanent failure that says how to raise it; and a deadline for the whole fetch, retries
 included (300 s, retryable). A body shorter than its Content-Length is a failed download,
@@ -45,7 +45,7 @@ permanent (bad URI or flag, plain http without a sha256, a refused redirect, HTT
 as 404, a response that is not HTTP, an untrusted TLS certificate, sha256 mismatch, bad or
 unsafe archive, missing entrypoint); 138 retryable (DNS failure, connection refused or
 reset, timeout, a cut body, HTTP 5xx/408/429, the deadline, a full disk). The reason, one
-line with credentials redacted (:func:`redact`), goes to stderr and to the pod's
+line with credentials redacted (:func:`tfk8s_airflow.redaction.redact_text`), goes to stderr and to the pod's
 termination message (``/dev/termination-log``) so ``kubectl describe`` and the job sensor
 show it; a failure is never a traceback.
 """
@@ -55,7 +55,6 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
-import dataclasses
 import errno
 import hashlib
 import http.client
@@ -67,46 +66,33 @@ import socket
 import ssl
 import stat
 import sys
-import tarfile
 import tempfile
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-import zipfile
-import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any, NamedTuple, NoReturn
+from typing import IO, Any, NoReturn
 
 from tfk8s_airflow.contract import EXIT_PERMANENT, EXIT_RETRYABLE, TERMINATION_LOG
 from tfk8s_airflow.contract import EXIT_SUCCESS as EXIT_OK
 from tfk8s_airflow.pathrules import is_safe_relative
+from tfk8s_airflow.pod.fetchlimits import (
+    DEFAULT_LIMITS,
+    DOWNLOAD_BYTES,
+    SETTINGS,
+    Deadline,
+    DeadlinePassed,
+    FetchError,
+    Limits,
+)
+from tfk8s_airflow.pod.unpack import first_symlink, unpack
+from tfk8s_airflow.redaction import redact_text
 
 DEFAULT_WEBHDFS_PORT = 9870
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".zip")
 _READ = 1 << 20
-
-
-#: Query parameters whose values are credentials: tokens, signatures, delegation tokens, keys.
-_SECRET_PARAM = re.compile(r"token|sig|secret|passw|credential|delegation|auth|key", re.IGNORECASE)
-#: A URL inside free text, ending before trailing punctuation.
-_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]*[^\s'\"<>.,;:)\]]")
-#: A secret value shorter than this is only redacted inside URLs, not wherever it occurs.
-_MIN_SCRUBBED = 6
-
-
-def redact(text: str, *urls: str) -> str:
-    """``text`` with the credentials in it replaced by ``***``.
-
-    In every URL found in ``text``: the userinfo (``user:pass@``) and the values of query
-    parameters named like credentials (``token``, ``delegation``, ``sig``, ``signature``,
-    ``X-Amz-Signature``, ``access_token``...). The secrets of ``urls`` are also hidden
-    wherever else they occur in ``text`` (a server's error page may echo them).
-    """
-    for secret in (s for url in urls for s in _secrets(url) if len(s) >= _MIN_SCRUBBED):
-        text = text.replace(secret, "***")
-    return _URL_IN_TEXT.sub(lambda match: _redact_url(match.group(0)), text)
 
 
 def _split_url(url: str) -> tuple[str, str, str, str, str]:
@@ -117,131 +103,6 @@ def _split_url(url: str) -> tuple[str, str, str, str, str]:
     authority, slash, path = rest.partition("/")
     userinfo, at, host = authority.rpartition("@")
     return scheme + sep, userinfo + at, host + slash + path, query, hash_ + fragment
-
-
-def _secret_pairs(query: str) -> list[tuple[str, bool]]:
-    """Each ``name=value`` of ``query`` with whether its value is a credential."""
-    return [(pair, _SECRET_PARAM.search(urllib.parse.unquote_plus(pair.partition("=")[0])) is not None)
-            for pair in query.split("&")]
-
-
-def _secrets(url: str) -> list[str]:
-    _, userinfo, _, query, _ = _split_url(url)
-    found = [urllib.parse.unquote(part) for part in userinfo[:-1].split(":") if part]
-    for pair, secret in _secret_pairs(query):
-        if secret and pair.partition("=")[2]:
-            found += [pair.partition("=")[2], urllib.parse.unquote_plus(pair.partition("=")[2])]
-    return found
-
-
-def _redact_url(url: str) -> str:
-    scheme, userinfo, rest, query, fragment = _split_url(url)
-    pairs = [pair.partition("=")[0] + "=***" if secret and "=" in pair else pair
-             for pair, secret in _secret_pairs(query)]
-    return (scheme + ("***@" if userinfo else "") + rest + ("?" + "&".join(pairs) if query else "")
-            + fragment)
-
-
-class FetchError(Exception):
-    """A failure with the exit code it maps to; its message never carries credentials."""
-
-    def __init__(self, message: str, code: int = EXIT_PERMANENT) -> None:
-        super().__init__(redact(message))
-        self.code = code
-
-
-class DeadlinePassed(FetchError):
-    """The fetch ran out of time (retryable: the next attempt may find the server well)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message, EXIT_RETRYABLE)
-
-
-_NUMBER = re.compile(r"(\d+(?:\.\d*)?)\s*([KMGT]?)(?:I?B)?", re.IGNORECASE)
-_FACTORS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-
-
-class Setting(NamedTuple):
-    """A limit of every fetch: its default, and the flag and environment variable that change it."""
-
-    default: float
-    flag: str
-    env: str
-    unit: str  # "bytes" (which may be written 512M, 1G...), "members" or "seconds"
-    about: str
-
-    def how(self) -> str:
-        return f"{self.flag} or ${self.env}"
-
-    def show(self, value: float) -> str:
-        if self.unit == "seconds":
-            return f"{value:g}s"
-        for suffix, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-            if self.unit == "bytes" and value >= factor and value % factor == 0:
-                return f"{value / factor:g} {suffix}"
-        return f"{value:,.0f} {self.unit}"
-
-    def exceeded(self, what: str, limit: float) -> FetchError:
-        """The permanent failure of ``what`` going over ``limit``."""
-        return FetchError(f"{what} exceeds the cap of {self.show(limit)}; if the code really is this large, "
-                          f"raise the cap with {self.how()}")
-
-    def parse(self, text: str) -> float:
-        """``text`` as a positive value; bytes may end in K, M, G or T (powers of 1024)."""
-        match = _NUMBER.fullmatch(text.strip())
-        value = 0.0
-        if match and (self.unit == "bytes" or not match.group(2)):
-            value = float(match.group(1)) * _FACTORS[match.group(2).upper()]
-        if value <= 0 or (self.unit == "members" and value != int(value)):
-            raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of {self.unit} (set by "
-                                             f"{self.how()})")
-        return value if self.unit == "seconds" else int(value)
-
-
-DOWNLOAD_BYTES = Setting(256 << 20, "--max-download-bytes", "TFK8S_CODE_MAX_DOWNLOAD_BYTES", "bytes",
-                         "the most bytes to download")
-UNPACKED_BYTES = Setting(1 << 30, "--max-unpacked-bytes", "TFK8S_CODE_MAX_UNPACKED_BYTES", "bytes",
-                         "the most bytes an archive may unpack to")
-MEMBERS = Setting(10_000, "--max-members", "TFK8S_CODE_MAX_MEMBERS", "members",
-                  "the most members (files, directories, links) an archive may have")
-DEADLINE = Setting(300, "--deadline", "TFK8S_CODE_DEADLINE", "seconds",
-                   "the most seconds the whole fetch may take, retries included")
-#: Each field of :class:`Limits` and the setting that gives it.
-SETTINGS = {"download_bytes": DOWNLOAD_BYTES, "unpacked_bytes": UNPACKED_BYTES, "members": MEMBERS,
-            "deadline": DEADLINE}
-
-
-@dataclasses.dataclass(frozen=True)
-class Limits:
-    """What one fetch may take (see :data:`SETTINGS`)."""
-
-    download_bytes: float = DOWNLOAD_BYTES.default
-    unpacked_bytes: float = UNPACKED_BYTES.default
-    members: float = MEMBERS.default
-    deadline: float = DEADLINE.default
-
-
-class Deadline:
-    """The end of the whole fetch, retries included."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.end = time.monotonic() + seconds
-
-    def left(self) -> float:
-        return self.end - time.monotonic()
-
-    def __str__(self) -> str:
-        return f"the deadline of {DEADLINE.show(self.seconds)} ({DEADLINE.how()})"
-
-    def check(self, when: str) -> None:
-        if self.left() <= 0:
-            raise DeadlinePassed(f"{self} passed {when}")
-
-    def timeout(self, timeout: float, when: str) -> float:
-        """A socket timeout that does not outlast the deadline."""
-        self.check(when)
-        return min(timeout, self.left())
 
 
 def resolve_url(uri: str, user: str | None = None, webhdfs_port: int | None = None) -> str:
@@ -348,7 +209,7 @@ def _http_error(exc: urllib.error.HTTPError, url: str) -> FetchError:
         exc.close()
     code = EXIT_RETRYABLE if exc.code >= 500 or exc.code in (408, 429) else EXIT_PERMANENT
     return FetchError(f"HTTP {exc.code} {exc.reason} fetching {url}"
-                      + (f": {redact(detail[:500], url, exc.geturl())}" if detail else ""), code)
+                      + (f": {redact_text(detail[:500], url, exc.geturl())}" if detail else ""), code)
 
 
 def _content_length(response: http.client.HTTPResponse) -> int | None:
@@ -416,211 +277,10 @@ def _download_with_retries(url: str, target: Path, timeout: float, retries: int,
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
-def _lmode(path: Path) -> int | None:
-    """The ``lstat`` mode of ``path`` (None: nothing there)."""
-    try:
-        return os.lstat(path).st_mode
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-
-
-def _first_symlink(root: Path, rel: str) -> tuple[str, int | None]:
-    """The first prefix of ``rel`` under ``root`` that is missing or a symlink, else ``rel``; with its mode."""
-    prefix, mode = "", None
-    for part in rel.split("/"):
-        prefix = f"{prefix}/{part}" if prefix else part
-        mode = _lmode(root / prefix)
-        if mode is None or stat.S_ISLNK(mode):
-            break
-    return prefix, mode
-
-
-def _file_mode(mode: int) -> int:
-    """tarfile's ``data`` filter: no setuid/setgid/sticky bit, no group/other write, owner rw, x only if owner x."""
-    mode = (mode & 0o755) | 0o600
-    return mode if mode & stat.S_IXUSR else mode & ~0o111
-
-
-class _Tree:
-    """Archive members placed one at a time under a fresh directory, by the rules of tarfile's
-    ``data`` filter, judged when each member is placed (so against the links placed before it).
-
-    Refused: absolute names, ``..`` and backslashes; a member whose path goes through a
-    symlink placed before it; a symlink whose target resolves outside the root, then or once
-    the archive is unpacked; a hardlink to anything but a regular file placed before it;
-    devices and FIFOs. Files keep no setuid/setgid or group/other write bit; directories are
-    0755; nothing is chowned. The member count and the bytes written are capped by ``limits``.
-    """
-
-    def __init__(self, root: Path, clock: Deadline, limits: Limits) -> None:
-        self.root = root.resolve()
-        self.clock = clock
-        self.limits = limits
-        self.links: list[tuple[str, Path]] = []
-        self.members = 0
-        self.written = 0
-
-    def directory(self, name: str) -> None:
-        path = self._target(name)
-        if path is not None and not self._free(path, name, for_directory=True):
-            os.mkdir(path, 0o755)
-
-    def file(self, name: str, mode: int, source: IO[bytes]) -> None:
-        path = self._named_target(name)
-        self._free(path, name)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-        with os.fdopen(fd, "wb") as out:
-            while chunk := source.read(_READ):
-                self.written += len(chunk)
-                if self.written > self.limits.unpacked_bytes:
-                    raise UNPACKED_BYTES.exceeded("the unpacked archive", self.limits.unpacked_bytes)
-                out.write(chunk)
-            os.fchmod(out.fileno(), _file_mode(mode))
-
-    def symlink(self, name: str, target: str) -> None:
-        path = self._named_target(name)
-        if not target or target.startswith("/") or not self._inside(path.parent / target):
-            raise FetchError(f"archive link {name!r} -> {target!r} leaves the destination: refused")
-        self._free(path, name)
-        os.symlink(target, path)
-        self.links.append((name, path))
-
-    def hardlink(self, name: str, target: str) -> None:
-        path = self._named_target(name)
-        if not is_safe_relative(target):
-            raise FetchError(f"unsafe archive member {name!r}: a hardlink to {target!r}")
-        source = posixpath.normpath(target)
-        where, mode = _first_symlink(self.root, source)
-        if mode is not None and stat.S_ISLNK(mode) and where != source:
-            raise FetchError(f"archive member {name!r} goes through the symlink {where!r} extracted before it: "
-                             "refused")
-        if mode is None or not stat.S_ISREG(mode) or self.root / source == path:
-            raise FetchError(f"archive hardlink {name!r} -> {target!r}: not a regular file extracted before it")
-        self._free(path, name)
-        os.link(self.root / source, path, follow_symlinks=False)
-
-    def finish(self) -> None:
-        """Refuse the archive if a link it made now resolves outside (later links can re-aim earlier ones)."""
-        for name, path in self.links:
-            if not self._inside(path):
-                raise FetchError(f"archive link {name!r} leaves the destination once the archive is unpacked: "
-                                 "refused")
-
-    def _inside(self, path: Path) -> bool:
-        real = os.path.realpath(path)
-        return os.path.commonpath([real, str(self.root)]) == str(self.root)
-
-    def _target(self, name: str) -> Path | None:
-        """Where member ``name`` goes, its directories made (none of them a symlink); None: the root."""
-        self.clock.check(f"while unpacking (at member {name!r})")
-        self.members += 1
-        if self.members > self.limits.members:
-            raise MEMBERS.exceeded("the number of archive members", self.limits.members)
-        if not is_safe_relative(name):
-            raise FetchError(f"unsafe archive member {name!r}: absolute, with a '..' or with a backslash")
-        clean = posixpath.normpath(name)
-        if clean == ".":
-            return None
-        path = self.root
-        for part in clean.split("/")[:-1]:
-            path = path / part
-            mode = _lmode(path)
-            if mode is None:
-                os.mkdir(path, 0o755)
-            elif stat.S_ISLNK(mode):
-                raise FetchError(f"archive member {name!r} goes through the symlink "
-                                 f"{str(path.relative_to(self.root))!r} extracted before it: refused")
-            elif not stat.S_ISDIR(mode):
-                raise FetchError(f"archive member {name!r} is below {str(path.relative_to(self.root))!r}, "
-                                 "which is not a directory")
-        return path / clean.rpartition("/")[2]
-
-    def _named_target(self, name: str) -> Path:
-        path = self._target(name)
-        if path is None:
-            raise FetchError(f"archive member {name!r} names the top directory, but is not a directory")
-        return path
-
-    def _free(self, path: Path, name: str, for_directory: bool = False) -> bool:
-        """Clear ``path`` for member ``name``, as tar replaces an earlier member of the same name;
-        True if a directory is there and may stay."""
-        mode = _lmode(path)
-        if mode is None:
-            return False
-        if stat.S_ISDIR(mode):
-            if for_directory:
-                return True
-            raise FetchError(f"archive member {name!r} would replace a directory extracted before it: refused")
-        os.unlink(path)
-        return False
-
-
-def _unpack_tar(archive: Path, tree: _Tree) -> None:
-    with tarfile.open(archive, "r:*") as tar:
-        for member in tar:
-            if member.isdir():
-                tree.directory(member.name)
-            elif member.isreg():
-                source = tar.extractfile(member)
-                assert source is not None  # a regular member always has data
-                tree.file(member.name, member.mode, source)
-            elif member.issym():
-                tree.symlink(member.name, member.linkname)
-            elif member.islnk():
-                tree.hardlink(member.name, member.linkname)
-            elif member.isdev() or member.isfifo():
-                raise FetchError(f"archive member {member.name!r} is a device or FIFO: refused")
-            else:
-                raise FetchError(f"archive member {member.name!r} has an unknown type {member.type!r}: refused")
-
-
-#: The longest symlink target a zip member may hold.
-_MAX_LINK = 4096
-
-
-def _unpack_zip(archive: Path, tree: _Tree) -> None:
-    with zipfile.ZipFile(archive) as zf:
-        for info in zf.infolist():
-            mode = info.external_attr >> 16 if info.create_system == 3 else 0  # 3: Unix, whose modes zip keeps
-            kind = stat.S_IFMT(mode)
-            if info.is_dir() or kind == stat.S_IFDIR:
-                tree.directory(info.filename)
-            elif kind == stat.S_IFLNK:
-                with zf.open(info) as fh:
-                    target = fh.read(_MAX_LINK + 1)
-                if len(target) > _MAX_LINK:
-                    raise FetchError(f"archive link {info.filename!r} has a target longer than {_MAX_LINK} bytes")
-                tree.symlink(info.filename, os.fsdecode(target))
-            elif kind in (0, stat.S_IFREG):
-                with zf.open(info) as fh:
-                    tree.file(info.filename, mode or 0o644, fh)
-            elif kind in (stat.S_IFCHR, stat.S_IFBLK, stat.S_IFIFO, stat.S_IFSOCK):
-                raise FetchError(f"archive member {info.filename!r} is a device or FIFO: refused")
-            else:
-                raise FetchError(f"archive member {info.filename!r} has an unknown type {kind:o}: refused")
-
-
-#: What reading a broken archive raises (besides OSErrors without an errno, such as gzip's).
-_ARCHIVE_ERRORS = (tarfile.TarError, zipfile.BadZipFile, zlib.error, EOFError, RuntimeError, NotImplementedError)
-
-
-def unpack(archive: Path, dest: Path, name: str, clock: Deadline, limits: Limits) -> None:
-    """Unpack ``archive`` (``name`` says which kind) into the empty directory ``dest``, member by
-    member by the rules of :class:`_Tree`. Errors writing ``dest`` are left to the caller."""
-    tree = _Tree(dest, clock, limits)
-    try:
-        (_unpack_zip if name.endswith(".zip") else _unpack_tar)(archive, tree)
-        tree.finish()
-    except _ARCHIVE_ERRORS + (OSError,) as exc:  # RuntimeError: an encrypted zip member
-        if isinstance(exc, OSError) and exc.errno:
-            raise
-        raise FetchError(f"not a valid {name.rsplit('.', 1)[-1]} archive: {exc}") from None
-
-
 def _entrypoint(root: Path, entrypoint: str, uri: str) -> Path:
     """``root/entrypoint``, which must be a regular file reached through no symlink."""
     rel = posixpath.normpath(entrypoint)
-    where, mode = _first_symlink(root, rel)
+    where, mode = first_symlink(root, rel)
     if mode is None:
         present = sorted(p.name for p in root.iterdir())
         raise FetchError(f"entrypoint {entrypoint!r} not found in the code from {uri} "
@@ -636,7 +296,7 @@ def _entrypoint(root: Path, entrypoint: str, uri: str) -> Path:
 
 def fetch(uri: str, dest: str | Path, entrypoint: str, sha256: str | None = None, *,
           user: str | None = None, webhdfs_port: int | None = None, timeout: float = 60.0,
-          retries: int = 3, limits: Limits = Limits()) -> Path:
+          retries: int = 3, limits: Limits = DEFAULT_LIMITS) -> Path:
     """Fetch, verify and place the code; returns the entrypoint's path."""
     clock = Deadline(limits.deadline)
     if not is_safe_relative(entrypoint) or posixpath.normpath(entrypoint) == ".":
@@ -685,7 +345,7 @@ def _fetch_into(uri: str, url: str, dest_dir: Path, entrypoint: str, sha256: str
                 target.unlink()
             os.replace(item, target)
         entry = dest_dir / entry.relative_to(staged)
-        print(redact(f"tfk8s codefetch: fetched {uri} ({size} bytes, sha256 {digest}) into {dest_dir}; "
+        print(redact_text(f"tfk8s codefetch: fetched {uri} ({size} bytes, sha256 {digest}) into {dest_dir}; "
                      f"entrypoint {entry}"), flush=True)
         return entry
     finally:
@@ -694,7 +354,7 @@ def _fetch_into(uri: str, url: str, dest_dir: Path, entrypoint: str, sha256: str
 
 def _say(message: str) -> str:
     """Print one redacted line to stderr; returns it."""
-    line = " ".join(redact(message).split())
+    line = " ".join(redact_text(message).split())
     print(f"tfk8s codefetch: {line}", file=sys.stderr, flush=True)
     return line
 

@@ -22,9 +22,10 @@ What one pod does with its part (``TFK8S_COPY_PART``, JSON; see :func:`main`):
   fails the part with ``checksum mismatch copying <file>``. A read that a DataNode breaks off is
   checked against the NameNode's block list: a block it marks corrupt (the DataNode's own CRC
   check failed on every replica) fails the part at once with ``checksum error reading <file>``.
-  The CRCs use the package's optional C
-  accelerator (``tfk8s_airflow.pod._chunkcrc``, built with the package) when the image has
-  it, and pure Python otherwise (about 7 MB/s: correct, slow; the record says which).
+  The rule is :mod:`tfk8s_airflow.hdfschecksum`, the
+  Airflow side's too; its CRCs use the package's optional C accelerator
+  (``tfk8s_airflow.pod._chunkcrc``, built with the package) when the image has it, and pure
+  Python otherwise (about 7 MB/s: correct, slow; the record says which).
 * **Resumes**: after an item is written, fsynced and verified, one line goes to the part's
   journal (``part-<n>.<plan id>.journal`` in the records directory, appended, fsynced); a retried pod of
   the same part skips what its journal lists. A file already complete in the destination (a
@@ -41,13 +42,10 @@ a delegation token, when the deployment uses one, comes from the environment
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import hashlib
 import http.client
+import io
 import json
 import os
-import struct
 import sys
 import threading
 import time
@@ -55,26 +53,22 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-from typing import Any
+from typing import Any, BinaryIO, cast
 
 from tfk8s_airflow import untrusted
+from tfk8s_airflow.exceptions import PathSafetyError
+from tfk8s_airflow.hdfschecksum import HdfsChecksum, checksums_match, compose, python_chunk_crcs
+from tfk8s_airflow.nofollow import SafeDir
+from tfk8s_airflow.threads import run_all
 
-__all__ = ["main", "copy_part", "BlockSummer", "ENGINE", "PROGRESS_LINE_MAX", "PROGRESS_PREFIX", "PartError",
-           "PartProgress", "open_dir", "run_part", "read_journal", "write_record"]
+__all__ = ["main", "copy_part", "ENGINE", "PROGRESS_LINE_MAX", "PROGRESS_PREFIX", "PartError",
+           "PartProgress", "open_dir", "open_journal", "journal_line", "run_part", "read_journal", "write_record"]
 
 PROGRESS_PREFIX = "tfk8s.staging "
 #: Characters of a progress line the trigger reads (the copier's are ~150).
 PROGRESS_LINE_MAX = 4096
 #: Bytes of one journal line read back (an item and its block MD5s: ~40 bytes a block).
 JOURNAL_LINE_MAX = 16 << 20
-_POLY = 0x82F63B78
-_T0 = []
-for _b in range(256):
-    _c = _b
-    for _ in range(8):
-        _c = (_c >> 1) ^ _POLY if _c & 1 else _c >> 1
-    _T0.append(_c)
 
 _native: Any
 try:  # the package's own C accelerator (built with the package; optional)
@@ -84,87 +78,11 @@ except ImportError:  # pragma: no cover - depends on the image
 ENGINE = "native" if _native is not None else "python"
 
 
-def _crc32c(data: bytes | memoryview) -> int:
-    crc = 0xFFFFFFFF
-    table = _T0
-    for byte in bytes(data):
-        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
-
-
-def _chunk_crcs(data: memoryview, bytes_per_crc: int) -> bytes:
+def _chunk_crcs(data: bytes | memoryview, bytes_per_crc: int) -> bytes:
+    """The CRC engine of :class:`~tfk8s_airflow.hdfschecksum.HdfsChecksum` in this pod (:data:`ENGINE`)."""
     if _native is not None:
         return bytes(_native.chunk_crcs(data, bytes_per_crc))
-    return b"".join(struct.pack(">I", _crc32c(data[i:i + bytes_per_crc]))
-                    for i in range(0, len(data), bytes_per_crc))
-
-
-class BlockSummer:
-    """The MD5 of each HDFS block's CRC32Cs over a byte range that starts at a block boundary."""
-
-    def __init__(self, block_size: int, bytes_per_crc: int) -> None:
-        self.block_size, self.bytes_per_crc = block_size, bytes_per_crc
-        self.md5s: list[str] = []
-        self._md5 = hashlib.md5()
-        self._fill = 0
-        self._pending = bytearray()
-
-    def update(self, data: bytes | memoryview) -> None:
-        self._pending += data
-        self._fold(final=False)
-
-    def _fold(self, final: bool) -> None:
-        buf = memoryview(self._pending)
-        pos = 0
-        try:
-            while pos < len(buf):
-                take = min(self.block_size - self._fill, len(buf) - pos)
-                if not final:
-                    take -= take % self.bytes_per_crc
-                    if take == 0:
-                        break
-                self._md5.update(_chunk_crcs(buf[pos:pos + take], self.bytes_per_crc))
-                self._fill += take
-                pos += take
-                if self._fill == self.block_size:
-                    self.md5s.append(self._md5.hexdigest())
-                    self._md5, self._fill = hashlib.md5(), 0
-        finally:
-            buf.release()
-        del self._pending[:pos]
-
-    def result(self) -> list[str]:
-        self._fold(final=True)
-        if self._fill:
-            self.md5s.append(self._md5.hexdigest())
-            self._md5, self._fill = hashlib.md5(), 0
-        return self.md5s
-
-
-def file_checksum(md5s: list[str], size: int, block_size: int, bytes_per_crc: int) -> dict[str, Any]:
-    """What WebHDFS ``GETFILECHECKSUM`` reports for a file whose block MD5s are ``md5s``
-    (the same rule as :class:`tfk8s_airflow.staging.checksums.HdfsChecksum`)."""
-    if size == 0:
-        return {"algorithm": "MD5-of-0MD5-of-0CRC32", "bytes": "0" * 24 + hashlib.md5(b"\0" * 32).hexdigest(),
-                "length": 28}
-    joined = b"".join(bytes.fromhex(m) for m in md5s)
-    capacity = 32
-    while capacity < len(joined):
-        capacity *= 2
-    per_block = block_size // bytes_per_crc if len(md5s) > 1 else 0
-    return {"algorithm": f"MD5-of-{per_block}MD5-of-{bytes_per_crc}CRC32C",
-            "bytes": struct.pack(">iq", bytes_per_crc, per_block).hex()
-            + hashlib.md5(joined + b"\0" * (capacity - len(joined))).hexdigest(),
-            "length": 28}
-
-
-def checksums_match(local: dict[str, Any], remote: dict[str, Any] | None) -> bool:
-    if not remote or local.get("algorithm") != remote.get("algorithm"):
-        return False
-    n = 2 * int(remote.get("length") or 28)
-    return str(local.get("bytes", ""))[:n] == str(remote.get("bytes", ""))[:n]
-
-
+    return python_chunk_crcs(data, bytes_per_crc)
 class PartError(Exception):
     """The part failed; ``kind`` is ``checksum`` (the bytes do not match HDFS's checksum), ``corrupt``
     (HDFS marks a block of the file corrupt: a DataNode's CRC check failed on every replica), ``refused``
@@ -235,69 +153,39 @@ class WebHdfs:
 
 
 # ----------------------------------------------------------------------------- the volume
-def open_dir(root: str, rel: str, create: bool) -> int:
-    """A directory fd for ``root/rel``, each component below ``root`` opened without following a link."""
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)  # the directory the task made
+# Every file operation below the volume goes through tfk8s_airflow.nofollow (the Airflow side's rule):
+# a refusal there (a link, a special file, a second hard link) is this part's failure.
+def open_dir(root: str, rel: str = "", create: bool = False) -> SafeDir:
+    """The directory ``root/rel``: ``root`` itself not a link, each component below it opened without
+    following one (``create``: made where missing)."""
     try:
-        for name in [p for p in rel.split("/") if p]:
-            if name in (".", ".."):
-                raise PartError(f"refusing a path with {name!r}: {rel}")
-            if create:
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(name, 0o755, dir_fd=fd)
-            nxt = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-            os.close(fd)
-            fd = nxt
-        return fd
-    except BaseException:
-        os.close(fd)
-        raise
+        with SafeDir.open(root, follow=False) as base:
+            return base.subdir(rel, create=create)
+    except PathSafetyError as exc:
+        raise PartError(str(exc)) from None
 
 
-def _open_target(root: str, rel: str) -> int:
+def _open_target(root: str, rel: str) -> BinaryIO:
     """The file ``root/rel`` for writing at offsets (created when missing; never through a link)."""
-    d = open_dir(root, os.path.dirname(rel), create=True)
-    try:
-        fd = os.open(os.path.basename(rel), os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644, dir_fd=d)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise PartError(f"{rel} in the staging directory is a symbolic link: refused") from None
-        raise
-    finally:
-        os.close(d)
-    st = os.fstat(fd)
-    import stat as _stat
-
-    if not _stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-        os.close(fd)
-        raise PartError(f"{rel} in the staging directory is not a regular file of one link: refused")
-    return fd
+    with open_dir(root) as d:
+        try:
+            return d.open_write(rel, make_parents=True)
+        except PathSafetyError as exc:
+            raise PartError(f"{rel} in the staging directory: {exc}") from None
 
 
 def _existing_checksum(root: str, rel: str, size: int, block: int, per_crc: int) -> dict[str, Any] | None:
     """HDFS's checksum of the complete file ``root/rel`` (a re-run's kept file), or None."""
-    import stat as _stat
-
     try:
-        d = open_dir(root, os.path.dirname(rel), create=False)
-    except (OSError, PartError):
+        with open_dir(root) as d, d.open_read(rel) as fh:
+            if os.fstat(fh.fileno()).st_size != size:
+                return None
+            summer = HdfsChecksum(block, per_crc, _chunk_crcs)
+            while chunk := fh.read(4 << 20):
+                summer.update(chunk)
+    except (OSError, PartError, PathSafetyError):
         return None
-    try:
-        fd = os.open(os.path.basename(rel), os.O_RDONLY | os.O_NOFOLLOW, dir_fd=d)
-    except OSError:
-        return None
-    finally:
-        os.close(d)
-    try:
-        st = os.fstat(fd)
-        if not _stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_size != size:
-            return None
-        summer = BlockSummer(block, per_crc)
-        while chunk := os.read(fd, 4 << 20):
-            summer.update(chunk)
-        return file_checksum(summer.result(), size, block, per_crc)
-    finally:
-        os.close(fd)
+    return compose(summer.block_md5s(), size, block, per_crc)
 
 
 # ----------------------------------------------------------------------------- the part
@@ -323,17 +211,17 @@ class PartProgress:
 
 def read_journal(path: str) -> dict[int, dict[str, Any]]:
     done: dict[int, dict[str, Any]] = {}
-    d = open_dir(os.path.dirname(path), "", create=False)
     try:
-        fd = os.open(os.path.basename(path), os.O_RDONLY | os.O_NOFOLLOW, dir_fd=d)
+        with open_dir(os.path.dirname(path)) as d:
+            fh = d.open_read(os.path.basename(path))
     except FileNotFoundError:
         return done
-    finally:
-        os.close(d)
+    except PathSafetyError as exc:
+        raise PartError(f"the journal {path}: {exc}") from None
     # The journal is on the shared volume: each line read bounded (tfk8s_airflow.untrusted), and one
     # that is too long, too deep or not a record ends what is resumed, as a line cut short by a kill does.
-    with os.fdopen(fd, "rb") as fh:
-        while line := fh.readline(JOURNAL_LINE_MAX + 1):
+    with io.BufferedReader(cast(io.RawIOBase, fh)) as buffered:  # open_read: an unbuffered FileIO
+        while line := buffered.readline(JOURNAL_LINE_MAX + 1):
             try:
                 rec = untrusted.loads(line, max_bytes=JOURNAL_LINE_MAX, what=f"journal {path}")
                 done[int(rec["i"])] = rec
@@ -347,8 +235,9 @@ def _copy_item(hdfs: WebHdfs, item: dict[str, Any], staging: str, chunk: int,
     """Stream one item into place and return its block MD5s."""
     block, per_crc = int(item["block_size"]), int(item["bytes_per_crc"])
     offset, length = int(item["offset"]), int(item["length"])
-    summer = BlockSummer(block, per_crc)
-    fd = _open_target(staging, item["rel"])
+    summer = HdfsChecksum(block, per_crc, _chunk_crcs)
+    target = _open_target(staging, item["rel"])
+    fd = target.fileno()
     got = 0
     try:
         with hdfs.open(item["src"], offset, length) as resp:
@@ -385,8 +274,8 @@ def _copy_item(hdfs: WebHdfs, item: dict[str, Any], staging: str, chunk: int,
         raise PartError(f"copying {item['src']} (bytes {offset}-{offset + length}): "
                         f"{type(exc).__name__}: {exc}") from None
     finally:
-        os.close(fd)
-    return summer.result()
+        target.close()
+    return summer.block_md5s()
 
 
 def copy_part(spec: dict[str, Any]) -> dict[str, Any]:
@@ -406,14 +295,8 @@ def copy_part(spec: dict[str, Any]) -> dict[str, Any]:
     progress = PartProgress(part, sum(int(it["length"]) for it in items), len(items))
     results: list[dict[str, Any] | None] = [None] * len(items)
     copied = [0]
-    records_fd = open_dir(records, "", create=False)
-    try:
-        journal_fd = os.open(os.path.basename(journal_path), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW,
-                             0o644, dir_fd=records_fd)
-    finally:
-        os.close(records_fd)
     lock = threading.Lock()
-    with os.fdopen(journal_fd, "a", encoding="utf-8") as journal:
+    with open_journal(journal_path) as journal:
         def one(i: int) -> None:
             item = items[i]
             if i in done:  # verified by an earlier attempt of this part
@@ -424,22 +307,11 @@ def copy_part(spec: dict[str, Any]) -> dict[str, Any]:
             with lock:
                 if not rec.get("kept"):
                     copied[0] += int(item["length"])
-                journal.write(json.dumps(rec) + "\n")
-                journal.flush()
-                os.fsync(journal.fileno())
+                journal_line(journal, rec)
             results[i] = rec
             progress.add(0, 1)
 
-        streams = max(1, int(spec.get("streams", 4)))
-        with ThreadPoolExecutor(max_workers=streams, thread_name_prefix="copy") as pool:
-            futures = [pool.submit(one, i) for i in range(len(items))]
-            done_f, _ = wait(futures, return_when=FIRST_EXCEPTION)
-            failed = next((f for f in done_f if f.exception() is not None), None)
-            if failed is not None:
-                for f in futures:
-                    f.cancel()
-                wait(futures)
-                raise failed.exception()  # type: ignore[misc]
+        run_all(one, range(len(items)), int(spec.get("streams", 4)), "copy")
     progress.add(0, force=True)
     return {"part": part, "ok": True, "items": results, "copied_bytes": copied[0],
             "seconds": round(time.monotonic() - started, 3), "engine": ENGINE}
@@ -460,7 +332,7 @@ def _verified_item(hdfs: WebHdfs, i: int, item: dict[str, Any], staging: str, de
             md5s = _copy_item(hdfs, item, staging, chunk, progress)
             rec: dict[str, Any] = {"i": i, "md5s": md5s}
             if whole:
-                local = file_checksum(md5s, int(item["size"]), int(item["block_size"]), int(item["bytes_per_crc"]))
+                local = compose(md5s, int(item["size"]), int(item["block_size"]), int(item["bytes_per_crc"]))
                 remote = hdfs.checksum(item["src"])
                 if not checksums_match(local, remote):
                     raise PartError(f"checksum mismatch copying {item['src']}: HDFS {remote}, received {local}",
@@ -476,21 +348,30 @@ def _verified_item(hdfs: WebHdfs, i: int, item: dict[str, Any], staging: str, de
     raise PartError(f"copying {item['src']}: attempts must be at least 1, not {attempts}")
 
 
+def open_journal(path: str) -> BinaryIO:
+    """The part's journal, open for appending (created when missing; never through a link)."""
+    with open_dir(os.path.dirname(path)) as d:
+        try:
+            return d.open_write(os.path.basename(path), append=True)
+        except PathSafetyError as exc:
+            raise PartError(f"the journal {path}: {exc}") from None
+
+
+def journal_line(journal: BinaryIO, rec: dict[str, Any]) -> None:
+    """One verified item appended to the journal and fsynced (a retried pod skips it)."""
+    view = memoryview((json.dumps(rec) + "\n").encode("utf-8"))
+    while view:  # an unbuffered write may write less than asked
+        view = view[journal.write(view) or 0:]
+    os.fsync(journal.fileno())
+
+
 def write_record(records: str, part: int, record: dict[str, Any]) -> None:
     """The part's record, through a temporary name and a rename (never through a planted link)."""
-    d = open_dir(records, "", create=False)
-    try:
-        tmp = f".part-{part}.json.tmp"
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp, dir_fd=d)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=d)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(record, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, f"part-{part}.json", src_dir_fd=d, dst_dir_fd=d)
-    finally:
-        os.close(d)
+    with open_dir(records) as d:
+        try:
+            d.write_atomic(f"part-{part}.json", json.dumps(record).encode("utf-8"))
+        except PathSafetyError as exc:
+            raise PartError(f"the record of part {part}: {exc}") from None
 
 
 def run_part(kind: str, work: Callable[[dict[str, Any]], dict[str, Any]], summary: Callable[[dict[str, Any]], str],

@@ -27,18 +27,24 @@ What one pod does with its part (``TFK8S_COPY_PART``, JSON; see :func:`main`):
 
 from __future__ import annotations
 
-import errno
 import hashlib
-import json
 import os
-import stat
 import sys
 import threading
 import time
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-from typing import Any
+from typing import Any, BinaryIO
 
-from tfk8s_airflow.pod.stagecopy import PartError, PartProgress, open_dir, read_journal, run_part
+from tfk8s_airflow.exceptions import PathSafetyError
+from tfk8s_airflow.pod.stagecopy import (
+    PartError,
+    PartProgress,
+    journal_line,
+    open_dir,
+    open_journal,
+    read_journal,
+    run_part,
+)
+from tfk8s_airflow.threads import run_all
 
 __all__ = ["main", "sum_part", "digest_doc", "READ_CHUNK"]
 
@@ -60,52 +66,39 @@ def _changed(item: dict[str, Any], st: os.stat_result, when: str) -> str | None:
     return None
 
 
-def _open_listed(root: str, item: dict[str, Any]) -> int:
+def _open_listed(root: str, item: dict[str, Any]) -> BinaryIO:
     """The listed file ``root/<rel>`` for reading: no link followed on the way or at the end, a
-    regular file only (opened non-blocking, so a FIFO put there never blocks)."""
-    rel, path = str(item["rel"]), str(item["path"])
+    regular file only (checked before it is opened, so a FIFO put there never blocks; a hard link
+    is read)."""
+    path = str(item["path"])
     try:
-        d = open_dir(root, os.path.dirname(rel), create=False)
+        with open_dir(root) as d:
+            return d.open_read(str(item["rel"]), single_link=False)
     except FileNotFoundError:
         raise PartError(f"{path} is gone since the listing", "changed") from None
-    except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise PartError(f"{path}: a directory on its way is now a symbolic link or a file: refused",
-                            "changed") from None
+    except PathSafetyError as exc:
+        raise PartError(f"{exc}: refused (not the regular file listed)", "changed") from None
+    except PartError as exc:  # the volume's mount itself
         raise PartError(f"opening {path}: {exc}") from None
-    try:
-        fd = os.open(os.path.basename(rel), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=d)
-    except FileNotFoundError:
-        raise PartError(f"{path} is gone since the listing", "changed") from None
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise PartError(f"{path} is now a symbolic link: refused", "changed") from None
         raise PartError(f"opening {path}: {exc}") from None
-    finally:
-        os.close(d)
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        raise PartError(f"{path} is not a regular file: refused", "changed")
-    os.set_blocking(fd, True)
-    return fd
 
 
 def _sum_item(i: int, item: dict[str, Any], root: str, algorithm: str, progress: PartProgress) -> dict[str, Any]:
     """The digest of one listed file, with the size and modification time it was read at."""
-    fd = _open_listed(root, item)
+    fh = _open_listed(root, item)
     try:
-        before = os.fstat(fd)
+        before = os.fstat(fh.fileno())
         why = _changed(item, before, "before the read")
         if why:
             raise PartError(why, "changed")
         digest = hashlib.new(algorithm)
         got = 0
-        while chunk := os.read(fd, READ_CHUNK):
+        while chunk := fh.read(READ_CHUNK):
             digest.update(chunk)
             got += len(chunk)
             progress.add(len(chunk))
-        after = os.fstat(fd)
+        after = os.fstat(fh.fileno())
         why = _changed(item, after, "after the read") or (
             None if got == after.st_size else f"{item['path']} changed while it was read ({got} bytes read)")
         if why:
@@ -113,7 +106,7 @@ def _sum_item(i: int, item: dict[str, Any], root: str, algorithm: str, progress:
     except OSError as exc:
         raise PartError(f"reading {item['path']}: {exc}") from None
     finally:
-        os.close(fd)
+        fh.close()
     return {"i": i, "path": item["path"], "size": after.st_size, "mtime": after.st_mtime,
             "checksum": digest_doc(algorithm, digest)}
 
@@ -134,14 +127,8 @@ def sum_part(spec: dict[str, Any]) -> dict[str, Any]:
               flush=True)
     progress = PartProgress(part, sum(int(it["size"]) for it in items), len(items))
     results: list[dict[str, Any] | None] = [None] * len(items)
-    records_fd = open_dir(records, "", create=False)
-    try:
-        journal_fd = os.open(os.path.basename(journal_path), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW,
-                             0o644, dir_fd=records_fd)
-    finally:
-        os.close(records_fd)
     lock = threading.Lock()
-    with os.fdopen(journal_fd, "a", encoding="utf-8") as journal:
+    with open_journal(journal_path) as journal:
         def one(i: int) -> None:
             if i in done:
                 results[i] = done[i]
@@ -149,21 +136,11 @@ def sum_part(spec: dict[str, Any]) -> dict[str, Any]:
                 return
             rec = _sum_item(i, items[i], root, algorithm, progress)
             with lock:
-                journal.write(json.dumps(rec) + "\n")
-                journal.flush()
-                os.fsync(journal.fileno())
+                journal_line(journal, rec)
             results[i] = rec
             progress.add(0, 1)
 
-        with ThreadPoolExecutor(max_workers=max(1, int(spec.get("streams", 4))), thread_name_prefix="sum") as pool:
-            futures = [pool.submit(one, i) for i in range(len(items))]
-            finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
-            failed = next((f for f in finished if f.exception() is not None), None)
-            if failed is not None:
-                for f in futures:
-                    f.cancel()
-                wait(futures)
-                raise failed.exception()  # type: ignore[misc]
+        run_all(one, range(len(items)), int(spec.get("streams", 4)), "sum")
     progress.add(0, force=True)
     return {"part": part, "ok": True, "items": results, "algorithm": algorithm,
             "bytes": sum(int(it["size"]) for it in items), "seconds": round(time.monotonic() - started, 3)}

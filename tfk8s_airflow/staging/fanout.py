@@ -13,7 +13,7 @@ then, instead of streaming every byte through the Airflow worker:
    deployment's ``[tfk8s] staging_*`` settings, :class:`CopySettings`, never from a DAG's form);
    the program in it is :mod:`tfk8s_airflow.pod.stagecopy` (standard library only).
 3. :func:`collect` reads each part's record (``part-<n>.json``, written by the pod) from the volume
-   with :mod:`tfk8s_airflow.volume.safe` (no link followed, a regular file, bounded, strict JSON),
+   with :mod:`tfk8s_airflow.nofollow` (no link followed, a regular file, bounded, strict JSON),
    checks it against the plan (every item, every block), composes the checksum of each file split
    across parts and compares it with HDFS's ``GETFILECHECKSUM`` (one request per split file; a
    whole file was compared by its pod), and :func:`publish` then puts the copy in place: a first
@@ -36,12 +36,11 @@ from typing import Any
 
 from tfk8s_airflow.configspec import read, setting
 from tfk8s_airflow.exceptions import DataError, PathSafetyError, Problem, SpecError, StagingError
+from tfk8s_airflow.hdfschecksum import DEFAULT_BYTES_PER_CRC, checksums_match, compose
+from tfk8s_airflow.nofollow import SafeDir
 from tfk8s_airflow.pathrules import is_safe_relative
-from tfk8s_airflow.pod.stagecopy import checksums_match, file_checksum
-from tfk8s_airflow.staging.checksums import DEFAULT_BYTES_PER_CRC
+from tfk8s_airflow.staging.hdfscopy import CopyStats, lock_path
 from tfk8s_airflow.staging.listing import FileEntry
-from tfk8s_airflow.staging.stage import lock_path
-from tfk8s_airflow.volume.safe import SafeDir
 
 __all__ = ["CopySettings", "Item", "PreparedCopy", "choose_executor", "begin", "finish", "judge", "verify",
            "copy_pod", "plan_parts", "prepare", "publish", "records_dir", "pods_staging_dir", "EXECUTORS"]
@@ -395,7 +394,7 @@ def verify(plan: Sequence[Sequence[Item]], records: Mapping[int, Any], files: Se
             checksum = dict(got[0][1]["checksum"])
         else:
             md5s = [m for _, rec in got for m in rec["md5s"]]
-            checksum = file_checksum(md5s, entry.size, entry.block_size or DEFAULT_BLOCK, DEFAULT_BYTES_PER_CRC)
+            checksum = compose(md5s, entry.size, entry.block_size or DEFAULT_BLOCK, DEFAULT_BYTES_PER_CRC)
             remote = hdfs_checksum(entry.path)
             if not checksums_match(checksum, dict(remote)):
                 raise StagingError(f"checksum mismatch copying {entry.path}: HDFS {dict(remote)}, "
@@ -577,7 +576,7 @@ def finish(hdfs: Any, volume: Any, state: Mapping[str, Any], records: Mapping[in
     """The Airflow side after every part is done: verify, publish, shard, write the manifest last."""
     from tfk8s_airflow.staging import manifest as mf
     from tfk8s_airflow.staging.shards import assign_shards
-    from tfk8s_airflow.staging.stage import CopyStats, log_shards, stage_result
+    from tfk8s_airflow.staging.stage import log_shards, stage_result
 
     files, plan, dest = state_files(state), state_plan(state), Path(state["dest"])
     entries = verify(plan, records, files, hdfs.checksum)

@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from tfk8s_airflow.exceptions import DataError, PathSafetyError
+from tfk8s_airflow.nofollow import SafeDir
 from tfk8s_airflow.staging.listing import FileEntry
 from tfk8s_airflow.staging.shards import ShardPlan
-from tfk8s_airflow.volume.safe import SafeDir
 
 __all__ = ["MANIFEST_NAME", "FORMAT_VERSION", "build_manifest", "write_local_atomic",
            "read_local", "remove_local"]
@@ -89,7 +89,7 @@ def _parent(path: str | os.PathLike[str], trusted: str | os.PathLike[str] | None
 def write_local_atomic(path: str | os.PathLike[str], doc: Any, *,
                        trusted: str | os.PathLike[str] | None = None) -> Path:
     """Write JSON to ``path`` via a temporary file in the same directory, fsync and a rename (see
-    :meth:`tfk8s_airflow.volume.safe.SafeDir.write_atomic`: what a pod left at the name is replaced,
+    :meth:`tfk8s_airflow.nofollow.SafeDir.write_atomic`: what a pod left at the name is replaced,
     never written through)."""
     target = Path(path)
     with _parent(target, trusted, create=True) as d:

@@ -31,11 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from tfk8s_airflow.exceptions import DataError, SpecError
+from tfk8s_airflow.nofollow import SafeDir
 from tfk8s_airflow.staging import fanout
 from tfk8s_airflow.staging.fanout import Item, PartOutcome
+from tfk8s_airflow.staging.hdfscopy import Logger
 from tfk8s_airflow.staging.listing import FileEntry
-from tfk8s_airflow.staging.stage import Logger, VolumeListing, write_volume_manifest
-from tfk8s_airflow.volume.safe import SafeDir
+from tfk8s_airflow.staging.stage import VolumeListing, write_volume_manifest
 
 __all__ = ["PROGRAM", "begin", "state_files", "pod_specs", "check_record", "judge", "finish", "discard"]
 

@@ -3,7 +3,7 @@
 Why a module: the log directory is usually the host path of the job's ``logs`` volume, so
 the pods write into it too, and a pod can plant anything at the name the worker is about
 to write (a link to a DAG file, a FIFO, a hard link to another file of the volume). Every
-write here goes through :mod:`tfk8s_airflow.volume.safe`: the job's directory is walked
+write here goes through :mod:`tfk8s_airflow.nofollow`: the job's directory is walked
 without following links, a whole archive replaces its name atomically, and an append goes
 only into a regular file of one link. A log that could not be read never replaces an
 archive that holds one: the placeholder is written only where nothing is archived yet.
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Literal
 
+from tfk8s_airflow import nofollow
 from tfk8s_airflow.exceptions import PathSafetyError
-from tfk8s_airflow.volume import safe
 
 __all__ = ["log_path", "archive_path", "archive_root_of", "archive_tail", "append_log", "start_log",
            "open_log_dir", "streamed_size", "read_archived_log", "ArchivedLog", "Outcome"]
@@ -58,7 +58,7 @@ def archive_tail(log_dir: str | os.PathLike[str], job: str, pod: str, text: str,
     """
     rel = log_path(job, pod)
     data = text.encode("utf-8", "replace")
-    with safe.SafeDir.open(log_dir, create=True, follow=False) as d:  # the configured directory: made on first use
+    with nofollow.SafeDir.open(log_dir, create=True, follow=False) as d:  # the configured directory: made on first use
         if available:
             d.write_atomic(rel, data, make_parents=True)
             return "written"
@@ -68,17 +68,17 @@ def archive_tail(log_dir: str | os.PathLike[str], job: str, pod: str, text: str,
 def append_log(log_dir: str | os.PathLike[str], job: str, pod: str, data: bytes) -> int:
     """Append ``data`` to ``<log_dir>/<job>/<pod>.log`` (created when missing); returns its size.
 
-    The file must be a regular file of one link; see :meth:`tfk8s_airflow.volume.safe.SafeDir.append`.
+    The file must be a regular file of one link; see :meth:`tfk8s_airflow.nofollow.SafeDir.append`.
     """
     rel = log_path(job, pod)
-    with safe.SafeDir.open(log_dir, create=True, follow=False) as d:
+    with nofollow.SafeDir.open(log_dir, create=True, follow=False) as d:
         return d.append(rel, data, make_parents=True)
 
 
 def open_log_dir(log_dir: str | os.PathLike[str]) -> None:
     """Make the job's log directory when missing (as teardown does) and check it is a directory;
     raises ``OSError`` or :class:`PathSafetyError` when it cannot be."""
-    with safe.SafeDir.open(log_dir, create=True, follow=False):
+    with nofollow.SafeDir.open(log_dir, create=True, follow=False):
         pass
 
 
@@ -89,7 +89,7 @@ def start_log(log_dir: str | os.PathLike[str], job: str, pod: str, data: bytes =
     replaced, never written through; the stream then appends with :func:`append_log`.
     """
     rel = log_path(job, pod)
-    with safe.SafeDir.open(log_dir, create=True, follow=False) as d:
+    with nofollow.SafeDir.open(log_dir, create=True, follow=False) as d:
         d.write_atomic(rel, data, make_parents=True)
 
 
@@ -102,7 +102,7 @@ def streamed_size(log_dir: str | os.PathLike[str], job: str, pod: str) -> int | 
     """
     rel = log_path(job, pod)
     try:
-        with safe.SafeDir.open(log_dir, follow=False) as d:
+        with nofollow.SafeDir.open(log_dir, follow=False) as d:
             st = d.lstat(rel)
     except (PathSafetyError, FileNotFoundError, NotADirectoryError):
         return None
@@ -139,7 +139,7 @@ def read_archived_log(log_dir: str | os.PathLike[str], job: str, pod: str,
     but a directory at ``<job>``, and anything but a regular file of one link at ``<pod>.log``.
     """
     rel = log_path(job, pod)
-    with safe.SafeDir.open(log_dir, follow=False) as d, d.open_read(rel) as fh:
+    with nofollow.SafeDir.open(log_dir, follow=False) as d, d.open_read(rel) as fh:
         size = os.fstat(fh.fileno()).st_size
         if size <= limit:
             return ArchivedLog(_read(fh, limit).decode("utf-8", "replace"), size, False)

@@ -6,7 +6,7 @@ once (a backfill runs dates in parallel), and safe against the model directory i
 which a training pod wrote. So:
 
 * **Nothing of the pod's is followed.** The model is copied with
-  :func:`tfk8s_airflow.volume.safe.copytree`: regular files and directories only; a
+  :func:`tfk8s_airflow.nofollow.copytree`: regular files and directories only; a
   symbolic link, a hard link or a special file anywhere in the model refuses the promotion.
 * **Versions are immutable.** The copy goes to a temporary directory, gets its
   ``promotion.json`` (metrics, source, the content's digest) and is renamed into
@@ -31,8 +31,8 @@ import threading
 import time
 from typing import Any
 
+from tfk8s_airflow import nofollow
 from tfk8s_airflow.exceptions import DataError, ModelMissingError
-from tfk8s_airflow.volume import safe
 
 CURRENT = "current.json"
 VERSIONS = "versions"
@@ -75,7 +75,7 @@ def version_name(version: str) -> str:
     return name[:200]
 
 
-def _read_current(serving: safe.SafeDir) -> dict[str, Any] | None:
+def _read_current(serving: nofollow.SafeDir) -> dict[str, Any] | None:
     if serving.lstat(CURRENT) is None:
         return None
     doc = serving.read_json(CURRENT, _RECORD_LIMIT, strict=False)
@@ -89,7 +89,7 @@ def _read_current(serving: safe.SafeDir) -> dict[str, Any] | None:
 def current(serving_root: str | os.PathLike[str]) -> dict[str, Any] | None:
     """The current model's record (``serving/current.json``), or ``None`` before the first promotion."""
     try:
-        with safe.SafeDir.open(serving_root) as serving:
+        with nofollow.SafeDir.open(serving_root) as serving:
             return _read_current(serving)
     except FileNotFoundError:
         return None
@@ -102,7 +102,7 @@ def _beats(value: float, cur: dict[str, Any], higher_is_better: bool) -> bool:
     return value > old if higher_is_better else value < old
 
 
-def _sweep(versions: safe.SafeDir) -> int:
+def _sweep(versions: nofollow.SafeDir) -> int:
     """Remove temporary copies of earlier promoters (the caller holds the lock: none is running)."""
     removed = 0
     for name, _st in versions.entries():
@@ -112,7 +112,7 @@ def _sweep(versions: safe.SafeDir) -> int:
     return removed
 
 
-def _digest_of(versions: safe.SafeDir, name: str) -> str | None:
+def _digest_of(versions: nofollow.SafeDir, name: str) -> str | None:
     """The content digest recorded in ``versions/<name>/promotion.json`` (None: absent or unknown)."""
     if versions.lstat(name) is None:
         return None
@@ -123,7 +123,7 @@ def _digest_of(versions: safe.SafeDir, name: str) -> str | None:
     return str(doc.get("digest") or "") if isinstance(doc, dict) else ""
 
 
-def _directory(versions: safe.SafeDir, version: str, digest: str) -> tuple[str, bool]:
+def _directory(versions: nofollow.SafeDir, version: str, digest: str) -> tuple[str, bool]:
     """Where a model of ``digest`` lives: ``(name, already there)``. ``versions/<version>`` when it
     is free or holds the same content, else ``versions/<version>+<digest>``."""
     for name in (version, f"{version}+{digest[:_DIGEST_CHARS]}"):
@@ -145,10 +145,10 @@ def promote(model_dir: str | os.PathLike[str], serving_root: str | os.PathLike[s
     clean = _plain(metrics)
     name = version_name(version)
     try:
-        src = safe.SafeDir.open(model_dir)
+        src = nofollow.SafeDir.open(model_dir)
     except FileNotFoundError:
         raise ModelMissingError(f"nothing to promote: {model_dir} is missing") from None
-    with src, _THREAD_LOCK, safe.SafeDir.open(serving_root, create=True) as serving, serving.lock(LOCK):
+    with src, _THREAD_LOCK, nofollow.SafeDir.open(serving_root, create=True) as serving, serving.lock(LOCK):
         if src.is_empty():
             raise ModelMissingError(f"nothing to promote: {model_dir} is empty")
         with serving.subdir(VERSIONS, create=True) as versions:
@@ -156,14 +156,14 @@ def promote(model_dir: str | os.PathLike[str], serving_root: str | os.PathLike[s
             cur = _read_current(serving)
             tmp = f"{TMP_PREFIX}{name[:64]}-{secrets.token_hex(4)}"
             try:
-                copied = safe.copytree(src, versions, tmp)
+                copied = nofollow.copytree(src, versions, tmp)
                 return _decide(serving, versions, tmp, copied, cur, name, value, clean, metric,
                                higher_is_better, os.fspath(model_dir))
             finally:
                 versions.rmtree(tmp)
 
 
-def _decide(serving: safe.SafeDir, versions: safe.SafeDir, tmp: str, copied: safe.CopyStats,
+def _decide(serving: nofollow.SafeDir, versions: nofollow.SafeDir, tmp: str, copied: nofollow.CopyStats,
             cur: dict[str, Any] | None, name: str, value: float, metrics: dict[str, Any], metric: str,
             higher_is_better: bool, source: str) -> dict[str, Any]:
     digest = copied.digest

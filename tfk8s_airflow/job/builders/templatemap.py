@@ -4,7 +4,7 @@ Why a ConfigMap of the pods themselves: recovery recreates replicas (hours later
 exactly as setup made them, whatever the spec or the deployment's settings are by then, so setup
 stores its pod manifests beside the job (``<job>-pods``, owned by the job's Service) and keeps the
 digest of what it wrote in the job record; recovery reads the pods only while the ConfigMap still
-holds exactly that (:func:`tfk8s_airflow.k8s.recovery.read_templates`).
+holds exactly that (:func:`tfk8s_airflow.k8s.relaunch.read_templates`).
 
 Pure builders: the plan (:mod:`tfk8s_airflow.job.builders.plan`) builds the ConfigMap, setup checks
 that it fits before anything is created, the I/O layer reads it back.

@@ -4,7 +4,7 @@ Why a planner separate from the judge: the judge says what failed and how it is 
 (:data:`~tfk8s_airflow.job.run.judge.FAILURE_CLASSES`); whether that ends the job depends on
 budgets, on history (earlier attempts), on the nodes and on progress, and one place decides
 it so the sensor, the replica tasks and the tests agree. The job's watch carries the
-decision out (:mod:`tfk8s_airflow.k8s.recovery`).
+decision out (:mod:`tfk8s_airflow.k8s.relaunch`).
 
 The rules (docs/recovery.md has the table):
 

@@ -4,7 +4,7 @@ A training pod can write anything into the directories it mounts: a symbolic lin
 the worker will write (or in the middle of the path), a FIFO (an open for reading blocks
 forever), a device node, a hard link to another file of the volume. Each is planted here on
 the devstack's FUSE-mounted volume, and every operation of
-:mod:`tfk8s_airflow.volume.safe` must refuse it or replace the name, never follow it, never
+:mod:`tfk8s_airflow.nofollow` must refuse it or replace the name, never follow it, never
 block, and never touch what it points at.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import stat
 import pytest
 
 from tfk8s_airflow.exceptions import DataError, PathSafetyError
-from tfk8s_airflow.volume.safe import SafeDir, copytree
+from tfk8s_airflow.nofollow import SafeDir, copytree
 
 pytestmark = [pytest.mark.gluster, pytest.mark.timeout(120)]  # a FIFO opened the wrong way would block
 

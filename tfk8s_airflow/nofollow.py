@@ -1,10 +1,12 @@
-"""File operations of the Airflow worker on the shared volume, where training pods write too.
+"""File operations that follow no link: the Airflow worker's on the shared volume, and the staging pods'.
 
 Why a module of its own: the pods run code nobody reviewed, and they write to the same
 GlusterFS volume the worker reads and writes (logs, models, the staging cache). Whatever
 a pod left there (a symbolic link, a hard link, a FIFO, a device node, a tree a thousand
 levels deep) must never make the worker write somewhere else, read something else, or
-hang. Every file operation of the worker on the volume goes through here, and each rule is
+hang. Every file operation of the worker on the volume goes through here, and so does every
+file operation of the staging copy and checksum pods (:mod:`tfk8s_airflow.pod.stagecopy`,
+:mod:`tfk8s_airflow.pod.stagesum`, which read and write the same volume); each rule is
 written once:
 
 * **A trusted root, then nothing followed.** A :class:`SafeDir` starts at a directory the
@@ -21,8 +23,9 @@ written once:
   O_NOFOLLOW``), fsyncs it and renames it over the final name: whatever a pod put at that
   name (a link, a hard link to another file, a FIFO) is replaced, its target untouched.
 * **In-place writes need a file of one link.** :meth:`SafeDir.append` (a log growing over
-  time) refuses a file with more than one hard link, which could be another file of the
-  volume under a second name.
+  time) and :meth:`SafeDir.open_write` (a copy pod writing a file at offsets, a journal)
+  refuse a file with more than one hard link, which could be another file of the volume
+  under a second name.
 * **Bounded reads.** :meth:`SafeDir.read_bytes` reads at most ``limit`` bytes of a small
   document and refuses a larger one.
 * **Copies refuse links.** :func:`copytree` copies regular files and directories only and
@@ -31,7 +34,17 @@ written once:
 The rules protect the worker from the pods, not the pods from each other: a pod writes
 what it can reach, and which host paths a job may mount is the deployment's policy. The
 path of a trusted root itself is the worker's configuration and is opened as given.
-Standard library only, no Airflow: the staging engine and the volume helpers use it.
+Standard library and the ground floor only (``exceptions``, ``pathrules``, ``untrusted``), no
+Airflow: the staging engine, the volume helpers and the pod side use it.
+
+Decisions where the staging pods' own copy of these rules differed: a ``.`` component is
+dropped, not refused (it names the same directory), and ``..`` is refused as everywhere else;
+a refusal is a :class:`PathSafetyError` naming the path and what is there, which the pods
+turn into the part's failure of the kind they always reported (``io`` for a copy, ``changed``
+for a checksum pass); the pods' reads of their own journals now refuse a FIFO or a device
+planted at the journal's name before opening it (they opened it and could block), and a
+journal of more than one hard link; and a part's record is replaced through
+:meth:`SafeDir.write_atomic`'s unique temporary name rather than a fixed one.
 """
 
 from __future__ import annotations
@@ -342,29 +355,36 @@ class SafeDir:
             _write_all(fh, data)
         return True
 
-    def append(self, rel: str | os.PathLike[str], data: bytes, mode: int = 0o644, *,
-               make_parents: bool = False) -> int:
-        """Append ``data`` to the regular file ``rel`` (created when missing); returns its new size.
+    def open_write(self, rel: str | os.PathLike[str], mode: int = 0o644, *, make_parents: bool = False,
+                   append: bool = False) -> BinaryIO:
+        """The regular file ``rel`` (created when missing, never truncated) open for writing, unbuffered:
+        at offsets (``os.pwrite`` on its ``fileno()``: the staging copy pods), or at its end (``append``).
 
         Refuses a link, a special file and a file with more than one hard link (another file of
         the volume under a second name), so the bytes only ever land in this name's own file.
         """
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | (os.O_APPEND if append else 0)
         with self._parent(rel, make_parents) as (fd, name):
             where = self.where(rel)
             try:
-                ffd = os.open(name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
-                              | os.O_CLOEXEC, mode, dir_fd=fd)
+                ffd = os.open(name, flags, mode, dir_fd=fd)
             except OSError as exc:
                 raise (_refused(where, exc, fd, name) or exc) from None
-            try:
-                st = os.fstat(ffd)
-                _check_regular(st, where, single_link=True)
-                _clear_nonblock(ffd)
-                with os.fdopen(ffd, "ab", buffering=0, closefd=False) as fh:
-                    _write_all(fh, data)
-                return os.fstat(ffd).st_size
-            finally:
-                os.close(ffd)
+        try:
+            _check_regular(os.fstat(ffd), where, single_link=True)
+            _clear_nonblock(ffd)
+            return os.fdopen(ffd, "ab" if append else "wb", buffering=0)  # a descriptor: nothing truncated
+        except BaseException:
+            os.close(ffd)
+            raise
+
+    def append(self, rel: str | os.PathLike[str], data: bytes, mode: int = 0o644, *,
+               make_parents: bool = False) -> int:
+        """Append ``data`` to the regular file ``rel`` (created when missing; :meth:`open_write`'s
+        refusals); returns its new size."""
+        with self.open_write(rel, mode, make_parents=make_parents, append=True) as fh:
+            _write_all(fh, data)
+            return os.fstat(fh.fileno()).st_size
 
     # ------------------------------------------------------ names and removal
     def replace(self, src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
