@@ -337,7 +337,7 @@ def test_teardown_leaves_a_stranger_in_its_own_kueue_group_alone(k8s_cluster, qu
                      "annotations": {"kueue.x-k8s.io/pod-group-total-count": "1"}},
         "spec": {"nodeSelector": {"type": "kwok"}, "restartPolicy": "Never",
                  "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "100m"}}}]}})
-    wait_for(lambda: core.read_namespaced_pod(stranger, queue_ns).status.phase == "Running", 60,
+    wait_until(lambda: core.read_namespaced_pod(stranger, queue_ns).status.phase == "Running", 60,
              "the stranger admitted by Kueue and Running")
     assert stranger in workloads(custom, queue_ns)
     dr = tfk8s_security_scenarios.teardown_only.test(run_conf={"job": record.to_xcom()})

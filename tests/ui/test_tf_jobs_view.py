@@ -356,7 +356,7 @@ def test_a_runs_tab_opens_the_view_on_its_job_with_the_progress_bar_and_charts(u
         return (section.locator("[data-field=bar]").count() and chart_points(section, "loss") >= 3
                 and chart_points(section, "examples_per_sec") >= 3)
 
-    wait_for(charted, 600, "the progress bar and both charts in the run's tab", interval=1)
+    wait_until(charted, 600, "the progress bar and both charts in the run's tab", interval=1)
     bar = section.locator("[data-field=bar]")
     filled = bar.evaluate("b => [b.getAttribute('aria-valuenow'), b.firstElementChild.style.width]")
     assert 0 < float(filled[0]) <= 100 and filled[1] == f"{filled[0]}%", filled
