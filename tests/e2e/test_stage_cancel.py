@@ -1,7 +1,7 @@
 """What ends a staging task while its copy pods copy leaves nothing behind, through the real scheduler stack.
 
-Each test starts the copy (real WebHDFS, GlusterFS, API server and node agent pods), holds the copy
-processes mid-part (SIGSTOP: the pods stay Running as long as the test needs, so no test races a fast copy),
+Each test starts the copy (real WebHDFS, GlusterFS, API server and pods on the real node), holds the copy
+programs mid-part (SIGSTOP: the pods stay Running as long as the test needs, so no test races a fast copy),
 then ends the task one way:
 
 - the DAG run marked failed, the task marked success or cleared while the trigger runs: the triggerer cancels
@@ -12,7 +12,8 @@ then ends the task one way:
   Kubernetes's Job controller ends it, its TTL controller deletes it and the garbage collector deletes the
   pods it owns.
 
-Each ends with no pod, no lease, no copy process and nothing published; where the task runs again (clear,
+Each ends with no pod, no lease, nothing running on the node (container, sandbox, copy program) and nothing
+published; where the task runs again (clear,
 or cleared after the cancel) it resumes and publishes. Without the lease, the two tests without a trigger
 find the three copy pods still there after the bound (their only other bound is the pods' 6 h deadline).
 """
@@ -36,7 +37,7 @@ MiB = 1 << 20
 DAG_ID = "tfk8s_t_stage_pods_kubernetes"
 LEASE_S = 30  # the stack's [tfk8s] staging_lease (tests/fixtures/airflow_services.py)
 #: The lease's bound, plus the controllers' reaction (the Job controller's sync, the TTL controller, the
-#: garbage collector) and the node agent's stop of the containers.
+#: garbage collector) and the kubelet's stop of the containers.
 LEASE_BOUND_S = LEASE_S + 60
 
 
@@ -56,7 +57,7 @@ class Copy:
 
     stack: object
     k8s: object
-    nodeagent: object
+    realnode: object
     run_id: str
     cache: Path
     namespace: str
@@ -79,9 +80,6 @@ class Copy:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGCONT)
 
-    def processes(self) -> dict:
-        return {k: p for k, p in self.nodeagent.pids(self.namespace).items() if Path(f"/proc/{p}").exists()}
-
     def mark_run(self, state: str) -> None:
         resp = self.stack.api.patch(self.stack.url(f"api/v2/dags/{DAG_ID}/dagRuns/{self.run_id}"),
                                     json={"state": state}, timeout=60)
@@ -89,7 +87,7 @@ class Copy:
 
     def assert_nothing_left(self, within: float) -> None:
         _wait("copy pods or their lease left", lambda: not self.pods() and not self.leases(), within, 1.0)
-        _wait("copy processes left", lambda: not self.processes(), 30)
+        self.realnode.assert_nothing_running(self.namespace, self.pids.values())
         assert not self.cache.exists(), sorted(os.listdir(self.cache))  # nothing published, not even the cache
 
     def trigger_runs(self) -> None:
@@ -104,7 +102,7 @@ class Copy:
 
 
 @pytest.fixture
-def start_copy(airflow_stack, k8s_cluster, hdfs_server, hdfs_dir, gluster_dir, nodeagent):
+def start_copy(airflow_stack, k8s_cluster, hdfs_server, hdfs_dir, gluster_dir, realnode):
     """Start a copy of a fresh partition and hold its three pods' processes; let them go at the end."""
     stack, namespace = airflow_stack, airflow_stack.staging_namespace
     started: list[Copy] = []
@@ -118,11 +116,11 @@ def start_copy(airflow_stack, k8s_cluster, hdfs_server, hdfs_dir, gluster_dir, n
         resp = stack.api.post(stack.url(f"api/v2/dags/{DAG_ID}/dagRuns"), timeout=60, json={
             "logical_date": None, "conf": {"input": part, "cache": str(cache), "workers": 2}})
         assert resp.status_code in (200, 201), resp.text
-        copy = Copy(stack, k8s_cluster, nodeagent, resp.json()["dag_run_id"], cache, namespace, {})
+        copy = Copy(stack, k8s_cluster, realnode, resp.json()["dag_run_id"], cache, namespace, {})
         started.append(copy)
 
         def held():  # every copy process running, and each stopped the moment it is seen
-            for key, pid in nodeagent.pids(namespace).items():
+            for key, pid in realnode.pids(namespace).items():
                 if key not in copy.pids and Path(f"/proc/{pid}").exists():
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGSTOP)
@@ -181,7 +179,7 @@ def _rerun_publishes(copy: Copy) -> None:
     held: dict[str, int] = {}
 
     def hold_until_drained():
-        for key, pid in copy.nodeagent.pids(copy.namespace).items():
+        for key, pid in copy.realnode.pids(copy.namespace).items():
             if key not in held and pid not in copy.pids.values() and Path(f"/proc/{pid}").exists():
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGSTOP)
