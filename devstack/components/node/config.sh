@@ -115,16 +115,22 @@ node_wait() {
 
 node_kubectl() { "$NODE_KUBECTL" --kubeconfig="$NODE_KUBECONFIG" --request-timeout=10s "$@"; }
 
-# node_ensure_labels: the node's labels as NODE_LABELS says, and no Node of the retired node agent.
+# node_ensure_labels: the node's labels as NODE_LABELS says, and no Node of the retired node agent
+# left behind. A retired Node that is Ready still has its agent running (an older checkout's devstack
+# on this machine): it is left alone, and deleted by a later `up` once that agent has stopped.
 node_ensure_labels() {
   node_kubectl label node "$NODE_NAME" --overwrite "${NODE_LABELS[@]}" >/dev/null ||
     die "node: could not label node $NODE_NAME with ${NODE_LABELS[*]}"
-  local n
+  local n ready
   for n in "${NODE_RETIRED_NODES[@]}"; do
-    if node_kubectl get node "$n" >/dev/null 2>&1; then
+    ready=$(node_kubectl get node "$n" --ignore-not-found \
+      -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null) || continue
+    if [ "$ready" = True ]; then
+      log "node: node $n (the retired node agent's) is still Ready: its agent runs; left alone"
+    elif [ -n "$(node_kubectl get node "$n" --ignore-not-found -o name 2>/dev/null)" ]; then
       node_kubectl delete node "$n" --ignore-not-found --wait=false >/dev/null ||
         die "node: could not delete node $n (the retired node agent's)"
-      log "node: deleted node $n (the retired node agent's)"
+      log "node: deleted node $n (the retired node agent's, not Ready: no agent runs it)"
     fi
   done
 }
