@@ -27,7 +27,7 @@ from airflow.sdk import TaskGroup, XComArg
 from tfk8s_airflow.job.defaults import POLL_INTERVAL_S
 from tfk8s_airflow.k8s.client import DEFAULT_CONCURRENCY
 from tfk8s_airflow.operators.base import check_trigger_queue
-from tfk8s_airflow.operators.replica import TFReplicaPodOperator
+from tfk8s_airflow.operators.replica import TFReplicaPodOperator, TFReplicaWorkerStartPodOperator
 from tfk8s_airflow.operators.setup import TFJobSetupOperator
 from tfk8s_airflow.operators.teardown import REPLICA_GRACE_S, TFJobTeardownOperator
 from tfk8s_airflow.sensors.job import TFJobSensor
@@ -82,7 +82,8 @@ def tf_job(group_id: str = "train", *, spec: Any, shards: Any = None,
             extra["trigger_queue"] = trigger_queue  # the operator checks it and starts on a worker
             extra["start_from_trigger"] = False
         # No retries: a replica task reports its pod's outcome; a retry would report it again.
-        replicas = TFReplicaPodOperator.partial(
+        operator = TFReplicaWorkerStartPodOperator if extra.get("start_from_trigger") is False else TFReplicaPodOperator
+        replicas = operator.partial(
             task_id="replica", kubernetes_conn_id=kubernetes_conn_id, job=job, log_bytes=log_bytes, retries=0,
             map_index_template="{{ task.replica }}", **extra,
         ).expand_kwargs(setup.output)

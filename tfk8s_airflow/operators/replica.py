@@ -134,3 +134,12 @@ class TFReplicaPodOperator(KubernetesPodOperator):
         if record.log_dir:
             store_link(context["ti"], ReplicaLogLink,
                        replica_log_url(context["dag"].dag_id, context["run_id"], record.job, key))
+
+
+class TFReplicaWorkerStartPodOperator(TFReplicaPodOperator):
+    """A replica task that starts on a worker and defers from there: what ``tf_job()`` maps when the
+    replicas are not to start in the triggerer (``replicas_start_from_trigger=False``, or a
+    ``trigger_queue``). The class's attribute, not only the argument: Airflow 3.2 takes a mapped
+    task's ``start_from_trigger`` from its operator class and ignores ``partial()``'s."""
+
+    start_from_trigger = False
