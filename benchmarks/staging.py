@@ -21,16 +21,17 @@ Needs the devstack HDFS and GlusterFS (``devstack/up hdfs gluster``). For each d
   and the local file's recomputed, per file);
 * ``pods N``        : with ``--pods 1,2,4``, the copy as a fan-out of N copy pods
   (``copy_executor="kubernetes"``: :mod:`tfk8s_airflow.staging.fanout` on the Airflow side,
-  :mod:`tfk8s_airflow.pod.stagecopy` in node agent pods reading WebHDFS at the host's name and
-  writing the GlusterFS mount); needs ``devstack/up k8s nodeagent`` too. The Airflow side (list,
-  plan, create the pods, wait polling once a second as the trigger does, read the records,
-  verify, publish, manifest) runs in the measured process; the pods are the node agent's.
+  :mod:`tfk8s_airflow.pod.stagecopy` in pods on the devstack's real node, in the training image,
+  reading WebHDFS at the host's name and writing the GlusterFS mount); needs ``devstack/up k8s
+  node`` too (``TFK8S_TRAINING_IMAGE`` and the registry's auth file from ``devstack/env node``).
+  The Airflow side (list, plan, create the pods, wait polling once a second as the trigger does,
+  read the records, verify, publish, manifest) runs in the measured process.
 
 ``--gluster-sums 1,2,4`` measures :class:`GlusterFSStageOperator`'s checksum pass instead (no HDFS
 needed): the same data sets written once onto the GlusterFS mount, then ``sums local``
 (:func:`tfk8s_airflow.staging.stage.stage_volume`, sha256 on ``--parallelism`` threads of the task's
 process) against ``sums pods N`` (``copy_executor="kubernetes"``: :mod:`tfk8s_airflow.staging.sumfanout`
-on the Airflow side, :mod:`tfk8s_airflow.pod.stagesum` in N node agent pods), each with the Airflow
+on the Airflow side, :mod:`tfk8s_airflow.pod.stagesum` in N pods on the real node), each with the Airflow
 side's CPU and peak RSS, the median of ``--rounds``, interleaved.
 
 With ``--pods`` every copier also prints a JSON line ``{"set", "method", "pods", "mib_s",
@@ -208,13 +209,13 @@ def m_pods(args) -> dict:
 
     k8s_config.load_kube_config()
     api = k8s.CoreV1Api()
-    # Pods reach the host at its name (their hosts files map it to the bridge address).
+    # Pods reach the host at its name (the real node's CoreDNS resolves it to the bridge address).
     parts = urlsplit(args.url)
     url = f"{parts.scheme}://{args.host_name}:{parts.port or 9870}"
     hdfs = WebHdfs(WebHdfsConfig(urls=(url,), user=args.user, timeout=60))
     volume = GlusterVolume(args.mount)
-    settings = fanout.CopySettings(image="python:3.12-slim", namespace=args.namespace, pods=args.pods,
-                                   pod_template=_LOCAL_PODS)
+    settings = fanout.CopySettings(image=_image(), namespace=args.namespace, pods=args.pods,
+                                   pod_template=_NODE_PODS)
     log = logging.getLogger("bench")
     t, cpu = time.monotonic(), _cpu()
     key = f"bench{os.getpid()}"
@@ -260,8 +261,8 @@ def m_sums_pods(args) -> dict:
     k8s_config.load_kube_config()
     api = k8s.CoreV1Api()
     volume = GlusterVolume(args.mount)
-    settings = fanout.CopySettings(image="python:3.12-slim", namespace=args.namespace, pods=args.pods,
-                                   pod_template=_LOCAL_PODS)
+    settings = fanout.CopySettings(image=_image(), namespace=args.namespace, pods=args.pods,
+                                   pod_template=_NODE_PODS)
     log = logging.getLogger("bench")
     t, cpu = time.monotonic(), _cpu()
     key = f"bench{os.getpid()}"
@@ -280,9 +281,16 @@ def m_sums_pods(args) -> dict:
     return {"bytes": res["bytes"], "seconds": time.monotonic() - t, "airflow_cpu_s": _cpu() - cpu}
 
 
-_LOCAL_PODS = {"nodeSelector": {"type": "local"},
-               "tolerations": [{"key": "tfk8s.io/node-agent", "operator": "Exists", "effect": "NoSchedule"}],
-               "env": [{"name": "PYTHONPATH", "value": str(REPO)}]}
+#: The devstack's real node: its label and the toleration of its taint.
+_NODE_PODS = {"nodeSelector": {"tfk8s.io/real-node": "true"},
+              "tolerations": [{"key": "tfk8s.io/real-node", "operator": "Exists", "effect": "NoSchedule"}]}
+
+
+def _image() -> str:
+    image = os.environ.get("TFK8S_TRAINING_IMAGE")
+    if not image:
+        raise SystemExit('TFK8S_TRAINING_IMAGE is not set: eval "$(devstack/env node)" first')
+    return image
 
 
 def _wait_pods(api, namespace: str, key: str, names: set[str]) -> None:
@@ -373,9 +381,9 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3,
                    help="measure every method this many times, interleaved; report the median (3)")
     p.add_argument("--pods", default="", help="also copy through N copy pods, for each N of a list "
-                   "such as 1,2,4 (needs the devstack's k8s and node agent)")
-    p.add_argument("--host-name", default=os.environ.get("TFK8S_NODEAGENT_HOST_NAME") or os.uname().nodename,
-                   help="the host's name as pods resolve it (the node agent maps it to the host address)")
+                   "such as 1,2,4 (needs the devstack's k8s and real node)")
+    p.add_argument("--host-name", default=os.environ.get("TFK8S_NODE_HOST_NAME") or os.uname().nodename,
+                   help="the host's name as pods resolve it (the real node's CoreDNS maps it to the host address)")
     p.add_argument("--methods", default="", help="only the methods whose names start with one of these "
                    "(comma-separated, e.g. 'raw copy,hdfscli,stager copy,pods')")
     p.add_argument("--gluster-sums", default="", help="measure GlusterFSStageOperator's checksum pass instead: "
@@ -537,13 +545,24 @@ def _bench_namespace() -> str:
 
     k8s_config.load_kube_config()
     name = f"tfk8s-bench-{os.getpid()}"
-    k8s.CoreV1Api().create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name)))
+    core = k8s.CoreV1Api()
+    core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name)))
     for _ in range(60):  # the ServiceAccount admission wants the default account first
         try:
-            k8s.CoreV1Api().read_namespaced_service_account("default", name)
+            core.read_namespaced_service_account("default", name)
             break
         except k8s.exceptions.ApiException:
             time.sleep(0.5)
+    auth = os.environ.get("TFK8S_REGISTRY_AUTH_FILE")
+    if auth:  # the registry's pull secret, named by the namespace's default ServiceAccount
+        import base64
+
+        with open(auth, "rb") as f:
+            data = base64.b64encode(f.read()).decode()
+        core.create_namespaced_secret(name, k8s.V1Secret(
+            metadata=k8s.V1ObjectMeta(name="tfk8s-registry"), type="kubernetes.io/dockerconfigjson",
+            data={".dockerconfigjson": data}))
+        core.patch_namespaced_service_account("default", name, {"imagePullSecrets": [{"name": "tfk8s-registry"}]})
     return name
 
 

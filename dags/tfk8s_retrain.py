@@ -19,8 +19,10 @@ Paths: ``TFK8S_GLUSTER_MOUNT`` (default ``/mnt/tfk8s-gluster``) is where both th
 worker and the nodes see the GlusterFS volume; the pods mount the same paths (hostPath).
 ``TFK8S_ROOT`` (default ``$TFK8S_GLUSTER_MOUNT/tfk8s``, a directory on the volume) holds
 ``cache/``, ``models/``, ``serving/`` and ``logs/``. ``TFK8S_POD_ENV`` (a JSON object) adds to
-every pod's environment, e.g. ``{"PYTHONPATH": "/src/tfk8s-airflow"}`` for the devstack's node
-agent (which runs pods with this machine's Python) to import a checkout other than its own.
+every pod's environment. ``TFK8S_TRAINING_IMAGE`` is the form's default image (unset:
+``tfk8s/trainer:0.1``); on the devstack, ``devstack/env node`` exports the training image its
+registry holds, and the replicas run on its real node (label ``type=local``, taint
+``tfk8s.io/real-node``).
 """
 from __future__ import annotations
 
@@ -45,6 +47,7 @@ VOLUME = os.environ.get("TFK8S_GLUSTER_MOUNT", "/mnt/tfk8s-gluster")
 # Everything of these DAGs (cache, models, serving, logs) lives under ROOT, on the volume.
 ROOT = os.environ.get("TFK8S_ROOT") or f"{VOLUME}/tfk8s"
 POD_ENV = json.loads(os.environ.get("TFK8S_POD_ENV") or "{}")
+IMAGE = os.environ.get("TFK8S_TRAINING_IMAGE") or "tfk8s/trainer:0.1"
 #: An event per staged partition (extra: partition, manifest, files, bytes, input_uri: the HDFS partition's
 #: hdfs:// URI, uri: the staged copy's file:// URI) and per promoted model (extra: version, metric, value,
 #: path, uri); dags/tfk8s_deploy.py is scheduled on the model. Their URIs name the directories on the volume
@@ -56,7 +59,7 @@ COMMON_PARAMS = {
     "namespace": Param("default", type="string", pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
                        description="Kubernetes namespace of the job"),
     "node_type": Param("local", type="string", description="node label 'type' the replicas run on"),
-    "image": Param("tfk8s/trainer:0.1", type="string", minLength=1, description="trainer image"),
+    "image": Param(IMAGE, type="string", minLength=1, description="trainer image"),
     "ps": Param(1, type="integer", minimum=1, maximum=16, description="parameter servers"),
     "workers": Param(2, type="integer", minimum=1, maximum=64, description="workers"),
     "gpus_per_worker": Param(0, type="integer", minimum=0, maximum=8, description="nvidia.com/gpu per worker"),
@@ -77,8 +80,8 @@ def training_spec(model_dir: str) -> dict:
         "namespace": "{{ params.namespace }}",
         "image": "{{ params.image }}",
         "node_selector": {"type": "{{ params.node_type }}"},
-        # The devstack's node agent is tainted so only jobs meant for it land there.
-        "tolerations": [{"key": "tfk8s.io/node-agent", "operator": "Exists", "effect": "NoSchedule"}],
+        # The devstack's real node is tainted so only jobs meant for it land there.
+        "tolerations": [{"key": "tfk8s.io/real-node", "operator": "Exists", "effect": "NoSchedule"}],
         "command": ["python", "-m", "tfk8s_airflow.pod.trainer"],
         "args": ["--mode", "tf1", "--steps", "{{ params.steps }}", "--batch-size", "64",
                  "--learning-rate", "{{ params.learning_rate }}", "--peer-timeout", "120"],

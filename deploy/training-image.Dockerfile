@@ -35,9 +35,11 @@ FROM ${BASE}
 ARG PIP_INDEX_URL
 ARG PIP_EXTRA_INDEX_URL
 
-# TensorFlow for the reference trainer's tf1/tf2 modes (the versions of setup.cfg's `tf` extra);
-# a job that brings its own code (`code:`) needs only python3 and the package.
-RUN python3 -m pip install --no-cache-dir "tensorflow-cpu>=2.21,<2.22" "numpy>=1.26"
+# TensorFlow for the reference trainer's tf1/tf2 modes, and TensorBoard (the versions of setup.cfg's
+# `tf` extra): TensorFlow 2.21 no longer depends on TensorBoard, and without it `tf.summary` (the
+# chief's summaries) fails and a job's TensorBoard pod has no `tensorboard` to run. A job that
+# brings its own code (`code:`) needs only python3 and the package.
+RUN python3 -m pip install --no-cache-dir "tensorflow-cpu>=2.21,<2.22" "tensorboard>=2.21,<2.22" "numpy>=1.26"
 
 COPY dist/tfk8s_airflow-*-py3-none-any.whl /tmp/wheels/
 RUN python3 -m pip install --no-cache-dir --no-deps /tmp/wheels/tfk8s_airflow-*-py3-none-any.whl \

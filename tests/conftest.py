@@ -7,7 +7,7 @@ How ``scripts/test`` runs the suite (docs/development.md, "Tests"): first the te
 ``serial``, one at a time with nothing beside them, then all others in two processes
 (``pytest -n 2 --dist loadfile``). In the second run a test module is one unit of work, so
 its module fixtures are made once; the modules of :data:`ONE_AT_A_TIME` are one unit
-together, run one after another in one process.
+together, run one after another in one process, and so are those of :data:`ONE_QUEUE`.
 """
 import asyncio
 import os
@@ -18,20 +18,24 @@ from tests.fixtures.airflow import *  # noqa: F401,F403  (sets AIRFLOW_HOME befo
 from tests.fixtures.airflow_services import *  # noqa: F401,F403
 from tests.fixtures.data import *  # noqa: F401,F403
 from tests.fixtures.k8s import *  # noqa: F401,F403
-from tests.fixtures.nodeagent import *  # noqa: F401,F403
+from tests.fixtures.realnode import *  # noqa: F401,F403
 
-#: Real TensorFlow training (in the node agent's pods, on loopback, in the evaluation) and the
+#: Real TensorFlow training (in pods on the real node, on loopback, in the evaluation) and the
 #: Airflow stacks: each takes most of both cores, and their stall detection, straggler timeouts and
 #: deadlines assume the headroom of a serial run, so they never run two at a time: under
 #: ``--dist loadfile`` these modules are one unit of work (one process, one after another).
 ONE_AT_A_TIME = ("tests/e2e/", "tests/ui/", "tests/realpods/", "tests/tf/",
                  "tests/security/test_evaluation_isolation.py")
 HEAVY_MARKS = ("tf", "ui")
+#: The Kueue tests share the devstack ClusterQueue's quota (4 GPUs): two of them at once starve each
+#: other (a gang waits for GPUs the other holds), so they are one unit of work too.
+ONE_QUEUE = ("tests/kueue/", "tests/devstack/test_kueue_devstack.py")
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """``--dist loadfile`` (one module, one unit of work), with the modules of ONE_AT_A_TIME one unit together.
+    """``--dist loadfile`` (one module, one unit of work), with the modules of ONE_AT_A_TIME one unit together,
+    and those of ONE_QUEUE another.
 
     (pytest-xdist's own ``loadgroup`` groups by renaming items, ``item._nodeid``, which pytest 9.2 no longer reads.)
     """
@@ -41,7 +45,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 
     class OneUnitForTheHeavyModules(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return "tensorflow" if nodeid.startswith(ONE_AT_A_TIME) else super()._split_scope(nodeid)
+            if nodeid.startswith(ONE_AT_A_TIME):
+                return "tensorflow"
+            if nodeid.startswith(ONE_QUEUE):
+                return "kueue"
+            return super()._split_scope(nodeid)
 
     return OneUnitForTheHeavyModules(config, log)
 

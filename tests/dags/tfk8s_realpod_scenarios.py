@@ -1,15 +1,17 @@
-"""Scenario DAGs whose replicas really run: TensorFlow pods on the node agent's node.
+"""Scenario DAGs whose replicas really run: TensorFlow pods on the devstack's real node.
 
-The pods select the node agent's node (``type: local`` plus the toleration of its taint),
-so the agent runs each replica's command as a local process with its exact TF_CONFIG; the
-image is ignored there. Host paths come from ``params`` so a test gives each run its own
-data and model directories; inside the pods they are always mounted at ``DATA`` and
-``MODEL`` (bind mounts in the pod's mount namespace). ``evaluate`` runs the evaluation CLI
-on the model directory and held-out data and pushes the result to XCom.
+The pods select the real node (its label plus the toleration of its taint) and run the
+training image (``TFK8S_TRAINING_IMAGE``: TensorFlow and the package's pod side, built from
+deploy/training-image.Dockerfile), each replica's command with its exact TF_CONFIG. Host
+paths come from ``params`` so a test gives each run its own data and model directories;
+inside the pods they are always mounted at ``DATA`` and ``MODEL`` (hostPath volumes).
+``evaluate`` runs the evaluation CLI on the model directory and held-out data and pushes
+the result to XCom.
 """
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,12 +24,13 @@ from tfk8s_airflow.taskgroup import tf_job
 
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
 DATA, MODEL, PROGRAMS = "/mnt/tfk8s-realpod/data", "/mnt/tfk8s-realpod/model", "/opt/tfk8s-programs"
-LOCAL = {"type": "local"}
-TOLERATE_AGENT = [{"key": "tfk8s.io/node-agent", "operator": "Exists", "effect": "NoSchedule"}]
+#: The devstack's real node (devstack/components/node): its label, the toleration of its taint, and
+#: the training image its registry holds (``TFK8S_TRAINING_IMAGE``, exported by ``devstack/env node``
+#: and by the tests' ``realnode`` fixture before they run a DAG).
+REAL_NODE = {"tfk8s.io/real-node": "true"}
+TOLERATE_NODE = [{"key": "tfk8s.io/real-node", "operator": "Exists", "effect": "NoSchedule"}]
+IMAGE = os.environ.get("TFK8S_TRAINING_IMAGE") or "tfk8s/trainer:0.1"
 GOOD = 0.8  # the synthetic data's Bayes accuracy is ~0.91, chance 0.5
-#: The node agent runs ``python`` as its pods' interpreter; the reference trainer they import is
-#: this checkout's (the one under test), whichever checkout that interpreter was installed from.
-CHECKOUT = str(Path(__file__).resolve().parents[2])
 
 
 def evaluate_model(params: dict, **_context) -> dict:
@@ -99,13 +102,13 @@ def _recovery() -> dict:
 def trainer_dag(dag_id: str, mode: str, roles: dict, evaluate: bool = True, extra_args: tuple = (),
                 tensorboard: bool = False, logs: bool = False, **params) -> DAG:
     spec = {
-        "name": f"rp-{mode}", "namespace": "{{ params.namespace }}", "image": "tfk8s/trainer:0.1",
-        "node_selector": LOCAL, "tolerations": TOLERATE_AGENT,
+        "name": f"rp-{mode}", "namespace": "{{ params.namespace }}", "image": IMAGE,
+        "node_selector": REAL_NODE, "tolerations": TOLERATE_NODE,
         "command": ["python", "-m", "tfk8s_airflow.pod.trainer"],
         "args": ["--mode", mode, "--model-dir", MODEL, "--steps={{ params.steps }}",
                  "--step-delay={{ params.step_delay }}", "--checkpoint-every={{ params.checkpoint_every }}",
                  "--log-every", "10", "--heldout", f"{DATA}/heldout.csv", "--peer-timeout", "90", *extra_args],
-        "env": {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1", "PYTHONPATH": CHECKOUT},
+        "env": {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"},
         "volumes": _volumes(), "max_restarts": 2, **_recovery(), **roles,
     }
     if tensorboard:
@@ -129,7 +132,7 @@ def trainer_dag(dag_id: str, mode: str, roles: dict, evaluate: bool = True, extr
 tf1 = trainer_dag("tfk8s_rp_tf1", "tf1", {"ps": 1, "worker": {"replicas": 2}})
 # TF2 ParameterServerStrategy: the chief decides; PS and workers are untracked servers.
 tf2 = trainer_dag("tfk8s_rp_tf2", "tf2", {"chief": 1, "ps": 1, "worker": {"replicas": 2, "tracked": False}})
-# TF1 with a TensorBoard pod: a real tensorboard process on the node agent serves the chief's summaries.
+# TF1 with a TensorBoard pod: a real tensorboard process on the real node serves the chief's summaries.
 tf1_tensorboard = trainer_dag("tfk8s_rp_tf1_tensorboard", "tf1", {"ps": 1, "worker": {"replicas": 2}},
                               evaluate=False, tensorboard=True)
 
@@ -151,8 +154,8 @@ with DAG("tfk8s_rp_flags_straggler", schedule=None, start_date=START, catchup=Fa
                         success_policy=Param("default", type="string")),
          tags=["tfk8s-test", "realpods"]) as flags_straggler:
     tf_job("train", spec={
-        "name": "rp-flags", "namespace": "{{ params.namespace }}", "image": "tensorflow/tensorflow:1.15.5",
-        "node_selector": LOCAL, "tolerations": TOLERATE_AGENT, "tf_wiring": "flags",
+        "name": "rp-flags", "namespace": "{{ params.namespace }}", "image": IMAGE,
+        "node_selector": REAL_NODE, "tolerations": TOLERATE_NODE, "tf_wiring": "flags",
         "success_policy": "{{ params.success_policy }}",
         "command": ["python3", f"{PROGRAMS}/flags_2017.py"],
         "args": ["--train_steps={{ params.steps }}", f"--late_until={MODEL}/chief.done", f"--model_dir={MODEL}"],
@@ -170,8 +173,8 @@ with DAG("tfk8s_rp_tfjob_program", schedule=None, start_date=START, catchup=Fals
          params=_params(programs_dir=Param("/nonexistent", type="string")),
          tags=["tfk8s-test", "realpods"]) as tfjob_program:
     tf_job("train", spec={
-        "name": "rp-tfjob", "namespace": "{{ params.namespace }}", "image": "kubeflow/tf-dist-mnist-test:1.0",
-        "node_selector": LOCAL, "tolerations": TOLERATE_AGENT,
+        "name": "rp-tfjob", "namespace": "{{ params.namespace }}", "image": IMAGE,
+        "node_selector": REAL_NODE, "tolerations": TOLERATE_NODE,
         "command": ["python3", f"{PROGRAMS}/tfjob_style.py"],
         "args": ["--steps={{ params.steps }}", "--out", MODEL],
         "env": {"TF_CPP_MIN_LOG_LEVEL": "2"},

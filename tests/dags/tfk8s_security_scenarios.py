@@ -10,9 +10,11 @@ ownership test deletes the job's Service and watches the garbage collector remov
 
 ``tfk8s_t_eval_subprocess`` and ``tfk8s_t_eval_pod``: a model evaluated twice, without a
 threshold (``evaluate``) and with one it cannot reach (``gate``), in a scrubbed child process
-and in an evaluation pod on the node agent; the test hands them a malicious SavedModel.
+and in an evaluation pod on the devstack's real node; the test hands them a malicious SavedModel.
 """
 from __future__ import annotations
+
+import os
 
 import pendulum
 from airflow.sdk import DAG, Param
@@ -22,6 +24,12 @@ from tfk8s_airflow.operators.setup import TFJobSetupOperator
 from tfk8s_airflow.operators.teardown import TFJobTeardownOperator
 
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
+#: The devstack's real node (devstack/components/node): its label, the toleration of its taint, and
+#: the training image its registry holds (``TFK8S_TRAINING_IMAGE``, exported by ``devstack/env node``
+#: and by the tests' ``realnode`` fixture before they run a DAG).
+REAL_NODE = {"tfk8s.io/real-node": "true"}
+TOLERATE_NODE = [{"key": "tfk8s.io/real-node", "operator": "Exists", "effect": "NoSchedule"}]
+IMAGE = os.environ.get("TFK8S_TRAINING_IMAGE") or "tfk8s/trainer:0.1"
 
 with DAG("tfk8s_t_setup_only", schedule=None, start_date=START, catchup=False,
          params={"namespace": Param("default", type="string")}, tags=["tfk8s-test"]) as setup_only:
@@ -40,8 +48,7 @@ with DAG("tfk8s_t_teardown_only", schedule=None, start_date=START, catchup=False
          tags=["tfk8s-test"]) as teardown_only:
     TFJobTeardownOperator(task_id="teardown", job="{{ params.job }}", replica_grace=0, wait_timeout=60)
 
-EVAL_PARAMS = {"namespace": Param("default", type="string"), "root": Param("/nonexistent", type="string"),
-               "pythonpath": Param("", type="string")}
+EVAL_PARAMS = {"namespace": Param("default", type="string"), "root": Param("/nonexistent", type="string")}
 MODEL, HELDOUT = "{{ params.root }}/models/evil", "{{ params.root }}/cache/heldout.csv"
 
 with DAG("tfk8s_t_eval_subprocess", schedule=None, start_date=START, catchup=False, params=EVAL_PARAMS,
@@ -50,10 +57,9 @@ with DAG("tfk8s_t_eval_subprocess", schedule=None, start_date=START, catchup=Fal
     TFEvaluateOperator(task_id="gate", model_dir=MODEL, heldout=HELDOUT, threshold=0.9, timeout=300, retries=0)
 
 # The job's spec as a retraining DAG gives it: the evaluation pod takes its image, node
-# placement and volumes (the node agent's node; the directory holding model and data).
-EVAL_SPEC = {"name": "evil", "namespace": "{{ params.namespace }}", "image": "tfk8s/trainer:0.1",
-             "node_selector": {"type": "local"},
-             "tolerations": [{"key": "tfk8s.io/node-agent", "operator": "Exists", "effect": "NoSchedule"}],
+# placement and volumes (the real node; the directory holding model and data).
+EVAL_SPEC = {"name": "evil", "namespace": "{{ params.namespace }}", "image": IMAGE,
+             "node_selector": REAL_NODE, "tolerations": TOLERATE_NODE,
              "command": ["python", "-m", "tfk8s_airflow.pod.trainer"],
              "resources": {"cpu": "500m", "memory": "1Gi"},
              "volumes": [{"name": "model", "mount_path": "{{ params.root }}", "host_path": "{{ params.root }}"}],
@@ -61,8 +67,8 @@ EVAL_SPEC = {"name": "evil", "namespace": "{{ params.namespace }}", "image": "tf
 
 with DAG("tfk8s_t_eval_pod", schedule=None, start_date=START, catchup=False, params=EVAL_PARAMS,
          render_template_as_native_obj=True, tags=["tfk8s-test"]) as eval_pod:
-    # The evaluator's code is the deployment's: on the node agent, this checkout (the DAG author's env).
+    # The evaluator's code is the deployment's: [tfk8s] evaluation_image (the tests set the training image).
     TFEvaluateOperator(task_id="evaluate", spec=EVAL_SPEC, model_dir=MODEL, heldout=HELDOUT, timeout=300, retries=0,
-                       poll_interval=1, env={"PYTHONPATH": "{{ params.pythonpath }}"})
+                       poll_interval=1)
     TFEvaluateOperator(task_id="gate", spec=EVAL_SPEC, model_dir=MODEL, heldout=HELDOUT, threshold=0.9, timeout=300,
-                       retries=0, poll_interval=1, env={"PYTHONPATH": "{{ params.pythonpath }}"})
+                       retries=0, poll_interval=1)

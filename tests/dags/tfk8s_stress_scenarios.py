@@ -2,7 +2,7 @@
 
 ``tfk8s_t_stress`` takes its whole spec from ``params`` (as the UI form or the REST API give it),
 polls every second and lets many runs go at once, so that a test can start many short jobs
-together on the real scheduler stack: node agent pods that print without pause (a parameter
+together on the real scheduler stack: pods on the real node that print without pause (a parameter
 server and untracked workers forever, tracked workers for a few seconds), with and without a
 log directory (log streaming) and a TensorBoard.
 """

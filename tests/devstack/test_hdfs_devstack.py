@@ -71,8 +71,8 @@ def test_checksum_matches_local_computation(hdfs_server, hdfs_dir, size, block_s
 
 def test_datanode_redirect_names_this_machine_and_http_listens_for_pods(hdfs_server, hdfs_dir):
     """WebHDFS reads redirect to the DataNode by this machine's host name, which resolves
-    here and (through the node agent's hosts files) to the host address in every pod; the
-    NameNode's and the DataNode's HTTP listen on all addresses, so the node agent's bridge
+    here and (through the real node's CoreDNS) to the host address in every pod; the
+    NameNode's and the DataNode's HTTP listen on all addresses, so the real node's bridge
     reaches them too (pods fetching from HDFS: tests/realpods/test_code_fetch.py)."""
     hdfs_server.client().write(f"{hdfs_dir}/f", data=b"x")
     resp = requests.get(f"{hdfs_server.url}/webhdfs/v1{hdfs_dir}/f",

@@ -220,7 +220,7 @@ def test_pod_can_get_its_own_log(k8s_cluster, k8s_namespace):
 
 
 def test_kwok_ignores_pods_on_nodes_it_does_not_manage(k8s_cluster, k8s_namespace):
-    """A node without the kwok annotation (e.g. a real node agent's) keeps its pods untouched."""
+    """A node without the kwok annotation (e.g. the devstack's real node) keeps its pods untouched."""
     core = k8s_cluster.core_v1
     node_name = f"plain-{k8s_namespace[-6:]}"
     core.create_node(client.V1Node(metadata=client.V1ObjectMeta(name=node_name, labels={"type": "plain"})))

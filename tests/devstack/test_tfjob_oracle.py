@@ -10,7 +10,7 @@ defaults ours, which sets none when the manifest sets none), every env entry, TF
 byte once the operator's peer addresses are written as ours (the one documented difference);
 the labels `training.kubeflow.org/job-name`, `replica-type`, `replica-index`, `job-role`; the
 template's labels, annotations and volumes. The operator's pods never run a program: the
-devstack's KWOK nodes take them (the node agent's node is tainted).
+devstack's KWOK nodes take them (the real node is tainted).
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A backfill of ``tfk8s_retrain_daily`` over three logical dates, two runs at a time.
 
 Real services (scheduler with LocalExecutor, triggerer, DAG processor, API server) on
-PostgreSQL; real TensorFlow PS/worker jobs on the node agent; partitions on HDFS, cache,
+PostgreSQL; real TensorFlow PS/worker jobs on the devstack's real node; partitions on HDFS, cache,
 models and serving on GlusterFS (a fresh ``TFK8S_ROOT``). Checks: every run succeeded on its
 own partition; two jobs ran at the same time; no object (pod, Service, ConfigMap, run label)
 is shared between runs; only improving models were promoted and ``serving/current.json`` is

@@ -17,21 +17,24 @@ from pathlib import Path
 import pytest
 
 from tests.e2e._support import E2E_MARKS, env_root, leftovers, publish, task_states, wait_gone
-from tests.fixtures.airflow_services import REPO_DIR, running_stack
+from tests.fixtures.airflow_services import running_stack
 
 pytestmark = [*E2E_MARKS, pytest.mark.timeout(1500)]
 
 DAG_ID = "tfk8s_retrain_daily"
 DATE = "2026-03-01"
+PROBE_NAME, PROBE_VALUE = "TFK8S_LINEAGE_PROBE", "probe-value-never-in-an-event"
 EVENTS_WAIT_S = 120  # the listener writes a task's events from the task's process, after it ended
 
 
 @pytest.fixture(scope="module")
-def lineage_stack(request, nodeagent, hdfs_server, gluster_volume, k8s_cluster, tmp_path_factory):
+def lineage_stack(request, realnode, hdfs_server, gluster_volume, k8s_cluster, tmp_path_factory):
     events = tmp_path_factory.mktemp("openlineage")
     transport = {"type": "file", "log_file_path": str(events / "ol"), "debug_mode": True}
     env = {"AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(transport),
-           "AIRFLOW__OPENLINEAGE__NAMESPACE": "tfk8s-e2e"}
+           "AIRFLOW__OPENLINEAGE__NAMESPACE": "tfk8s-e2e",
+           # An environment variable of the pods (the DAG's TFK8S_POD_ENV) whose value must never reach an event.
+           "TFK8S_POD_ENV": json.dumps({PROBE_NAME: PROBE_VALUE})}
     with running_stack(request, gluster_volume, extra_env=env, dag_ids=(DAG_ID,)) as stack:
         yield stack, events
 
@@ -91,9 +94,10 @@ def test_the_daily_runs_events_name_the_partition_the_staged_directory_and_the_m
     assert facet["job"]["job"] == job["job"] and facet["job"]["namespace"] == k8s_namespace, facet
     assert {r: v["replicas"] for r, v in facet["job"]["roles"].items()} == {"ps": 1, "worker": 2}, facet
     text = json.dumps(facet)
-    # The pods' environment (TFK8S_POD_ENV: PYTHONPATH of this checkout) by name only; no command, no args.
-    assert "PYTHONPATH" in facet["job"]["roles"]["worker"]["env_names"], facet
-    assert str(REPO_DIR) not in text and "tfk8s_airflow.pod.trainer" not in text and "--learning-rate" not in text
+    # The pods' environment (TFK8S_POD_ENV) by name only; no value, no command, no args.
+    assert PROBE_NAME in facet["job"]["roles"]["worker"]["env_names"], facet
+    assert PROBE_VALUE not in json.dumps(events)
+    assert "tfk8s_airflow.pod.trainer" not in text and "--learning-rate" not in text
     # Promotion: the model in, the promoted version out.
     assert model in names(promote["inputs"]), promote["inputs"]
     assert ("file", f"{root}/serving/versions/{DATE}") in names(promote["outputs"]), promote["outputs"]

@@ -1,6 +1,6 @@
 """``tfk8s_train_manual`` triggered through the REST API (scheduler + triggerer on PostgreSQL).
 
-A good conf trains on the node agent and evaluates; a bad conf (``workers: 0``) is refused by
+A good conf trains on the devstack's real node and evaluates; a bad conf (``workers: 0``) is refused by
 the REST API and by ``airflow dags trigger -c`` with an error naming ``workers``, before a
 run exists.
 """

@@ -1,6 +1,6 @@
 """Every replica task ends with its job, on the real scheduler stack, however the jobs start and end.
 
-Many short jobs at once (``tfk8s_t_stress``): real pods on the node agent whose programs print without
+Many short jobs at once (``tfk8s_t_stress``): real pods on the devstack's real node whose programs print without
 pause (the parameter servers and untracked workers forever, the tracked workers for a few seconds), with
 and without log streaming and a TensorBoard, all started together and ending within seconds of each
 other while their streams still carry output. Each replica task must end within a bound of its job's
@@ -17,15 +17,24 @@ because teardown removed its pod fails the test too.
 The second test kills the triggerer (SIGKILL, its trigger runner with it) while every replica task
 waits in it: the tasks are picked up again by the restarted triggerer, end with their jobs, and
 teardown runs.
+
+The third kills a worker's program on the node (SIGKILL) while its replica task streams its log: the
+kubelet restarts it in place (``restartPolicy: OnFailure``) and the streamed file holds both runs, each
+whole and contiguous, with one separator line between them (the follower runs live in the triggerer,
+as in production; with ``dag.test()`` the replica tasks run one after another, too late for this).
 """
 from __future__ import annotations
 
+import os
+import re
+import time
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from tests.e2e._support import E2E_MARKS, env_root, leftovers, task_states, wait_gone
+from tests.fixtures.realnode import REAL_NODE_SELECTOR, REAL_NODE_TOLERATIONS
 from tests.fixtures.waiting import wait_until
 from tfk8s_airflow.operators.teardown import REPLICA_GRACE_S
 from tfk8s_airflow.volume.logs import archive_path
@@ -33,7 +42,6 @@ from tfk8s_airflow.volume.logs import archive_path
 pytestmark = [*E2E_MARKS, pytest.mark.timeout(1200)]
 
 DAG_ID = "tfk8s_t_stress"
-TOLERATE_AGENT = [{"key": "tfk8s.io/node-agent", "operator": "Exists", "effect": "NoSchedule"}]
 #: A replica's program: a line every 4 ms, for RUN_S seconds (0: until it is stopped).
 PROGRAM = r"""
 import os, sys, time
@@ -64,8 +72,9 @@ def spec(name: str, namespace: str, root: Path, *, tf2: bool = False, stream: bo
     roles: dict = ({"chief": {"replicas": 1, "env": {"RUN_S": str(run_s)}}, "ps": {"replicas": 1, **forever()},
                     "worker": {"replicas": 1, "tracked": False, **forever()}} if tf2 else
                    {"ps": {"replicas": 1, **forever()}, "worker": {"replicas": 2, "env": {"RUN_S": str(run_s)}}})
-    out: dict = {"name": name, "namespace": namespace, "image": "tfk8s/stress:0", "node_selector": {"type": "local"},
-                 "tolerations": TOLERATE_AGENT, "command": ["python", "-u", "-c", PROGRAM], "restart_policy": "Never",
+    out: dict = {"name": name, "namespace": namespace, "image": os.environ["TFK8S_TRAINING_IMAGE"],  # realnode's
+                 "node_selector": REAL_NODE_SELECTOR, "tolerations": REAL_NODE_TOLERATIONS,
+                 "command": ["python", "-u", "-c", PROGRAM], "restart_policy": "Never",
                  "env": {"PYTHONUNBUFFERED": "1"}, "volumes": [], **roles}
     if stream:  # the job's log directory: each replica task streams its replica's whole log there
         (root / name / "logs").mkdir(parents=True, exist_ok=True)
@@ -139,12 +148,14 @@ def test_a_killed_triggerer_leaves_no_replica_task_waiting(airflow_stack, k8s_cl
     runs = [trigger(stack, {"namespace": k8s_namespace,
                             "spec": spec(f"sk-{i}", k8s_namespace, root, tf2=bool(i % 2), run_s=40)})
             for i in range(2)]
-    def all_deferred() -> bool:
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
         tis = [t for run_id in runs for t in stack.task_instances(DAG_ID, run_id) if t["task_id"] == "train.replica"]
-        return len(tis) == 6 and all(t["state"] == "deferred" for t in tis)
-
-    wait_until(all_deferred, 300, "every replica task deferred", 1,
-               on_fail=lambda: str([task_states(stack, DAG_ID, r) for r in runs]))
+        if len(tis) == 6 and all(t["state"] == "deferred" for t in tis):
+            break
+        time.sleep(1)
+    else:
+        pytest.fail(f"replica tasks never all deferred: {[task_states(stack, DAG_ID, r) for r in runs]}")
     stack.restart("triggerer")  # SIGKILL to its process group: the trigger runner and every trigger with it
     done = stack.wait_for_runs(DAG_ID, runs, timeout=600, interval=3)
     assert all(r["state"] == "success" for r in done), [task_states(stack, DAG_ID, r) for r in runs]
@@ -152,3 +163,50 @@ def test_a_killed_triggerer_leaves_no_replica_task_waiting(airflow_stack, k8s_cl
         lags = ended_with_their_job(stack, run_id)
         assert all(lag <= BOUND_S for lag in lags.values()), lags
     assert wait_gone(core, k8s_namespace) == [], leftovers(core, k8s_namespace)
+
+
+def _runs_of(lines: list[str]) -> list[int]:
+    """The counters of the program's lines, in file order."""
+    pattern = re.compile(r"\S+ line (\d+) x+")
+    return [int(m.group(1)) for line in lines if (m := pattern.fullmatch(line))]
+
+
+def test_a_worker_restarted_in_place_is_streamed_whole_with_a_separator(airflow_stack, k8s_cluster, k8s_namespace,
+                                                                         realnode):
+    """worker-0 is SIGKILLed on the node while its replica task follows its log; the kubelet restarts it in
+    place (OnFailure, exit 137); the file holds the first run from its first line to the kill, one separator,
+    then the second run whole."""
+    stack, core = airflow_stack, k8s_cluster.core_v1
+    root = env_root(stack) / "restart-stream"
+    job_spec = spec("rs", k8s_namespace, root, run_s=20)
+    job_spec.update(restart_policy="OnFailure", max_restarts=2,
+                    worker={"replicas": 1, "env": {"RUN_S": "20"}})
+    job_spec.pop("ps")
+    run_id = trigger(stack, {"namespace": k8s_namespace, "spec": job_spec})
+
+    def worker_logging():
+        for p in core.list_namespaced_pod(k8s_namespace, label_selector="tfk8s.io/job").items:
+            if p.metadata.name.endswith("-worker-0") and p.status.phase == "Running":
+                text = core.read_namespaced_pod_log(p.metadata.name, k8s_namespace, container="tensorflow",
+                                                    _preload_content=False).data.decode()
+                return p.metadata.name if text.count("\n") >= 300 else None
+        return None
+    pod = wait_until(worker_logging, 300, "worker-0 running and logging 300 lines", interval=0.5)
+    killed = realnode.kill(k8s_namespace, pod, "tensorflow")
+    [done] = stack.wait_for_runs(DAG_ID, [run_id], timeout=600, interval=3)
+    assert done["state"] == "success", task_states(stack, DAG_ID, run_id)
+    summary = stack.xcom(DAG_ID, run_id, "train.wait", "summary")
+    assert summary["replicas"]["worker-0"]["restarts"] == 1, summary
+    job = stack.xcom(DAG_ID, run_id, "train.setup", "job")["job"]
+    path = archive_path(str(root / "rs" / "logs"), job, f"{job}-worker-0")
+    lines = path.read_text().splitlines()
+    seps = [i for i, line in enumerate(lines) if line.startswith("--- ")]
+    assert len(seps) == 1 and lines[seps[0]].startswith(f"--- {pod}: container restart 1 ("), (
+        killed, [lines[i] for i in seps])
+    first, second = _runs_of(lines[:seps[0]]), _runs_of(lines[seps[0] + 1:])
+    # Each run whole and contiguous: its counter from 0, one step at a time, nothing else between.
+    assert first == list(range(len(first))) and len(first) >= 300, (first[:3], first[-3:], len(first))
+    assert second == list(range(len(second))) and len(second) > 1000, (second[:3], second[-3:], len(second))
+    assert len(first) + len(second) + 1 == len(lines), "lines other than the program's in the streamed file"
+    assert wait_gone(core, k8s_namespace) == [], leftovers(core, k8s_namespace)
+    realnode.assert_nothing_running(k8s_namespace)

@@ -1,6 +1,6 @@
 """How far a real TensorFlow job is, in the sensor's task log (scheduler + triggerer on PostgreSQL).
 
-``tfk8s_rp_tf1`` (tests/dags: 1 PS, 2 workers, the reference trainer on the node agent, a progress
+``tfk8s_rp_tf1`` (tests/dags: 1 PS, 2 workers, the reference trainer on the real node, a progress
 line every 10 local steps) runs through the REST API; its sensor runs in the triggerer beside the
 replica tasks, as in a deployment, and its task log is read through the REST API as the UI shows
 it. ``step_delay`` keeps the job running for about 100 s at little CPU: a fresh triggerer's first

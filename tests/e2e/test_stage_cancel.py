@@ -1,7 +1,7 @@
 """What ends a staging task while its copy pods copy leaves nothing behind, through the real scheduler stack.
 
-Each test starts the copy (real WebHDFS, GlusterFS, API server and node agent pods), holds the copy
-processes mid-part (SIGSTOP: the pods stay Running as long as the test needs, so no test races a fast copy),
+Each test starts the copy (real WebHDFS, GlusterFS, API server and pods on the real node), holds the copy
+programs mid-part (SIGSTOP: the pods stay Running as long as the test needs, so no test races a fast copy),
 then ends the task one way:
 
 - the DAG run marked failed, the task marked success or cleared while the trigger runs: the triggerer cancels
@@ -12,7 +12,8 @@ then ends the task one way:
   Kubernetes's Job controller ends it, its TTL controller deletes it and the garbage collector deletes the
   pods it owns.
 
-Each ends with no pod, no lease, no copy process and nothing published; where the task runs again (clear,
+Each ends with no pod, no lease, nothing running on the node (container, sandbox, copy program) and nothing
+published; where the task runs again (clear,
 or cleared after the cancel) it resumes and publishes. Without the lease, the two tests without a trigger
 find the three copy pods still there after the bound (their only other bound is the pods' 6 h deadline).
 """
@@ -22,13 +23,13 @@ import contextlib
 import glob
 import os
 import signal
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.e2e._support import task_states
-from tests.fixtures.waiting import wait_until
 
 pytestmark = [pytest.mark.k8s, pytest.mark.airflow, pytest.mark.hdfs, pytest.mark.timeout(900)]
 
@@ -36,8 +37,18 @@ MiB = 1 << 20
 DAG_ID = "tfk8s_t_stage_pods_kubernetes"
 LEASE_S = 30  # the stack's [tfk8s] staging_lease (tests/fixtures/airflow_services.py)
 #: The lease's bound, plus the controllers' reaction (the Job controller's sync, the TTL controller, the
-#: garbage collector) and the node agent's stop of the containers.
+#: garbage collector) and the kubelet's stop of the containers.
 LEASE_BOUND_S = LEASE_S + 60
+
+
+def _wait(what: str, check, timeout: float, interval: float = 0.5):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(interval)
+    pytest.fail(f"{what} within {timeout:.0f}s")
 
 
 @dataclass
@@ -46,7 +57,7 @@ class Copy:
 
     stack: object
     k8s: object
-    nodeagent: object
+    realnode: object
     run_id: str
     cache: Path
     namespace: str
@@ -69,17 +80,14 @@ class Copy:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGCONT)
 
-    def processes(self) -> dict:
-        return {k: p for k, p in self.nodeagent.pids(self.namespace).items() if Path(f"/proc/{p}").exists()}
-
     def mark_run(self, state: str) -> None:
         resp = self.stack.api.patch(self.stack.url(f"api/v2/dags/{DAG_ID}/dagRuns/{self.run_id}"),
                                     json={"state": state}, timeout=60)
         assert resp.status_code == 200, resp.text
 
     def assert_nothing_left(self, within: float) -> None:
-        wait_until(lambda: not self.pods() and not self.leases(), within, "copy pods or their lease left", 1.0)
-        wait_until(lambda: not self.processes(), 30, "copy processes left", 0.5)
+        _wait("copy pods or their lease left", lambda: not self.pods() and not self.leases(), within, 1.0)
+        self.realnode.assert_nothing_running(self.namespace, self.pids.values())
         assert not self.cache.exists(), sorted(os.listdir(self.cache))  # nothing published, not even the cache
 
     def trigger_runs(self) -> None:
@@ -90,11 +98,11 @@ class Copy:
             jobs = client.BatchV1Api(self.k8s.api_client).list_namespaced_job(self.namespace).items
             return any((j.spec.active_deadline_seconds or 0) > LEASE_S for j in jobs)
 
-        wait_until(renewed, 120, "the trigger renewing the lease", 0.5)
+        _wait("the trigger renewing the lease", renewed, 120, 0.5)
 
 
 @pytest.fixture
-def start_copy(airflow_stack, k8s_cluster, hdfs_server, hdfs_dir, gluster_dir, nodeagent):
+def start_copy(airflow_stack, k8s_cluster, hdfs_server, hdfs_dir, gluster_dir, realnode):
     """Start a copy of a fresh partition and hold its three pods' processes; let them go at the end."""
     stack, namespace = airflow_stack, airflow_stack.staging_namespace
     started: list[Copy] = []
@@ -108,18 +116,18 @@ def start_copy(airflow_stack, k8s_cluster, hdfs_server, hdfs_dir, gluster_dir, n
         resp = stack.api.post(stack.url(f"api/v2/dags/{DAG_ID}/dagRuns"), timeout=60, json={
             "logical_date": None, "conf": {"input": part, "cache": str(cache), "workers": 2}})
         assert resp.status_code in (200, 201), resp.text
-        copy = Copy(stack, k8s_cluster, nodeagent, resp.json()["dag_run_id"], cache, namespace, {})
+        copy = Copy(stack, k8s_cluster, realnode, resp.json()["dag_run_id"], cache, namespace, {})
         started.append(copy)
 
         def held():  # every copy process running, and each stopped the moment it is seen
-            for key, pid in nodeagent.pids(namespace).items():
+            for key, pid in realnode.pids(namespace).items():
                 if key not in copy.pids and Path(f"/proc/{pid}").exists():
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGSTOP)
                         copy.pids[key] = pid
             return len(copy.pids) == 3 and copy.states().get("stage") == "deferred"
 
-        wait_until(held, 240, "three copy processes running while the task is deferred", 0.2)
+        _wait("three copy processes running while the task is deferred", held, 240, 0.2)
         assert all(p.startswith("tfk8s-stage-") for p in copy.pods()), copy.pods()
         assert copy.leases(), "the copy pods have no lease"
         return copy
@@ -171,7 +179,7 @@ def _rerun_publishes(copy: Copy) -> None:
     held: dict[str, int] = {}
 
     def hold_until_drained():
-        for key, pid in copy.nodeagent.pids(copy.namespace).items():
+        for key, pid in copy.realnode.pids(copy.namespace).items():
             if key not in held and pid not in copy.pids.values() and Path(f"/proc/{pid}").exists():
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGSTOP)
@@ -179,7 +187,7 @@ def _rerun_publishes(copy: Copy) -> None:
         return _deferral_taken(copy, new_try)
 
     try:
-        wait_until(hold_until_drained, 240, "the scheduler processing the new try's deferral", 0.2)
+        _wait("the scheduler processing the new try's deferral", hold_until_drained, 240, 0.2)
     finally:
         for pid in held.values():
             with contextlib.suppress(ProcessLookupError):
@@ -187,7 +195,7 @@ def _rerun_publishes(copy: Copy) -> None:
     stack.wait_for_runs(DAG_ID, [copy.run_id], timeout=300, interval=2)
     assert copy.states().get("stage") == "success", copy.states()
     assert len(list(copy.cache.glob("part-*"))) == 6
-    wait_until(lambda: not copy.pods() and not copy.leases(), 60, "the re-run's pods and lease left", 1.0)
+    _wait("the re-run's pods and lease left", lambda: not copy.pods() and not copy.leases(), 60, 1.0)
 
 
 def test_a_dag_run_marked_failed_while_the_trigger_runs_deletes_the_copy_pods_at_once(start_copy):
@@ -196,8 +204,9 @@ def test_a_dag_run_marked_failed_while_the_trigger_runs_deletes_the_copy_pods_at
     copy.mark_run("failed")
     copy.assert_nothing_left(within=30)  # well before the lease could have run out
     assert copy.states().get("stage") != "success"
-    log = wait_until(lambda: (text := copy.stack.task_log(DAG_ID, copy.run_id, "stage"))
-                     and "deleted the copy pods" in text and text, 60, "the trigger's on_kill in the task's log", 2)
+    log = _wait("the trigger's on_kill in the task's log",
+                lambda: (text := copy.stack.task_log(DAG_ID, copy.run_id, "stage")) and "deleted the copy pods" in text
+                and text, 60, 2)
     assert "Trigger cancelled by user action, invoking on_kill" in log
 
 
@@ -206,7 +215,7 @@ def test_a_dag_run_marked_failed_before_the_triggerer_runs_the_trigger_loses_its
     copy = start_copy("cancel-before-trigger")
     copy.mark_run("failed")
     copy.let_go()  # the pods copy on: nothing of Airflow will delete them
-    wait_until(lambda: copy.states().get("stage") == "failed", 60, "the task failed", 0.5)
+    _wait("the task failed", lambda: copy.states().get("stage") == "failed", 60)
     copy.assert_nothing_left(within=LEASE_BOUND_S)
     # what the pods verified stays for a later try, hidden beside the cache
     assert glob.glob(str(copy.cache.parent / f".{copy.cache.name}.tfk8s-parts-*"))

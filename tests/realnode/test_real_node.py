@@ -155,6 +155,12 @@ def test_node_ready_with_containerd(k8s_cluster: K8sCluster, real_node: dict[str
     assert ready == "True", node["status"]["conditions"]
     assert node["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://")
     assert node["metadata"]["labels"][NODE_LABEL[0]] == NODE_LABEL[1]
+    assert node["metadata"]["labels"]["type"] == "local"  # what the example DAG's form (node_type) selects
+    # The retired node agent's Node is gone, or its agent still runs it (an older checkout's devstack):
+    # devstack/up node deletes it once it is not Ready.
+    retired = k8s_cluster.kubectl_run("get", "node", "tfk8s-local-0", "--ignore-not-found", "-o",
+                                      'jsonpath={.status.conditions[?(@.type=="Ready")].status}').stdout
+    assert retired in ("", "True"), retired
     assert {"key": NODE_LABEL[0], "value": NODE_LABEL[1], "effect": "NoSchedule"} in node["spec"]["taints"]
     addrs = {a["type"]: a["address"] for a in node["status"]["addresses"]}
     assert addrs["InternalIP"] == real_node["TFK8S_NODE_HOST_ADDR"]

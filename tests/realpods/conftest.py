@@ -1,4 +1,5 @@
-"""Fixtures of the node agent tests: the agent with a TensorFlow interpreter, data, model dirs."""
+"""Fixtures of the real-pod tests: the real node (every test namespace may pull the training image), data,
+model dirs."""
 from __future__ import annotations
 
 import json
@@ -12,14 +13,16 @@ from tests.realpods.support import REPO
 
 
 @pytest.fixture(scope="module")
-def agent(nodeagent):
-    """The node agent, and a pod interpreter that really has TensorFlow (fail, never skip)."""
-    probe = subprocess.run([nodeagent.python, "-c", "import importlib.util, sys; "
-                            "sys.exit(importlib.util.find_spec('tensorflow') is None)"], timeout=60)
-    if probe.returncode != 0:
-        pytest.fail(f"{nodeagent.python} (the pods' python) has no TensorFlow: run scripts/setup --tf",
-                    pytrace=False)
-    return nodeagent
+def node(realnode):
+    """The real node (its pods run the training image, which has TensorFlow)."""
+    return realnode
+
+
+@pytest.fixture
+def k8s_namespace(k8s_namespace, node):
+    """The test's namespace, whose pods may pull the training image (the registry's pull secret)."""
+    node.grant_pull(k8s_namespace)
+    return k8s_namespace
 
 
 @pytest.fixture
@@ -31,7 +34,7 @@ def allowed_host_paths(monkeypatch, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def dataset(tmp_path_factory) -> dict:
+def dataset(tmp_path_factory, node) -> dict:
     out = tmp_path_factory.mktemp("realpod-data")
     subprocess.run([sys.executable, "-m", "tfk8s_airflow.pod.trainer.dataset", "--out", str(out), "--files", "4",
                     "--rows", "1000", "--seed", "7", "--workers", "2"], check=True, timeout=120)

@@ -1,4 +1,4 @@
-"""What the node agent tests share: the job watch with the agent's processes, and small readers
+"""What the real-pod tests share: the job watch with the node's container programs, and small readers
 of what the reference trainer leaves in its model directory."""
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import sys
 import threading
 from pathlib import Path
 
-from tests.fixtures.waiting import wait_until
 from tests.podwatch import PodWatch
 
 REPO = Path(__file__).resolve().parents[2]
@@ -21,20 +20,20 @@ def report(name: str, seconds: float, **values) -> None:
 
 
 class JobWatch(PodWatch):
-    """The namespace's pods (every incarnation, see :class:`tests.podwatch.PodWatch`) and the node
-    agent's processes for them while a DAG runs; everything is gone after teardown, so the
+    """The namespace's pods (every incarnation, see :class:`tests.podwatch.PodWatch`) and the programs
+    of their containers on the real node while a DAG runs; everything is gone after teardown, so the
     checks need the record."""
 
-    def __init__(self, agent, namespace: str):
-        super().__init__(agent.cluster.core_v1, namespace)
-        self.agent = agent
+    def __init__(self, node, namespace: str):
+        super().__init__(node.cluster.core_v1, namespace)
+        self.node = node
         self.pids: set[int] = set()
-        self.pids_by_container: dict[str, int] = {}  # "<pod>/<container>" -> pid, as the agent reported
+        self.pids_by_container: dict[str, int] = {}  # "<pod>/<container>" -> pid of its program
         self._pid_thread = threading.Thread(target=self._watch_pids, daemon=True)
 
     def _watch_pids(self):
         while not self._stop.is_set():
-            running = self.agent.pids(self.namespace)
+            running = self.node.pids(self.namespace)
             self.pids.update(running.values())
             self.pids_by_container.update(running)
             self._stop.wait(0.3)
@@ -62,10 +61,9 @@ class JobWatch(PodWatch):
                    + [f"configmap/{c.metadata.name}" for c in core.list_namespaced_config_map(ns).items
                       if c.metadata.name != "kube-root-ca.crt"])
         assert objects == [], objects
-        uids = list(self.incarnations)
-        assert uids, "no pod was seen"
-        wait_until(lambda: not self.agent.leftovers(ns, uids, sorted(self.pids)), CLEANUP_TIMEOUT_S,
-                 f"the node agent to remove every process, netns and directory of {ns}")
+        assert self.incarnations, "no pod was seen"
+        # Nothing runs (containers, sandboxes, programs); the ended records are the kubelet's to collect.
+        self.node.assert_nothing_running(ns, sorted(self.pids), CLEANUP_TIMEOUT_S)
 
 
 def run_dag(dag, namespace: str, **conf):

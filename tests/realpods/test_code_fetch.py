@@ -1,11 +1,11 @@
-"""Training code fetched inside real pods: the ``code:`` field through Airflow and the node agent.
+"""Training code fetched inside real pods: the ``code:`` field through Airflow and the real node.
 
 Each job runs through ``tf_job()`` with ``dag.test()``; the real scheduler binds its pods to
-the node agent's node, where each pod's ``fetch-code`` init container downloads the code from
+the devstack's real node, where each pod's ``fetch-code`` init container downloads the code from
 inside the pod's own network namespace. So the servers are where pods can reach them: an
-HTTP server this test starts on the node agent's host address (10.213.0.1), and the devstack
+HTTP server this test starts on the node's host address (10.214.0.1), and the devstack
 HDFS, whose WebHDFS listens there too and redirects reads to the DataNode by this machine's
-host name (which every pod's hosts file maps to the host address).
+host name (which the node's CoreDNS resolves to the host address).
 
 The fetched code writes a marker per replica into a hostPath volume, so a passing job proves
 the code ran in every pod. Failures (a 404, a wrong entrypoint, a server only on the host's
@@ -111,9 +111,9 @@ class CodeServer:
 
 
 @pytest.fixture
-def host_server(nodeagent):
-    """A code server on the host address pods reach (the node agent's bridge address)."""
-    server = CodeServer(nodeagent.host_addr)
+def host_server(node):
+    """A code server on the host address pods reach (the real node's bridge address)."""
+    server = CodeServer(node.host_addr)
     yield server
     server.close()
 
@@ -149,7 +149,7 @@ def assert_fetched_code_ran(dr, out_dir: Path, token: str, replicas: list[str], 
 
 
 def assert_init_fetched(watch: JobWatch, replicas: list[str]):
-    """Each pod's fetch-code init container ran and exited 0 (the agent's real status)."""
+    """Each pod's fetch-code init container ran and exited 0 (the kubelet's status)."""
     for key in replicas:
         pod = watch.pod(key)
         assert pod is not None, key
@@ -158,7 +158,7 @@ def assert_init_fetched(watch: JobWatch, replicas: list[str]):
 
 
 # --------------------------------------------------------------------------- success
-def test_code_over_http_from_the_host_address_with_sha256(nodeagent, k8s_namespace, airflow_db, host_server,
+def test_code_over_http_from_the_host_address_with_sha256(node, k8s_namespace, airflow_db, host_server,
                                                          out_dir):
     s = scenarios()
     token = uuid.uuid4().hex
@@ -167,20 +167,21 @@ def test_code_over_http_from_the_host_address_with_sha256(nodeagent, k8s_namespa
     code = {"uri": host_server.url("/algo.tar.gz"), "entrypoint": "run.sh",
             "sha256": hashlib.sha256(archive).hexdigest()}
     replicas = ["ps-0", "worker-0", "worker-1"]
-    with JobWatch(nodeagent, k8s_namespace) as watch:
+    with JobWatch(node, k8s_namespace) as watch:
         dr = run_dag(s.with_ps, k8s_namespace, code=code, out_dir=str(out_dir))
     assert_fetched_code_ran(dr, out_dir, token, replicas, "lr=0.1")
     assert_init_fetched(watch, replicas)
     # One download per pod, each from that pod's own address on the bridge.
     pod_ips = sorted(watch.pod(key).status.pod_ip for key in replicas)
     fetched = sorted(ip for ip, path, status in host_server.requests if path == "/algo.tar.gz" and status == 200)
-    assert fetched == pod_ips and all(ip.startswith("10.213.0.") for ip in fetched), host_server.requests
+    bridge = host_server.host.rsplit(".", 1)[0] + "."
+    assert fetched == pod_ips and all(ip.startswith(bridge) for ip in fetched), host_server.requests
     watch.assert_nothing_left()
 
 
 @pytest.mark.hdfs
 @pytest.mark.parametrize("scheme", ["hdfs", "webhdfs"])
-def test_code_from_hdfs_at_the_host_address(nodeagent, k8s_namespace, airflow_db, hdfs_server, hdfs_dir,
+def test_code_from_hdfs_at_the_host_address(node, k8s_namespace, airflow_db, hdfs_server, hdfs_dir,
                                            out_dir, scheme):
     """hdfs:// (the RPC port is ignored; WebHDFS on 9870) and webhdfs:// URIs naming the host
     address: the NameNode answers there, and its redirect to the DataNode resolves in pods."""
@@ -190,13 +191,13 @@ def test_code_from_hdfs_at_the_host_address(nodeagent, k8s_namespace, airflow_db
     if scheme == "hdfs":  # a single script becomes the entrypoint
         client.write(f"{hdfs_dir}/run.sh", data=run_sh(token))
         rpc_port = urlparse(hdfs_server.rpc).port
-        code, extra = {"uri": f"hdfs://{nodeagent.host_addr}:{rpc_port}{hdfs_dir}/run.sh"}, "no-archive"
+        code, extra = {"uri": f"hdfs://{node.host_addr}:{rpc_port}{hdfs_dir}/run.sh"}, "no-archive"
     else:
         client.write(f"{hdfs_dir}/algo.tgz", data=targz({"run.sh": run_sh(token), "lib/params.txt": b"hdfs\n"}))
         http_port = urlparse(hdfs_server.url).port
-        code, extra = {"uri": f"webhdfs://{nodeagent.host_addr}:{http_port}{hdfs_dir}/algo.tgz"}, "hdfs"
+        code, extra = {"uri": f"webhdfs://{node.host_addr}:{http_port}{hdfs_dir}/algo.tgz"}, "hdfs"
     replicas = ["worker-0", "worker-1"]
-    with JobWatch(nodeagent, k8s_namespace) as watch:
+    with JobWatch(node, k8s_namespace) as watch:
         dr = run_dag(s.workers_only, k8s_namespace, code=code, out_dir=str(out_dir))
     assert_fetched_code_ran(dr, out_dir, token, replicas, extra)
     assert_init_fetched(watch, replicas)
@@ -227,12 +228,12 @@ def failing_code(kind: str, host_server: CodeServer, loopback_server: CodeServer
 
 @pytest.mark.parametrize("topology", ["with-ps", "workers-only"])
 @pytest.mark.parametrize("kind", FAILURES)
-def test_failed_fetch_fails_the_job_with_the_fetchers_message(nodeagent, k8s_namespace, airflow_db, host_server,
+def test_failed_fetch_fails_the_job_with_the_fetchers_message(node, k8s_namespace, airflow_db, host_server,
                                                               loopback_server, out_dir, kind, topology, capfd):
     s = scenarios()
     code, message, exit_code = failing_code(kind, host_server, loopback_server)
     dag = s.with_ps if topology == "with-ps" else s.workers_only
-    with JobWatch(nodeagent, k8s_namespace) as watch:
+    with JobWatch(node, k8s_namespace) as watch:
         dr = run_dag(dag, k8s_namespace, code=code, out_dir=str(out_dir))
     st = states(dr)
     summary = xcom(dr, "train.wait", "summary")

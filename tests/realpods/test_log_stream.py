@@ -1,18 +1,25 @@
-"""The log follower against a real API server and the node agent's log endpoint (no Airflow).
+"""The log follower against a real API server and the real node's kubelet (no Airflow).
 
 A pod prints numbered lines, pauses (the follower flushes on idle), fails, is restarted in place
-by the agent (restartPolicy OnFailure) and prints the rest: the file must hold every line exactly
+by the kubelet (restartPolicy OnFailure) and prints the rest: the file must hold every line exactly
 once, in order, with one separator line between the two containers.
+
+A follower that starts after such a pod ended meets what a real kubelet does: it keeps one ended
+run per container and removes the earlier run as soon as a later one ends, and asked for the
+removed run's log (``previous=true``) it answers status 200 with a line saying it cannot. That
+line is not the replica's output: the file holds the run that exists, and the task log says the
+earlier one is gone.
 """
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from contextlib import asynccontextmanager
 
 import pytest
 
-from tests.fixtures.nodeagent import LOCAL_NODE_SELECTOR, LOCAL_TOLERATIONS
+from tests.fixtures.realnode import REAL_NODE_SELECTOR, REAL_NODE_TOLERATIONS
 from tests.fixtures.waiting import wait_until
 from tfk8s_airflow.k8s.logstream import CHUNK_BYTES, Incarnation, LogFollower
 
@@ -47,12 +54,12 @@ async def open_api():
         await api.close()
 
 
-def test_a_followed_log_holds_every_line_once_across_a_restart_in_place(agent, k8s_namespace, tmp_path):
-    core, ns, name = agent.cluster.core_v1, k8s_namespace, "chatty-0"
+def test_a_followed_log_holds_every_line_once_across_a_restart_in_place(node, k8s_namespace, tmp_path):
+    core, ns, name = node.cluster.core_v1, k8s_namespace, "chatty-0"
     core.create_namespaced_pod(ns, {
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-        "spec": {"restartPolicy": "OnFailure", "nodeSelector": LOCAL_NODE_SELECTOR, "tolerations": LOCAL_TOLERATIONS,
-                 "containers": [{"name": "tensorflow", "image": "python:3.11", "command": ["python", "-c", PROGRAM],
+        "spec": {"restartPolicy": "OnFailure", "nodeSelector": REAL_NODE_SELECTOR, "tolerations": REAL_NODE_TOLERATIONS,
+                 "containers": [{"name": "tensorflow", "image": node.image, "command": ["python", "-c", PROGRAM],
                                  "env": [{"name": "PYTHONUNBUFFERED", "value": "0"}],
                                  "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}]}],
                  "volumes": [{"name": "scratch", "emptyDir": {}}]}})
@@ -86,5 +93,60 @@ def test_a_followed_log_holds_every_line_once_across_a_restart_in_place(agent, k
     assert follower.written == (tmp_path / "job" / f"{name}.log").stat().st_size > 4 * CHUNK_BYTES
     # Both containers were seen running (each sleeps 3 s; the loop polls every 0.3 s): followed live.
     assert ("Running", 0) in follower_said and ("Running", 1) in follower_said, follower_said
+    core.delete_namespaced_pod(name, ns, grace_period_seconds=0)
+    wait_until(lambda: not core.list_namespaced_pod(ns).items, 30, "the pod deleted")
+
+
+TWICE = """
+import os, sys
+marker = "/scratch/first-run-done"
+if not os.path.exists(marker):
+    for i in range(50):
+        print(f"first run line {i}")
+    open(marker, "w").close()
+    sys.exit(3)
+for i in range(50):
+    print(f"second run line {i}")
+"""
+
+
+def test_a_follower_that_starts_after_the_pod_ended_skips_the_run_the_kubelet_removed(node, k8s_namespace,
+                                                                                       tmp_path, caplog):
+    core, ns, name = node.cluster.core_v1, k8s_namespace, "twice-0"
+    core.create_namespaced_pod(ns, {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {"restartPolicy": "OnFailure", "nodeSelector": REAL_NODE_SELECTOR,
+                 "tolerations": REAL_NODE_TOLERATIONS, "terminationGracePeriodSeconds": 1,
+                 "containers": [{"name": "tensorflow", "image": node.image, "command": ["python", "-c", TWICE],
+                                 "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}]}],
+                 "volumes": [{"name": "scratch", "emptyDir": {}}]}})
+    pod = wait_until(lambda: (p := core.read_namespaced_pod(name, ns)).status.phase in ("Succeeded", "Failed") and p,
+                   180, f"pod {name} to end")
+    cs = pod.status.container_statuses[0]
+    assert pod.status.phase == "Succeeded" and cs.restart_count == 1, pod.status
+
+    def previous() -> str:
+        return core.read_namespaced_pod_log(name, ns, container="tensorflow", previous=True,
+                                            _preload_content=False).data.decode()
+    # The case itself: the kubelet no longer has the first run, and says so with status 200.
+    gone = wait_until(lambda: (t := previous()).startswith("unable to retrieve container logs for ") and t, 60,
+                    "the kubelet to remove the first run")
+    assert "first run" not in gone
+
+    async def follow() -> LogFollower:
+        follower = LogFollower(open_api=open_api, namespace=ns, pod=name, container="tensorflow",
+                               log_dir=str(tmp_path), job="job")
+        follower.update(Incarnation(pod.metadata.creation_timestamp.timestamp(), cs.container_id,
+                                    cs.restart_count), running=False)
+        await asyncio.sleep(3)
+        await follower.close(10)
+        return follower
+
+    with caplog.at_level(logging.INFO, logger="tfk8s_airflow.k8s.logstream"):
+        asyncio.run(follow())
+    lines = (tmp_path / "job" / f"{name}.log").read_text().splitlines()
+    assert lines == [f"second run line {i}" for i in range(50)], lines[:5]
+    said = [r.getMessage() for r in caplog.records if "previous container is gone" in r.getMessage()]
+    assert said and "unable to retrieve container logs for " in said[0], caplog.text
     core.delete_namespaced_pod(name, ns, grace_period_seconds=0)
     wait_until(lambda: not core.list_namespaced_pod(ns).items, 30, "the pod deleted")

@@ -1,10 +1,10 @@
-"""Real distributed TensorFlow through Airflow, the Kubernetes API and the node agent.
+"""Real distributed TensorFlow through Airflow, the Kubernetes API and the devstack's real node.
 
-Every replica is a pod the operators create, bound by the real scheduler to the node
-agent's node (``tfk8s-local-0``), and run by the agent as a local process with its exact
-TF_CONFIG (peers ``<role>-<i>.<job>.<ns>.svc:2222``, resolved through the pod's hosts file
-in its own network namespace). The sensor sees real exit codes; teardown deletes the pods
-and the agent removes their processes and namespaces, which every test checks.
+Every replica is a pod the operators create, bound by the real scheduler to the real node
+(``tfk8s-node-0``: containerd, runc, the kubelet), run in the training image with its exact
+TF_CONFIG (peers ``<role>-<i>.<job>.<ns>.svc:2222``, resolved by CoreDNS through the job's
+headless Service). The sensor sees the kubelet's exit codes; teardown deletes the pods and
+the kubelet stops their containers, which every test checks (nothing runs on the node after).
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from urllib.parse import quote
 import pytest
 
 from tests.dagrun import states, xcom, xcom_at
-from tests.fixtures.nodeagent import LOCAL_NODE_SELECTOR, LOCAL_TOLERATIONS
+from tests.fixtures.realnode import REAL_NODE_SELECTOR, REAL_NODE_TOLERATIONS
 from tests.fixtures.waiting import wait_until
 from tests.realpods.support import (
     GOOD,
@@ -35,11 +35,16 @@ pytestmark = [pytest.mark.k8s, pytest.mark.tf, pytest.mark.airflow, pytest.mark.
               pytest.mark.usefixtures("allowed_host_paths")]
 
 
+def subnet(node) -> str:
+    """The prefix of the node's pod addresses (its bridge's /24)."""
+    return node.host_addr.rsplit(".", 1)[0] + "."
+
+
 # -------------------------------------------------------------------------------- tests
-def test_tf1_async_ps_workers_train_and_evaluate(agent, k8s_namespace, airflow_db, dataset, model_dir):
+def test_tf1_async_ps_workers_train_and_evaluate(node, k8s_namespace, airflow_db, dataset, model_dir):
     import tfk8s_realpod_scenarios as s
     t0 = time.monotonic()
-    with JobWatch(agent, k8s_namespace) as watch:
+    with JobWatch(node, k8s_namespace) as watch:
         dr = run_dag(s.tf1, k8s_namespace, **conf(dataset, model_dir, steps=400))
     elapsed = time.monotonic() - t0
     st = states(dr)
@@ -50,18 +55,19 @@ def test_tf1_async_ps_workers_train_and_evaluate(agent, k8s_namespace, airflow_d
     assert result["accuracy"] >= GOOD and result["global_step"] >= 400
     assert summary["replicas"]["worker-0"]["exit_code"] == 0
     assert summary["replicas"]["ps-0"]["phase"] == "Running"  # a PS never exits; teardown stopped it
-    # Pods really ran on the agent's node with their own addresses on its bridge.
+    # Pods really ran on the real node, in containerd, with their own addresses on its bridge.
     ps = watch.pod("ps-0")
-    assert ps.spec.node_name == agent.node
-    assert all((p.status.pod_ip or "").startswith("10.213.") for p in watch.pods.values() if p.status.pod_ip)
+    assert ps.spec.node_name == node.node
+    assert ps.status.container_statuses[0].container_id.startswith("containerd://")
+    assert all((p.status.pod_ip or "").startswith(subnet(node)) for p in watch.pods.values() if p.status.pod_ip)
     assert read_json(model_dir / "metrics.json")["mode"] == "tf1"
     watch.assert_nothing_left()
 
 
-def test_tf2_parameter_server_strategy_trains_and_evaluates(agent, k8s_namespace, airflow_db, dataset, model_dir):
+def test_tf2_parameter_server_strategy_trains_and_evaluates(node, k8s_namespace, airflow_db, dataset, model_dir):
     import tfk8s_realpod_scenarios as s
     t0 = time.monotonic()
-    with JobWatch(agent, k8s_namespace) as watch:
+    with JobWatch(node, k8s_namespace) as watch:
         dr = run_dag(s.tf2, k8s_namespace, **conf(dataset, model_dir, steps=300))
     elapsed = time.monotonic() - t0
     assert dr.state == "success", (states(dr), xcom(dr, "train.wait", "summary"))
@@ -76,19 +82,19 @@ def test_tf2_parameter_server_strategy_trains_and_evaluates(agent, k8s_namespace
     watch.assert_nothing_left()
 
 
-def test_killed_worker_restarts_in_place_and_resumes(agent, k8s_namespace, airflow_db, dataset, model_dir):
-    """SIGKILL the chief worker's process mid-training: the agent restarts it in place
+def test_killed_worker_restarts_in_place_and_resumes(node, k8s_namespace, airflow_db, dataset, model_dir):
+    """SIGKILL the chief worker's program mid-training: the kubelet restarts it in place
     (OnFailure, restartCount 1, lastState exit 137), it restores the latest checkpoint
     (its second run starts at that step, not 0) and the job succeeds."""
     import tfk8s_realpod_scenarios as s
-    core = agent.cluster.core_v1
+    core = node.cluster.core_v1
     facts: dict = {}
 
     def killer():
         wait_until(lambda: checkpoint_step(model_dir) >= 150, 300, "a checkpoint at step >= 150", interval=0.2)
         pod = watch.pod("worker-0")
         facts["checkpoint"] = checkpoint_step(model_dir)
-        facts["killed_pid"] = agent.kill(k8s_namespace, pod.metadata.name)
+        facts["killed_pid"] = node.kill(k8s_namespace, pod.metadata.name)
 
         def restarted():
             p = core.read_namespaced_pod(pod.metadata.name, k8s_namespace)
@@ -100,10 +106,10 @@ def test_killed_worker_restarts_in_place_and_resumes(agent, k8s_namespace, airfl
         facts["previous_log"] = core.read_namespaced_pod_log(
             pod.metadata.name, k8s_namespace, container="tensorflow", previous=True,
             _preload_content=False).data.decode()
-        facts["new_pid"] = agent.pid(k8s_namespace, pod.metadata.name)
+        facts["new_pid"] = node.pid(k8s_namespace, pod.metadata.name)
 
     t0 = time.monotonic()
-    with JobWatch(agent, k8s_namespace) as watch:
+    with JobWatch(node, k8s_namespace) as watch:
         done = in_background(killer)
         dr = run_dag(s.tf1, k8s_namespace, **conf(dataset, model_dir, steps=600, step_delay=0.03,
                                                  checkpoint_every=50))
@@ -129,20 +135,20 @@ def test_killed_worker_restarts_in_place_and_resumes(agent, k8s_namespace, airfl
 
 
 @pytest.mark.serial  # it bounds its own wall time
-def test_worker_without_peers_fails_in_bounded_time_naming_the_peer(agent, k8s_namespace, dataset):
+def test_worker_without_peers_fails_in_bounded_time_naming_the_peer(node, k8s_namespace, dataset):
     """A worker pod whose TF_CONFIG names a PS that never appears: the trainer gives up
     after its --peer-timeout, exits 138 (retryable), and its log and termination message
     (FallbackToLogsOnError) name the missing peer and its DNS name."""
-    core = agent.cluster.core_v1
+    core = node.cluster.core_v1
     ns = k8s_namespace
     missing = f"ps-0.ghost.{ns}.svc:2222"
     tf_config = {"cluster": {"ps": [missing], "worker": [f"worker-0.ghost.{ns}.svc:2222"]},
                  "task": {"type": "worker", "index": 0}, "environment": "cloud"}
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "lonely-worker-0", "labels": {"app": "lonely"}},
            "spec": {"restartPolicy": "Never", "hostname": "worker-0", "subdomain": "ghost",
-                    "nodeSelector": LOCAL_NODE_SELECTOR, "tolerations": LOCAL_TOLERATIONS,
+                    "nodeSelector": REAL_NODE_SELECTOR, "tolerations": REAL_NODE_TOLERATIONS,
                     "containers": [{
-                        "name": "tensorflow", "image": "tfk8s/trainer:0.1",
+                        "name": "tensorflow", "image": node.image,
                         "command": ["python", "-m", "tfk8s_airflow.pod.trainer"],
                         "args": ["--mode", "tf1", "--model-dir", "/mnt/tfk8s-realpod/model", "--peer-timeout", "5"],
                         "env": [{"name": "TF_CONFIG", "value": json.dumps(tf_config)},
@@ -155,7 +161,7 @@ def test_worker_without_peers_fails_in_bounded_time_naming_the_peer(agent, k8s_n
                     "volumes": [{"name": "model", "emptyDir": {}},
                                 {"name": "data", "hostPath": {"path": dataset["dir"], "type": "Directory"}}]}}
     t0 = time.monotonic()
-    with JobWatch(agent, ns) as watch:
+    with JobWatch(node, ns) as watch:
         core.create_namespaced_pod(ns, pod)
 
         def failed():
@@ -176,13 +182,13 @@ def test_worker_without_peers_fails_in_bounded_time_naming_the_peer(agent, k8s_n
     watch.assert_nothing_left()
 
 
-def test_tfjob_style_program_runs_unchanged(agent, k8s_namespace, airflow_db, model_dir):
+def test_tfjob_style_program_runs_unchanged(node, k8s_namespace, airflow_db, model_dir):
     """A program written for Kubeflow's TFJob (reads only TF_CONFIG, environment: cloud),
     mounted from a hostPath volume, trains under our pods without a change."""
     import tfk8s_realpod_scenarios as s
     programs = REPO / "tests" / "tf" / "programs"
     t0 = time.monotonic()
-    with JobWatch(agent, k8s_namespace) as watch:
+    with JobWatch(node, k8s_namespace) as watch:
         dr = run_dag(s.tfjob_program, k8s_namespace, model_dir=str(model_dir), programs_dir=str(programs),
                      steps=300)
     elapsed = time.monotonic() - t0
@@ -195,15 +201,15 @@ def test_tfjob_style_program_runs_unchanged(agent, k8s_namespace, airflow_db, mo
     watch.assert_nothing_left()
 
 
-def test_a_real_tensorboard_serves_the_jobs_scalars(agent, k8s_namespace, airflow_db, dataset, model_dir,
+def test_a_real_tensorboard_serves_the_jobs_scalars(node, k8s_namespace, airflow_db, dataset, model_dir,
                                                     monkeypatch):
-    """``tensorboard: {enabled: true}``: the agent runs the TensorBoard pod as a real ``tensorboard``
-    process on its bridge, the chief's summaries (loss at increasing global steps) are what it serves,
+    """``tensorboard: {enabled: true}``: the TensorBoard pod runs a real ``tensorboard`` on the real
+    node's bridge, the chief's summaries (loss at increasing global steps) are what it serves,
     the sensor links it at the pod's IP, and teardown stops it with the job."""
     import tfk8s_realpod_scenarios as s
     monkeypatch.setenv("AIRFLOW__TFK8S__TENSORBOARD_URL", "http://{pod_ip}:{port}/")
     t0 = time.monotonic()
-    with JobWatch(agent, k8s_namespace) as watch:
+    with JobWatch(node, k8s_namespace) as watch:
         dr = run_dag(s.tf1_tensorboard, k8s_namespace, **conf(dataset, model_dir, steps=300))
     elapsed = time.monotonic() - t0
     st = states(dr)
@@ -212,8 +218,8 @@ def test_a_real_tensorboard_serves_the_jobs_scalars(agent, k8s_namespace, airflo
     summary = xcom(dr, "train.wait", "summary")
     tb = watch.pod("tensorboard")
     report("tensorboard", elapsed, url=served["url"], tags=served["tags"], points=len(served["loss"]))
-    # A real process on the agent's node, at an address of its bridge, linked by that address.
-    assert tb.spec.node_name == agent.node and tb.status.pod_ip.startswith("10.213.")
+    # A real container on the real node, at an address of its bridge, linked by that address.
+    assert tb.spec.node_name == node.node and tb.status.pod_ip.startswith(subnet(node))
     assert served["url"] == summary["tensorboard_url"] == f"http://{tb.status.pod_ip}:6006/"
     assert xcom(dr, "train.wait", "_link_TensorBoardLink") == served["url"]
     assert any(key.startswith(f"{tb.metadata.name}/") for key in watch.pids_by_container), watch.pids_by_container
@@ -223,20 +229,23 @@ def test_a_real_tensorboard_serves_the_jobs_scalars(agent, k8s_namespace, airflo
     steps = [step for _wall, step, _value in served["loss"]]
     assert len(steps) >= 2 and steps == sorted(set(steps)) and steps[-1] == served["last_step"], served
     assert all(value > 0 for _wall, _step, value in served["loss"]), served["loss"]
-    # It never was a replica, and it is gone with the job: no pod, process, netns or directory left.
+    # It never was a replica, and it is gone with the job: no pod left, nothing running on the node.
     assert set(summary["replicas"]) == {"ps-0", "worker-0", "worker-1"}
     assert xcom(dr, "train.teardown")["deleted"]["pods"] == 4
     watch.assert_nothing_left()
 
 
-def test_every_replica_log_is_streamed_whole_and_survives_teardown(agent, k8s_namespace, airflow_db, dataset,
+def test_every_replica_log_is_streamed_whole_and_survives_teardown(node, k8s_namespace, airflow_db, dataset,
                                                                    model_dir, tmp_path):
     """With a log directory (a ``logs`` volume), each replica task streams its replica's whole log
-    into ``<dir>/<job>/<pod>.log`` while it runs: every line from the container's first to its last,
-    across a restart in place (worker-1 is SIGKILLed mid-training; a separator line marks its second
-    container), far more than teardown's 100-line tail, and teardown keeps the file as it is."""
+    into ``<dir>/<job>/<pod>.log``: every line from the container's first to its last, far more than
+    teardown's 100-line tail, and teardown keeps the file as it is.
+
+    ``dag.test()`` runs the replica tasks one after another, so a later replica's follower starts after
+    the job ended: no replica is killed here (a restart in place streamed live is
+    tests/e2e/test_replica_tasks_end.py's, with the real scheduler)."""
     import tfk8s_realpod_scenarios as s
-    core = agent.cluster.core_v1
+    core = node.cluster.core_v1
     logs_dir = tmp_path / "logs"
     logs_dir.mkdir()
     facts: dict = {}
@@ -245,18 +254,16 @@ def test_every_replica_log_is_streamed_whole_and_survives_teardown(agent, k8s_na
         return core.read_namespaced_pod_log(name, k8s_namespace, container="tensorflow",
                                             _preload_content=False).data.decode()
 
-    def killer():
+    def first_line():
         pod = wait_until(lambda: (p := watch.pod("worker-1")) and p.status.phase == "Running" and p, 300,
                        "worker-1 running")
-        name = pod.metadata.name
-        text = wait_until(lambda: (t := live_log(name)).count(" global step ") >= 120 and t, 300,
+        text = wait_until(lambda: (t := live_log(pod.metadata.name)).count(" global step ") >= 120 and t, 300,
                         "worker-1 to log 120 steps", interval=0.2)
         facts["first"] = text.splitlines()[0]
-        facts["killed_pid"] = agent.kill(k8s_namespace, name)
 
     t0 = time.monotonic()
-    with JobWatch(agent, k8s_namespace) as watch:
-        done = in_background(killer)
+    with JobWatch(node, k8s_namespace) as watch:
+        done = in_background(first_line)
         dr = run_dag(s.tf1_logs, k8s_namespace, **conf(dataset, model_dir, steps=1500, step_delay=0.03,
                                                       checkpoint_every=50, logs_dir=str(logs_dir)))
         done(60)
@@ -275,10 +282,10 @@ def test_every_replica_log_is_streamed_whole_and_survives_teardown(agent, k8s_na
     # The first line the container ever printed, and the program's own last line.
     assert lines[0] == facts["first"], (lines[:3], facts["first"])
     assert re.fullmatch(r".*worker-1 done at global step \d+ \(ran \d+ steps.*", lines[-1]), lines[-3:]
-    # Both containers of worker-1, in order, separated; far more than teardown's tail.
-    restart = next(i for i, line in enumerate(lines) if line.startswith(f"--- {job}-worker-1: container restart 1"))
+    # One container, whole and once; far more than teardown's tail.
+    assert not [line for line in lines if line.startswith("--- ")], [x for x in lines if x.startswith("--- ")]
     starts = [i for i, line in enumerate(lines) if "worker-1 starts at global step" in line]
-    assert len(starts) == 2 and starts[0] < restart < starts[1], (starts, restart)
+    assert len(starts) == 1, starts
     assert lines.count(facts["first"]) == 1
     assert len(steps) > 200, len(steps)
     # The replica task reported the file (what the Replica log link opens), with the size it had.

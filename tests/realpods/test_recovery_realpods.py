@@ -1,4 +1,4 @@
-"""Recovery with real TensorFlow on the node agent: real faults, real programs (docs/recovery.md).
+"""Recovery with real TensorFlow on the devstack's real node: real faults, real programs (docs/recovery.md).
 
 A parameter server's process is killed (SIGKILL, as the OOM killer or a node's death does),
 a program stops making progress, and a program of 2017 leaves a worker hung in session
@@ -20,15 +20,15 @@ pytestmark = [pytest.mark.k8s, pytest.mark.tf, pytest.mark.airflow, pytest.mark.
 PROGRAMS = REPO / "tests" / "tf" / "programs"
 
 
-def _kill_ps(agent, watch: JobWatch, namespace: str, attempt: int) -> int:
+def _kill_ps(node, watch: JobWatch, namespace: str, attempt: int) -> int:
     """SIGKILL the process of ps-0's pod of ``attempt`` once it runs; its pid."""
     life = watch.wait_for(lambda p: p.key == "ps-0" and p.attempt == attempt and "Running" in p.phases,
                           timeout=300, what=f"ps-0 of attempt {attempt} running")
-    wait_until(lambda: agent.pid(namespace, life.name), 60, f"the process of ps-0 (attempt {attempt})")
-    return agent.kill(namespace, life.name)
+    wait_until(lambda: node.pid(namespace, life.name), 60, f"the process of ps-0 (attempt {attempt})")
+    return node.kill(namespace, life.name)
 
 
-def test_killed_ps_restarts_the_group_which_resumes_from_the_checkpoint(agent, k8s_namespace, airflow_db,
+def test_killed_ps_restarts_the_group_which_resumes_from_the_checkpoint(node, k8s_namespace, airflow_db,
                                                                        dataset, model_dir):
     import tfk8s_realpod_scenarios as s
     facts: dict = {}
@@ -36,10 +36,10 @@ def test_killed_ps_restarts_the_group_which_resumes_from_the_checkpoint(agent, k
     def killer():
         wait_until(lambda: checkpoint_step(model_dir) >= 150, 300, "a checkpoint at step >= 150", interval=0.2)
         facts["checkpoint"] = checkpoint_step(model_dir)
-        facts["pid"] = _kill_ps(agent, watch, k8s_namespace, 1)
+        facts["pid"] = _kill_ps(node, watch, k8s_namespace, 1)
 
     t0 = time.monotonic()
-    with JobWatch(agent, k8s_namespace) as watch:
+    with JobWatch(node, k8s_namespace) as watch:
         done = in_background(killer)
         dr = run_dag(s.tf1, k8s_namespace, **conf(dataset, model_dir, steps=600, step_delay=0.03,
                                                  checkpoint_every=50))
@@ -64,19 +64,19 @@ def test_killed_ps_restarts_the_group_which_resumes_from_the_checkpoint(agent, k
     watch.assert_nothing_left()
 
 
-def test_a_second_ps_death_beyond_infra_restarts_fails_naming_both_attempts(agent, k8s_namespace, airflow_db,
+def test_a_second_ps_death_beyond_infra_restarts_fails_naming_both_attempts(node, k8s_namespace, airflow_db,
                                                                             dataset, model_dir):
     import tfk8s_realpod_scenarios as s
 
     def killer():
         wait_until(lambda: checkpoint_step(model_dir) >= 100, 300, "a checkpoint at step >= 100", interval=0.2)
-        _kill_ps(agent, watch, k8s_namespace, 1)
+        _kill_ps(node, watch, k8s_namespace, 1)
         first = checkpoint_step(model_dir)
         wait_until(lambda: checkpoint_step(model_dir) > first, 300, "training resumed after the restart",
                  interval=0.2)
-        _kill_ps(agent, watch, k8s_namespace, 2)
+        _kill_ps(node, watch, k8s_namespace, 2)
 
-    with JobWatch(agent, k8s_namespace) as watch:
+    with JobWatch(node, k8s_namespace) as watch:
         done = in_background(killer)
         dr = run_dag(s.tf1, k8s_namespace, **conf(dataset, model_dir, steps=100000, step_delay=0.03,
                                                  checkpoint_every=50, infra_restarts=1))
@@ -91,11 +91,11 @@ def test_a_second_ps_death_beyond_infra_restarts_fails_naming_both_attempts(agen
     watch.assert_nothing_left()
 
 
-def test_a_program_that_stops_making_progress_fails_as_stalled_at_its_step(agent, k8s_namespace, airflow_db,
+def test_a_program_that_stops_making_progress_fails_as_stalled_at_its_step(node, k8s_namespace, airflow_db,
                                                                            dataset, model_dir):
     import tfk8s_realpod_scenarios as s
     t0 = time.monotonic()
-    with JobWatch(agent, k8s_namespace) as watch:
+    with JobWatch(node, k8s_namespace) as watch:
         dr = run_dag(s.tf1_stall, k8s_namespace, **conf(dataset, model_dir, steps=300, step_delay=0.02,
                                                        stall_after=50, progress_timeout="20s"))
     summary = xcom(dr, "train.wait", "summary")
@@ -112,10 +112,10 @@ def test_a_program_that_stops_making_progress_fails_as_stalled_at_its_step(agent
     watch.assert_nothing_left()
 
 
-def test_a_late_worker_hung_in_session_creation_is_stopped_under_the_default_policy(agent, k8s_namespace,
+def test_a_late_worker_hung_in_session_creation_is_stopped_under_the_default_policy(node, k8s_namespace,
                                                                                     airflow_db, model_dir):
     import tfk8s_realpod_scenarios as s
-    with JobWatch(agent, k8s_namespace) as watch:
+    with JobWatch(node, k8s_namespace) as watch:
         dr = run_dag(s.flags_straggler, k8s_namespace, model_dir=str(model_dir), programs_dir=str(PROGRAMS),
                      steps=200)
     summary = xcom(dr, "train.wait", "summary")
@@ -125,11 +125,11 @@ def test_a_late_worker_hung_in_session_creation_is_stopped_under_the_default_pol
     watch.assert_nothing_left()
 
 
-def test_a_late_worker_under_all_workers_fails_after_straggler_timeout_naming_it(agent, k8s_namespace,
+def test_a_late_worker_under_all_workers_fails_after_straggler_timeout_naming_it(node, k8s_namespace,
                                                                                  airflow_db, model_dir, capfd):
     import tfk8s_realpod_scenarios as s
     t0 = time.monotonic()
-    with JobWatch(agent, k8s_namespace) as watch:
+    with JobWatch(node, k8s_namespace) as watch:
         dr = run_dag(s.flags_straggler, k8s_namespace, model_dir=str(model_dir), programs_dir=str(PROGRAMS),
                      steps=200, success_policy="all_workers", straggler_timeout="20s")
     summary = xcom(dr, "train.wait", "summary")

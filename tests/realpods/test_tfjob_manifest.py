@@ -1,11 +1,11 @@
-"""A Kubeflow TFJob manifest through tf_job(), its replicas real TensorFlow processes on the node agent.
+"""A Kubeflow TFJob manifest through tf_job(), its replicas real TensorFlow containers on the real node.
 
 The manifest is ``examples/tfjob-dist-mnist.yaml`` (TF1 between-graph, one PS, two workers
 with ``restartPolicy: ExitCode``, ``successPolicy: AllWorkers``) with the program a TFJob
 user would have in their image: ``tests/tf/programs/tfjob_style.py``, which knows nothing of
-tfk8s-airflow and reads only TF_CONFIG. Its pods select the agent's node, and the program
-and the model directory come from hostPath volumes (the agent runs the command with the
-host's Python, not the image). Each worker writes the TF_CONFIG it saw: exactly TFJob's.
+tfk8s-airflow and reads only TF_CONFIG. Its pods select the devstack's real node and run the
+training image (TensorFlow), and the program and the model directory come from hostPath
+volumes. Each worker writes the TF_CONFIG it saw: exactly TFJob's.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from tests.dagrun import states, xcom
-from tests.fixtures.nodeagent import LOCAL_NODE_SELECTOR, LOCAL_TOLERATIONS
+from tests.fixtures.realnode import REAL_NODE_SELECTOR, REAL_NODE_TOLERATIONS
 from tests.realpods.support import GOOD, REPO, JobWatch, read_json, report
 
 pytestmark = [pytest.mark.k8s, pytest.mark.tf, pytest.mark.airflow, pytest.mark.timeout(600),
@@ -24,13 +24,15 @@ pytestmark = [pytest.mark.k8s, pytest.mark.tf, pytest.mark.airflow, pytest.mark.
 PROGRAMS, MODEL = "/opt/tfk8s-programs", "/mnt/tfk8s-realpod/model"
 
 
-def manifest(namespace: str, model_dir, steps: int, program: str = "tfjob_style.py", extra=()) -> dict:
+def manifest(namespace: str, model_dir, steps: int, program: str = "tfjob_style.py", extra=(), *,
+             image: str) -> dict:
     doc = yaml.safe_load((REPO / "examples" / "tfjob-dist-mnist.yaml").read_text())
     doc["metadata"]["namespace"] = namespace
     for rspec in doc["spec"]["tfReplicaSpecs"].values():
         pod = rspec["template"]["spec"]
         main = pod["containers"][0]
-        main.pop("resources")  # the agent's node is this machine: no room for the example's 4Gi workers
+        main.pop("resources")  # the node is this machine: no room for the example's 4Gi workers
+        main["image"] = image
         main["command"] = ["python3", f"{PROGRAMS}/{program}"]
         main["args"] = [f"--steps={steps}", "--out", MODEL, *extra]
         main["env"] = [{"name": "TF_CPP_MIN_LOG_LEVEL", "value": "2"}]
@@ -38,17 +40,17 @@ def manifest(namespace: str, model_dir, steps: int, program: str = "tfjob_style.
                                 {"name": "model", "mountPath": MODEL}]
         pod["volumes"] = [{"name": "programs", "hostPath": {"path": str(REPO / "tests" / "tf" / "programs")}},
                           {"name": "model", "hostPath": {"path": str(model_dir)}}]
-        pod["nodeSelector"] = LOCAL_NODE_SELECTOR
-        pod["tolerations"] = LOCAL_TOLERATIONS
+        pod["nodeSelector"] = REAL_NODE_SELECTOR
+        pod["tolerations"] = REAL_NODE_TOLERATIONS
     return doc
 
 
-def test_a_tfjob_manifest_trains_with_tfjobs_tf_config(agent, k8s_namespace, airflow_db, model_dir):
+def test_a_tfjob_manifest_trains_with_tfjobs_tf_config(node, k8s_namespace, airflow_db, model_dir):
     import tfk8s_scenarios as s
     t0 = time.monotonic()
-    with JobWatch(agent, k8s_namespace) as watch:
+    with JobWatch(node, k8s_namespace) as watch:
         dr = s.from_conf.test(run_conf={"namespace": k8s_namespace, "shards": {},
-                                        "spec": manifest(k8s_namespace, model_dir, 300)})
+                                        "spec": manifest(k8s_namespace, model_dir, 300, image=node.image)})
     elapsed = time.monotonic() - t0
     assert dr.state == "success", (states(dr), xcom(dr, "train.wait", "summary"))
     summary = xcom(dr, "train.wait", "summary")
@@ -74,14 +76,14 @@ def _starts(model_dir, key: str) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
-def test_exit_code_permanent_fails_the_job_at_once_and_the_program_ran_once(agent, k8s_namespace, airflow_db,
+def test_exit_code_permanent_fails_the_job_at_once_and_the_program_ran_once(node, k8s_namespace, airflow_db,
                                                                             model_dir):
     """restartPolicy ExitCode, as TFJob does it: worker 1 exits 1 (permanent). Its pod is Never, so the kubelet
     never runs it again; the job fails at once, and nothing recreates the pod."""
     import tfk8s_scenarios as s
-    with JobWatch(agent, k8s_namespace) as watch:
+    with JobWatch(node, k8s_namespace) as watch:
         dr = s.from_conf.test(run_conf={"namespace": k8s_namespace, "shards": {}, "spec": manifest(
-            k8s_namespace, model_dir, 3000, "tfjob_exit_once.py", ("--exit-first", "1"))})
+            k8s_namespace, model_dir, 3000, "tfjob_exit_once.py", ("--exit-first", "1"), image=node.image)})
     summary = xcom(dr, "train.wait", "summary")
     assert dr.state == "failed", (states(dr), summary)
     assert "worker-1" in summary["reason"] and "1-127 are permanent" in summary["reason"], summary["reason"]
@@ -91,14 +93,14 @@ def test_exit_code_permanent_fails_the_job_at_once_and_the_program_ran_once(agen
     watch.assert_nothing_left()
 
 
-def test_exit_code_retryable_recreates_the_pod_and_the_job_succeeds(agent, k8s_namespace, airflow_db, model_dir):
+def test_exit_code_retryable_recreates_the_pod_and_the_job_succeeds(node, k8s_namespace, airflow_db, model_dir):
     """Worker 1 is SIGKILLed at its first start (exit 137, retryable): its pod is recreated (same name and DNS),
     the program runs again, rejoins, and the job succeeds."""
     import tfk8s_scenarios as s
     t0 = time.monotonic()
-    with JobWatch(agent, k8s_namespace) as watch:
+    with JobWatch(node, k8s_namespace) as watch:
         dr = s.from_conf.test(run_conf={"namespace": k8s_namespace, "shards": {}, "spec": manifest(
-            k8s_namespace, model_dir, 300, "tfjob_exit_once.py", ("--exit-first", "137"))})
+            k8s_namespace, model_dir, 300, "tfjob_exit_once.py", ("--exit-first", "137"), image=node.image)})
     summary = xcom(dr, "train.wait", "summary")
     assert dr.state == "success", (states(dr), summary)
     report("tfjob-exit-code-137", time.monotonic() - t0, attempts=summary["attempts"])

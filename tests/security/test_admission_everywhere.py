@@ -1,8 +1,9 @@
 """One admission wherever a pod is made: evaluation refuses what setup refuses, the form's image never
 reaches the evaluation pod, and recovery checks the host paths again when it recreates the pods.
 
-Real parts: Airflow's ``dag.test()``, the devstack's kube-apiserver with KWOK nodes, the node agent for
-the evaluation pod that must run, the GlusterFS volume for the planted link.
+Real parts: Airflow's ``dag.test()``, the devstack's kube-apiserver with KWOK nodes, the real node for
+the evaluation pod that must run (the deployment's evaluation image), the GlusterFS volume for the
+planted link.
 """
 from __future__ import annotations
 
@@ -44,13 +45,15 @@ def test_the_evaluation_refuses_the_five_problems_setup_refuses(k8s_cluster, k8s
     assert core.list_namespaced_pod(ns).items == []  # nothing was created, by either
 
 
-def test_the_retraining_forms_image_does_not_reach_the_evaluation_pod(nodeagent, k8s_namespace, airflow_db,
+def test_the_retraining_forms_image_does_not_reach_the_evaluation_pod(realnode, k8s_namespace, airflow_db,
                                                                       gluster_dir, monkeypatch, capsys):
     import tfk8s_boundary_scenarios as scenarios
     from kubernetes import watch
 
-    core, ns = nodeagent.cluster.core_v1, k8s_namespace
+    core, ns = realnode.cluster.core_v1, k8s_namespace
+    realnode.grant_pull(ns)
     monkeypatch.setenv("TFK8S_ALLOWED_HOST_PATHS", str(gluster_dir))
+    monkeypatch.setenv("AIRFLOW__TFK8S__EVALUATION_IMAGE", realnode.image)  # the deployment's evaluator image
     seen: list[tuple[str, list[str], list[str]]] = []
     stop = threading.Event()
 
@@ -72,7 +75,7 @@ def test_the_retraining_forms_image_does_not_reach_the_evaluation_pod(nodeagent,
     assert ("evaluate", -1) in states(dr)
     assert seen, "the evaluation created no pod: " + log[-2000:]
     images = {image for _, imgs, _ in seen for image in imgs}
-    assert images == {"tfk8s/trainer:0.1"}, images  # the deployment's evaluation_image (its default)
+    assert images == {realnode.image}, images  # the deployment's evaluation_image
     assert "registry.example.com/form/chosen:666" not in log.split("evaluating", 1)[-1].split("\n", 1)[0]
 
 

@@ -3,10 +3,9 @@
 Real parts: Airflow's ``dag.test()`` of the setup task against the devstack's kube-apiserver and KWOK
 nodes (the kube-controller-manager's garbage collector for "removed with the job").
 
-What is not proven here: that the NetworkPolicy is *enforced*. The devstack has no network plugin
-that enforces NetworkPolicies (the node agent puts pods on a plain bridge), so a client outside the
-job still reaches a replica's port here; the test asserts the object the API server stored
-(docs/security.md, "The job's network").
+What is not proven here: that the NetworkPolicy is *enforced*: the job's pods here are on KWOK nodes,
+so the test asserts the object the API server stored; tests/realnode checks enforcement on the real
+node (kube-router's firewall).
 """
 from __future__ import annotations
 

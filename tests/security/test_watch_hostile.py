@@ -2,7 +2,7 @@
 
 A namespace writer puts a malformed ``tfk8s.io/attempts`` on the job's Service and hostile labels
 and annotations on its worker pod (an attempt ``NaN``, an annotation of the recovery state's name
-holding garbage), and the training program (a real process run by the node agent) prints
+holding garbage), and the training program (a real container on the devstack's real node) prints
 ``tfk8s.progress {"step": Infinity}`` as its progress line. Before the fix each of them raised out of
 the watch's poll (OverflowError, AttributeError), no snapshot came, and after ten polls the watch
 ended. Now every poll publishes a snapshot, the job is judged (succeeded, when the worker exits 0),
@@ -16,7 +16,7 @@ import logging
 
 import pytest
 
-from tests.fixtures.nodeagent import LOCAL_NODE_SELECTOR, LOCAL_TOLERATIONS
+from tests.fixtures.realnode import REAL_NODE_SELECTOR, REAL_NODE_TOLERATIONS
 from tests.fixtures.waiting import wait_until
 from tfk8s_airflow.job.builders.objects import JobNames, plan_replicas
 from tfk8s_airflow.job.builders.plan import plan_job
@@ -59,12 +59,13 @@ def hook_factory(kubeconfig: str):
 
 
 def test_a_hostile_annotation_and_an_infinity_step_leave_the_watch_alive_and_the_job_judged(
-        nodeagent, k8s_namespace, caplog):
+        realnode, k8s_namespace, caplog):
     import os
 
-    core, ns = nodeagent.cluster.core_v1, k8s_namespace
-    spec = parse_spec({"name": "hostile", "namespace": ns, "image": "python:3.11",
-                                "node_selector": LOCAL_NODE_SELECTOR, "tolerations": LOCAL_TOLERATIONS,
+    core, ns = realnode.cluster.core_v1, k8s_namespace
+    realnode.grant_pull(ns)
+    spec = parse_spec({"name": "hostile", "namespace": ns, "image": realnode.image,
+                                "node_selector": REAL_NODE_SELECTOR, "tolerations": REAL_NODE_TOLERATIONS,
                                 "worker": {"replicas": 1, "command": ["python", "-c", PROGRAM]}})
     names = JobNames.for_run(spec, "hostile")
     plan = plan_job(spec, names, DeploymentPolicy())

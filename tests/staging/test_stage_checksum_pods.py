@@ -1,13 +1,14 @@
 """Staging files already on GlusterFS with a fan-out of checksum pods (``GlusterFSStageOperator``,
-``copy_executor="kubernetes"``): the real GlusterFS mount, kube-apiserver and node agent pods, through
-``dag.test()`` (the trigger runs inline) or the operator's and trigger's own calls.
+``copy_executor="kubernetes"``): the real GlusterFS mount, kube-apiserver and pods on the devstack's
+real node, through ``dag.test()`` (the trigger runs inline) or the operator's and trigger's own calls.
 
-The checksum pods run :mod:`tfk8s_airflow.pod.stagesum` of this checkout (``PYTHONPATH`` through the
-deployment's ``staging_pod_template``) on the node agent, reading the GlusterFS mount (hostPath).
+The checksum pods run :mod:`tfk8s_airflow.pod.stagesum` of the training image (``[tfk8s] staging_image``)
+on the real node (the deployment's ``staging_pod_template``), reading the GlusterFS mount (hostPath).
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import glob
 import json
@@ -21,8 +22,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.fixtures.nodeagent import LOCAL_NODE_SELECTOR, LOCAL_TOLERATIONS
-from tests.fixtures.waiting import wait_until
+from tests.fixtures.realnode import REAL_NODE_SELECTOR, REAL_NODE_TOLERATIONS, is_program
 from tests.staging.test_stage_pods import Watcher, comparable, states
 from tfk8s_airflow.staging.manifest import MANIFEST_NAME, read_local
 
@@ -33,15 +33,14 @@ DS = "2026-03-04"
 
 
 @pytest.fixture
-def sums_env(monkeypatch, nodeagent, k8s_namespace, gluster_volume):
-    """The deployment's staging settings for the test's namespace (the pods' image is ignored by the
-    node agent; ``PYTHONPATH`` points them at this checkout)."""
-    monkeypatch.setenv("TFK8S_STAGING_IMAGE", "python:3.12-slim")
+def sums_env(monkeypatch, realnode, k8s_namespace, gluster_volume):
+    """The deployment's staging settings for the test's namespace: the training image, on the real node."""
+    monkeypatch.setenv("TFK8S_STAGING_IMAGE", realnode.image)  # the training image holds the pod side
+    realnode.grant_pull(k8s_namespace)
     monkeypatch.setenv("TFK8S_STAGING_NAMESPACE", k8s_namespace)
     monkeypatch.setenv("TFK8S_STAGING_THRESHOLD", "1Mi")
     monkeypatch.setenv("TFK8S_STAGING_POD_TEMPLATE", json.dumps({
-        "nodeSelector": LOCAL_NODE_SELECTOR, "tolerations": LOCAL_TOLERATIONS,
-        "env": [{"name": "PYTHONPATH", "value": str(REPO)}]}))
+        "nodeSelector": REAL_NODE_SELECTOR, "tolerations": REAL_NODE_TOLERATIONS}))
     return k8s_namespace
 
 
@@ -101,7 +100,7 @@ def wait_for_event(trigger) -> dict:
     return asyncio.run(asyncio.wait_for(first(), 300))
 
 
-def test_checksum_pods_write_the_local_manifest(sums_env, gluster_dir, nodeagent, k8s_cluster, airflow_db):
+def test_checksum_pods_write_the_local_manifest(sums_env, gluster_dir, realnode, k8s_cluster, airflow_db):
     root = gluster_dir / f"clicks/dt={DS}"
     written = write_input(root, [3 * MiB + 17, 2 * MiB, 0, 1] + [40_000 + i for i in range(30)])
     os.link(root / "sub0/part-00000", root / "sub1/linked")  # a hard link is data, as in the local pass
@@ -124,12 +123,12 @@ def test_checksum_pods_write_the_local_manifest(sums_env, gluster_dir, nodeagent
     assert comparable(pods_doc, str(root)) == comparable(local_doc, str(root))
     assert pods_doc["total_files"] == len(written) + 1
     assert {f["checksum"]["algorithm"] for f in pods_doc["files"]} == {"SHA256"}
-    logs = "".join(Path(f).read_text() for f in glob.glob(f"{nodeagent.logs_dir}/{sums_env}_*/copy/*.log"))
+    logs = "\n".join(line for pod in sorted(watcher.pods) for line in realnode.container_log(sums_env, pod, "copy"))
     assert logs.count("bytes digested (sha256)") == 3, logs[-2000:]
     assert leftovers(root, k8s_cluster.core_v1, sums_env) == ([], [])
 
 
-def test_file_changed_after_listing_fails_naming_it(sums_env, gluster_dir, nodeagent, k8s_cluster, airflow_db):
+def test_file_changed_after_listing_fails_naming_it(sums_env, gluster_dir, realnode, k8s_cluster, airflow_db):
     from tfk8s_airflow.exceptions import StagingError
 
     root = gluster_dir / "changed"
@@ -146,7 +145,7 @@ def test_file_changed_after_listing_fails_naming_it(sums_env, gluster_dir, nodea
     assert leftovers(root, k8s_cluster.core_v1, sums_env) == ([], [])
 
 
-def test_forged_record_fails_naming_the_file(sums_env, gluster_dir, nodeagent, k8s_cluster, airflow_db):
+def test_forged_record_fails_naming_the_file(sums_env, gluster_dir, realnode, k8s_cluster, airflow_db):
     """A record on the volume that is not what its pod read (any pod can write the volume): its file's size
     and modification time are not the listing's, so the task fails naming that file."""
     from tfk8s_airflow.exceptions import StagingError
@@ -173,15 +172,44 @@ def test_forged_record_fails_naming_the_file(sums_env, gluster_dir, nodeagent, k
 class Killer(threading.Thread):
     """Kills the first checksum pod of part 0 (SIGKILL) once its journal lists some, not all, of its files.
 
-    A part of this size takes well under a second, too short to hit by polling: the pod's process is
-    stopped (SIGSTOP) as soon as it runs and let go in 10 ms steps until its journal lists a file."""
+    A part of this size (8 files of 8 MiB, hashed in milliseconds each) takes well under a second, too
+    short to hit by polling: the container's cgroup is read until its program runs (never ``runc init``,
+    which becomes the program when it executes it: stopping that stalls the start), the program is
+    stopped (SIGSTOP) at once and let run in 10 ms SIGCONT steps, its cgroup read again while it is
+    stopped, until its journal shows 1 to 7 files digested. ``diagnostics`` says what it saw."""
 
-    def __init__(self, nodeagent, namespace: str, root: Path, files_in_part: int):
+    def __init__(self, realnode, namespace: str, root: Path, files_in_part: int):
         super().__init__(daemon=True)
-        self.nodeagent, self.namespace, self.root, self.files = nodeagent, namespace, root, files_in_part
+        self.realnode, self.namespace, self.root, self.files = realnode, namespace, root, files_in_part
         self.killed: list[str] = []
         self.seen = -1
+        self.diagnostics: list[str] = []
         self.stop = threading.Event()
+
+    def _container(self) -> tuple[str, Path] | None:
+        """(pod, its copy container's cgroup.procs) of part 0's first pod, once the container exists."""
+        for c in self.realnode.containers(self.namespace, ended=True):
+            labels = c.get("labels") or {}
+            pod = labels.get("io.kubernetes.pod.name", "")
+            if pod.endswith("-p0-a0") and labels.get("io.kubernetes.container.name") == "copy":
+                path = self.realnode.cgroup_procs_path(c)
+                if path is not None:
+                    return pod, path
+                self.diagnostics.append(f"{pod}: container {c['id'][:12]} ({c.get('state')}) has no cgroup")
+        return None
+
+    @staticmethod
+    def _programs(procs: Path) -> list[int]:
+        try:
+            return [p for p in (int(x) for x in procs.read_text().split()) if is_program(p)]
+        except (FileNotFoundError, ValueError):
+            return []
+
+    @staticmethod
+    def _signal(pids: list[int], sig: int) -> None:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
 
     def _progress(self) -> tuple[int, bool]:
         parts = glob.glob(str(self.root.parent / f".{self.root.name}.tfk8s-parts-*"))
@@ -190,30 +218,44 @@ class Killer(threading.Thread):
         return done, any(Path(d, "part-0.json").exists() for d in parts)
 
     def run(self):
-        while not self.stop.is_set():
-            for pidfile in glob.glob(str(self.nodeagent.pods_dir / self.namespace / "*-p0-a0" / "copy.pid")):
-                pod = Path(pidfile).parent.name
-                pid = self.nodeagent.pid(self.namespace, pod, "copy")
-                if not pid:
-                    continue
-                os.kill(pid, signal.SIGSTOP)
-                done, recorded = self._progress()
-                while done == 0 and not recorded and self.nodeagent.pid(self.namespace, pod, "copy"):
-                    os.kill(pid, signal.SIGCONT)
-                    time.sleep(0.01)
-                    os.kill(pid, signal.SIGSTOP)
-                    done, recorded = self._progress()
-                self.seen = done
-                if 1 <= done < self.files and not recorded:
-                    os.kill(pid, signal.SIGKILL)
-                    self.killed.append(pod)
-                else:
-                    os.kill(pid, signal.SIGCONT)
-                return
+        found = None
+        while not self.stop.is_set() and found is None:
+            found = self._container()
+            if found is None:
+                time.sleep(0.02)
+        if found is None:
+            self.diagnostics.append("no copy container of part 0's first pod was seen")
+            return
+        pod, procs = found
+        programs: list[int] = []
+        while not self.stop.is_set() and not programs and procs.exists():
+            programs = self._programs(procs)  # a tight loop: the program must not get far
+        if not programs:
+            self.diagnostics.append(f"{pod}: its program was never seen in {procs}")
+            return
+        self._signal(programs, signal.SIGSTOP)
+        done, recorded = self._progress()
+        self.diagnostics.append(f"{pod}: stopped {programs} with {done} files digested")
+        steps = 0
+        while done == 0 and not recorded and programs and steps < 3000:
+            self._signal(programs, signal.SIGCONT)
             time.sleep(0.01)
+            self._signal(programs, signal.SIGSTOP)
+            programs = self._programs(procs)  # read while it is stopped: children included, the ended gone
+            self._signal(programs, signal.SIGSTOP)
+            done, recorded = self._progress()
+            steps += 1
+        self.seen = done
+        self.diagnostics.append(f"{pod}: after {steps} steps of 10 ms: {done} files digested, "
+                                f"record written: {recorded}, programs {programs}")
+        if programs and 1 <= done < self.files and not recorded:
+            self._signal(programs, signal.SIGKILL)
+            self.killed.append(pod)
+        else:
+            self._signal(programs, signal.SIGCONT)
 
 
-def test_killed_checksum_pod_retries_only_its_part(sums_env, gluster_dir, nodeagent, k8s_cluster, airflow_db):
+def test_killed_checksum_pod_retries_only_its_part(sums_env, gluster_dir, realnode, k8s_cluster, airflow_db):
     root = gluster_dir / "big"
     write_input(root, [8 * MiB] * 24)  # three parts of eight files
     from tfk8s_airflow.staging.glusterfs import GlusterVolume
@@ -222,7 +264,7 @@ def test_killed_checksum_pod_retries_only_its_part(sums_env, gluster_dir, nodeag
     local = stage_volume(GlusterVolume(), str(root), 2, manifest_path=str(gluster_dir / "local.json"))
     local_doc = read_local(local["manifest"])
 
-    killer = Killer(nodeagent, sums_env, root, 8)
+    killer = Killer(realnode, sums_env, root, 8)
     watcher = Watcher(k8s_cluster.core_v1, sums_env, root)
     killer.start()
     watcher.start()
@@ -231,12 +273,12 @@ def test_killed_checksum_pod_retries_only_its_part(sums_env, gluster_dir, nodeag
     watcher.stop.set()
     killer.join()
     watcher.join()
-    assert killer.killed, f"part 0 was not caught mid-part ({killer.seen} files digested; pods {sorted(watcher.pods)})"
+    assert killer.killed, (f"part 0 was not caught mid-part ({killer.seen} files digested; pods "
+                           f"{sorted(watcher.pods)}): {killer.diagnostics}")
     assert states(dr) == {"stage": "success"}
     retried = sorted(p for p in watcher.pods if not p.endswith("-a0"))
     assert retried and all(p.endswith("-p0-a1") for p in retried), sorted(watcher.pods)
-    retry_log = "".join(Path(f).read_text() for f in glob.glob(
-        f"{nodeagent.logs_dir}/{sums_env}_{retried[0]}_*/copy/*.log"))
+    retry_log = "\n".join(realnode.container_log(sums_env, retried[0], "copy"))
     assert "part 0: resuming, " in retry_log, retry_log[-2000:]
     # The pod's last progress line states its part's totals; the trigger reads its bytes and items only.
     from tfk8s_airflow.pod.stagecopy import PROGRESS_PREFIX
@@ -252,7 +294,7 @@ def test_killed_checksum_pod_retries_only_its_part(sums_env, gluster_dir, nodeag
     assert leftovers(root, k8s_cluster.core_v1, sums_env) == ([], [])
 
 
-def test_cancel_deletes_the_checksum_pods_and_writes_no_manifest(sums_env, gluster_dir, nodeagent, k8s_cluster,
+def test_cancel_deletes_the_checksum_pods_and_writes_no_manifest(sums_env, gluster_dir, realnode, k8s_cluster,
                                                                   airflow_db):
     """The operator starts its pods and defers; the task is then cancelled while they read. Airflow (3.3+)
     calls the deferred task's trigger's ``on_kill`` for a user's kill; the test calls it at that point."""
@@ -260,20 +302,24 @@ def test_cancel_deletes_the_checksum_pods_and_writes_no_manifest(sums_env, glust
     write_input(root, [32 * MiB] * 12)
     _task, _ti, trigger = deferred_task(root, "cancelled")
     core = k8s_cluster.core_v1
-    wait_until(lambda: [p.metadata.name for p in core.list_namespaced_pod(sums_env).items
-                        if nodeagent.pid(sums_env, p.metadata.name, "copy")], 60, "a checksum pod running", 0.05)
+    deadline = time.monotonic() + 60
+    running: list[str] = []
+    while time.monotonic() < deadline and not running:
+        running = [p.metadata.name for p in core.list_namespaced_pod(sums_env).items
+                   if realnode.pid(sums_env, p.metadata.name, "copy")]
+        time.sleep(0.05)
+    assert running, "no checksum pod ran within 60s"
     asyncio.run(trigger.on_kill())
-    wait_until(lambda: not core.list_namespaced_pod(sums_env).items, 60, "the checksum pods gone after the cancel", 0.5)
+    deadline = time.monotonic() + 60
+    while core.list_namespaced_pod(sums_env).items and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not core.list_namespaced_pod(sums_env).items, "checksum pods left after the cancel"
 
-    def alive():
-        return {k: p for k, p in nodeagent.pids(sums_env).items() if Path(f"/proc/{p}").exists()}
-
-    wait_until(lambda: alive() == {}, 30, "the checksum processes gone after the cancel", 0.5,
-               on_fail=lambda: str(alive()))
+    realnode.assert_nothing_running(sums_env)  # no checksum program, container or sandbox left
     assert not (root / MANIFEST_NAME).exists(), "a cancelled pass wrote a manifest"
 
 
-def test_auto_uses_pods_from_the_deployment_threshold(sums_env, gluster_dir, nodeagent, k8s_cluster, airflow_db):
+def test_auto_uses_pods_from_the_deployment_threshold(sums_env, gluster_dir, realnode, k8s_cluster, airflow_db):
     """The plain GlusterFS scenario (``copy_executor`` left at ``"auto"``): pods for an input of at least
     ``staging_threshold`` (1 MiB here), the task's own pass below it; the same manifest either way."""
     import pendulum

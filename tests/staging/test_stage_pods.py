@@ -1,9 +1,10 @@
 """Staging through a fan-out of copy pods (``copy_executor="kubernetes"``): real HDFS, GlusterFS,
-kube-apiserver and node agent pods, through ``dag.test()`` (the trigger runs inline).
+kube-apiserver and pods on the devstack's real node, through ``dag.test()`` (the trigger runs inline).
 
-The copy pods run :mod:`tfk8s_airflow.pod.stagecopy` of this checkout (``PYTHONPATH`` through the
-deployment's ``staging_pod_template``) on the node agent, reading WebHDFS at the host's name (which
-the pods' hosts files map to the host address) and writing the GlusterFS mount (hostPath).
+The copy pods run :mod:`tfk8s_airflow.pod.stagecopy` of the training image (``[tfk8s] staging_image``;
+the devstack builds it from this checkout's pod side) on the real node (the deployment's
+``staging_pod_template``), reading WebHDFS at the host's name (which the node's CoreDNS resolves to
+the host address) and writing the GlusterFS mount (hostPath).
 """
 from __future__ import annotations
 
@@ -18,8 +19,7 @@ from pathlib import Path
 import pendulum
 import pytest
 
-from tests.fixtures.nodeagent import LOCAL_NODE_SELECTOR, LOCAL_TOLERATIONS
-from tests.fixtures.waiting import wait_until
+from tests.fixtures.realnode import REAL_NODE_SELECTOR, REAL_NODE_TOLERATIONS
 from tfk8s_airflow.staging.glusterfs import GlusterVolume as StageVolume
 from tfk8s_airflow.staging.manifest import MANIFEST_NAME, read_local
 from tfk8s_airflow.staging.stage import stage_hdfs
@@ -32,23 +32,23 @@ DS = "2026-03-04"
 
 
 @pytest.fixture
-def pods_env(monkeypatch, nodeagent, k8s_namespace, hdfs_server, gluster_volume):
+def pods_env(monkeypatch, realnode, k8s_namespace, hdfs_server, gluster_volume):
     """The deployment's staging settings for the test's namespace, and a WebHDFS connection by the
     host's name (the Airflow side and the pods both reach the NameNode there)."""
+    realnode.grant_pull(k8s_namespace)
     port = hdfs_server.url.rsplit(":", 1)[1]
     monkeypatch.setenv("AIRFLOW_CONN_WEBHDFS_DEFAULT", json.dumps(
-        {"conn_type": "webhdfs", "host": nodeagent.host_name, "port": int(port), "login": hdfs_server.user}))
-    monkeypatch.setenv("TFK8S_STAGING_IMAGE", "python:3.12-slim")  # ignored by the node agent
+        {"conn_type": "webhdfs", "host": realnode.host_name, "port": int(port), "login": hdfs_server.user}))
+    monkeypatch.setenv("TFK8S_STAGING_IMAGE", realnode.image)  # the training image holds the pod side
     monkeypatch.setenv("TFK8S_STAGING_NAMESPACE", k8s_namespace)
     monkeypatch.setenv("TFK8S_STAGING_THRESHOLD", "1Mi")
     monkeypatch.setenv("TFK8S_STAGING_POD_TEMPLATE", json.dumps({
-        "nodeSelector": LOCAL_NODE_SELECTOR, "tolerations": LOCAL_TOLERATIONS,
-        "env": [{"name": "PYTHONPATH", "value": str(REPO)}]}))
+        "nodeSelector": REAL_NODE_SELECTOR, "tolerations": REAL_NODE_TOLERATIONS}))
     return k8s_namespace
 
 
-def hdfs_client(hdfs_server, nodeagent):
-    return WebHdfs(WebHdfsConfig(urls=(f"http://{nodeagent.host_name}:{hdfs_server.url.rsplit(':', 1)[1]}",),
+def hdfs_client(hdfs_server, realnode):
+    return WebHdfs(WebHdfsConfig(urls=(f"http://{realnode.host_name}:{hdfs_server.url.rsplit(':', 1)[1]}",),
                                  user=hdfs_server.user))
 
 
@@ -111,12 +111,12 @@ class Watcher(threading.Thread):
             time.sleep(0.2)
 
 
-def test_pods_copy_byte_identical_to_local_copy(pods_env, hdfs_server, hdfs_dir, gluster_dir, nodeagent,
+def test_pods_copy_byte_identical_to_local_copy(pods_env, hdfs_server, hdfs_dir, gluster_dir, realnode,
                                                  k8s_cluster, airflow_db):
     client = hdfs_server.client()
     part = f"{hdfs_dir}/clicks/dt={DS}"
     written = write_partition(client, part, [5 * MiB + 17, 3 * MiB, 0, 1] + [40_000 + i for i in range(30)])
-    hdfs = hdfs_client(hdfs_server, nodeagent)
+    hdfs = hdfs_client(hdfs_server, realnode)
     local_cache = gluster_dir / "local"
     local = stage_hdfs(hdfs, part, 2, volume=StageVolume(), cache_dir=str(local_cache))
 
@@ -154,7 +154,7 @@ def test_pods_copy_byte_identical_to_local_copy(pods_env, hdfs_server, hdfs_dir,
     assert value["copied"] == 0 and value["skipped"] == len(written)
 
 
-def test_killed_copy_pod_retries_only_its_part(pods_env, hdfs_server, hdfs_dir, gluster_dir, nodeagent,
+def test_killed_copy_pod_retries_only_its_part(pods_env, hdfs_server, hdfs_dir, gluster_dir, realnode,
                                                k8s_cluster, airflow_db):
     client = hdfs_server.client()
     part = f"{hdfs_dir}/big/dt={DS}"
@@ -164,12 +164,12 @@ def test_killed_copy_pod_retries_only_its_part(pods_env, hdfs_server, hdfs_dir, 
 
     def kill_first_part(names):
         for name in names:
-            if name.endswith("-p0-a0") and nodeagent.pid(pods_env, name, "copy"):
+            if name.endswith("-p0-a0") and realnode.pid(pods_env, name, "copy"):
                 journal = glob.glob(str(cache.parent / f".{cache.name}.tfk8s-parts-*" / "part-0.*.journal"))
                 verified = Path(journal[0]).read_text().count("\n") if journal else 0
                 record = glob.glob(str(cache.parent / f".{cache.name}.tfk8s-parts-*" / "part-0.json"))
                 if 1 <= verified <= 10 and not record:  # mid-part: some items verified, at least 6 not yet
-                    nodeagent.kill(pods_env, name, "copy")
+                    realnode.kill(pods_env, name, "copy")
                     killed.append(name)
                     return True
         return False
@@ -184,8 +184,7 @@ def test_killed_copy_pod_retries_only_its_part(pods_env, hdfs_server, hdfs_dir, 
     retried = sorted(p for p in watcher.pods if not p.endswith("-a0"))
     assert retried and all(p.endswith("-p0-a1") for p in retried), sorted(watcher.pods)
     assert not watcher.visible_early
-    retry_log = "".join(Path(f).read_text() for f in glob.glob(
-        f"{nodeagent.logs_dir}/{pods_env}_{retried[0]}_*/copy/*.log"))
+    retry_log = "\n".join(realnode.container_log(pods_env, retried[0], "copy"))
     assert "part 0: resuming, " in retry_log, retry_log[-2000:]
     # What the trigger reads for the task log's progress lines (bytes and items, from each pod's log).
     # The pod's last progress line states its part's totals; the trigger reads its bytes and items only.
@@ -205,7 +204,7 @@ def test_killed_copy_pod_retries_only_its_part(pods_env, hdfs_server, hdfs_dir, 
 
 
 def test_corrupted_block_fails_the_part_and_publishes_nothing(pods_env, hdfs_server, hdfs_dir, gluster_dir,
-                                                             nodeagent, k8s_cluster, airflow_db, capfd):
+                                                             realnode, k8s_cluster, airflow_db, capfd):
     client = hdfs_server.client()
     part = f"{hdfs_dir}/bad/dt={DS}"
     write_partition(client, part, [300_000, 200_000, 100_000])
@@ -233,7 +232,7 @@ def test_corrupted_block_fails_the_part_and_publishes_nothing(pods_env, hdfs_ser
 
 
 def test_cancelled_copy_deletes_the_pods_and_publishes_nothing(pods_env, hdfs_server, hdfs_dir, gluster_dir,
-                                                               nodeagent, k8s_cluster, airflow_db, monkeypatch):
+                                                               realnode, k8s_cluster, airflow_db, monkeypatch):
     """The operator starts its pods and defers; the task is then cancelled while they copy. Airflow
     (3.3+) calls the deferred task's trigger's ``on_kill`` for a user's kill (mark failed, the DAG run
     failed, clear); the test calls it at that point, with the real pods running."""
@@ -259,22 +258,27 @@ def test_cancelled_copy_deletes_the_pods_and_publishes_nothing(pods_env, hdfs_se
         task.execute({"ti": ti})
     trigger = deferred.value.trigger
     core = k8s_cluster.core_v1
-    wait_until(lambda: any(Path(j).read_text().count("\n") for j in glob.glob(
-        str(cache.parent / f".{cache.name}.tfk8s-parts-*" / "part-*.journal"))), 60,
-        "a copy pod to verify part of its work (a journal line)", 0.2)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # until a copy pod has verified part of its work
+        journals = glob.glob(str(cache.parent / f".{cache.name}.tfk8s-parts-*" / "part-*.journal"))
+        if any(Path(j).read_text().count("\n") for j in journals):
+            break
+        time.sleep(0.2)
+    else:
+        pytest.fail("no copy pod verified anything within 60s")
     assert core.list_namespaced_pod(pods_env).items
     asyncio.run(trigger.on_kill())
-    wait_until(lambda: not core.list_namespaced_pod(pods_env).items, 60, "the copy pods gone after the cancel", 0.5)
-    def alive():
-        return {k: p for k, p in nodeagent.pids(pods_env).items() if Path(f"/proc/{p}").exists()}
-
-    wait_until(lambda: alive() == {}, 30, "the copy processes gone after the cancel", 0.5, on_fail=lambda: str(alive()))
+    deadline = time.monotonic() + 60
+    while core.list_namespaced_pod(pods_env).items and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not core.list_namespaced_pod(pods_env).items, "copy pods left after the cancel"
+    realnode.assert_nothing_running(pods_env)  # no copy program, container or sandbox left
     assert not cache.exists(), "a cancelled copy published something"
     visible = [p.name for p in cache.parent.iterdir() if not p.name.startswith(".")]
     assert visible == [], visible
 
 
-def test_retraining_dag_stages_through_pods_above_the_threshold(pods_env, hdfs_server, gluster_dir, nodeagent,
+def test_retraining_dag_stages_through_pods_above_the_threshold(pods_env, hdfs_server, gluster_dir, realnode,
                                                                 k8s_cluster, airflow_db, monkeypatch):
     """dags/tfk8s_retrain.py unchanged: its stage task (copy_executor "auto", the default) copies
     through pods because the deployment's threshold (1 byte here) says so."""

@@ -1,6 +1,6 @@
 """Staging through copy pods with a Kerberos WebHDFS connection: a real KDC and a real Kerberized
 HDFS (``devstack/up hdfs-secure``: MiniKdc, SPNEGO on WebHDFS, block access tokens), the real
-kube-apiserver and node agent pods, through ``dag.test()`` as in test_stage_pods.py.
+kube-apiserver and pods on the devstack's real node, through ``dag.test()`` as in test_stage_pods.py.
 
 The Airflow side (this process) authenticates with the user's keytab (``KRB5_CLIENT_KTNAME``: MIT
 Kerberos gets the ticket from it); the copy pods hold no Kerberos credentials, only the delegation
@@ -24,7 +24,7 @@ from types import SimpleNamespace
 import pytest
 
 from tests.fixtures.data import HDFS_UP_TIMEOUT_S, _up
-from tests.fixtures.nodeagent import LOCAL_NODE_SELECTOR, LOCAL_TOLERATIONS
+from tests.fixtures.realnode import REAL_NODE_SELECTOR, REAL_NODE_TOLERATIONS
 from tests.staging.test_stage_pods import DS, MiB, comparable, hidden_and_pods, run, states, write_partition
 from tfk8s_airflow.k8s.tokensecret import KEY
 from tfk8s_airflow.staging.glusterfs import GlusterVolume as StageVolume
@@ -45,24 +45,24 @@ def secure_hdfs() -> dict[str, str]:
 
 
 @pytest.fixture
-def kerberos_pods_env(monkeypatch, tmp_path, secure_hdfs, nodeagent, k8s_namespace, gluster_volume):
+def kerberos_pods_env(monkeypatch, tmp_path, secure_hdfs, realnode, k8s_namespace, gluster_volume):
     """This process as the Kerberos user (its keytab), a Kerberos WebHDFS connection, the deployment's
     staging settings for the test's namespace; yields (namespace, the user's WebHdfs, an HDFS dir)."""
     monkeypatch.setenv("KRB5_CONFIG", secure_hdfs["TFK8S_KRB5_CONFIG"])
     monkeypatch.setenv("KRB5_CLIENT_KTNAME", secure_hdfs["TFK8S_KRB5_USER_KEYTAB"])
     monkeypatch.setenv("KRB5CCNAME", f"FILE:{tmp_path / 'krb5cc'}")
     url = urllib.parse.urlsplit(secure_hdfs["TFK8S_SECURE_WEBHDFS_URL"])
-    assert url.hostname == nodeagent.host_name  # the pods reach the NameNode (and SPNEGO names it) there
+    assert url.hostname == realnode.host_name  # the pods reach the NameNode (and SPNEGO names it) there
     user = secure_hdfs["TFK8S_SECURE_HDFS_USER"]
     monkeypatch.setenv("AIRFLOW_CONN_WEBHDFS_DEFAULT", json.dumps(
         {"conn_type": "webhdfs", "host": url.hostname, "port": url.port, "login": user,
          "extra": {"kerberos": True}}))
-    monkeypatch.setenv("TFK8S_STAGING_IMAGE", "python:3.12-slim")  # ignored by the node agent
+    monkeypatch.setenv("TFK8S_STAGING_IMAGE", realnode.image)  # the training image holds the pod side
+    realnode.grant_pull(k8s_namespace)
     monkeypatch.setenv("TFK8S_STAGING_NAMESPACE", k8s_namespace)
     monkeypatch.setenv("TFK8S_STAGING_THRESHOLD", "1Mi")
     monkeypatch.setenv("TFK8S_STAGING_POD_TEMPLATE", json.dumps({
-        "nodeSelector": LOCAL_NODE_SELECTOR, "tolerations": LOCAL_TOLERATIONS,
-        "env": [{"name": "PYTHONPATH", "value": str(REPO)}]}))
+        "nodeSelector": REAL_NODE_SELECTOR, "tolerations": REAL_NODE_TOLERATIONS}))
     hdfs = WebHdfs(WebHdfsConfig(urls=(secure_hdfs["TFK8S_SECURE_WEBHDFS_URL"],), user=user, kerberos=True))
     path = f"/tmp/tfk8s-tests/krb-{uuid.uuid4().hex[:8]}"
     hdfs.client.makedirs(path)
@@ -113,7 +113,7 @@ def secrets_left(core, namespace: str) -> list[str]:
 
 
 def test_kerberos_pods_copy_byte_identical_token_in_secret_then_cancelled(
-        kerberos_pods_env, secure_hdfs, gluster_dir, nodeagent, k8s_cluster, airflow_db, capfd, caplog):
+        kerberos_pods_env, secure_hdfs, gluster_dir, realnode, k8s_cluster, airflow_db, capfd, caplog):
     namespace, hdfs, base = kerberos_pods_env
     part = f"{base}/clicks/dt={DS}"
     written = write_partition(hdfs.client, part, [5 * MiB + 17, 3 * MiB, 0, 1] + [40_000 + i for i in range(12)])
@@ -167,7 +167,7 @@ def setattr_all(task, values) -> None:
 
 
 def test_cancelled_kerberos_copy_deletes_the_secret_and_cancels_the_token(
-        kerberos_pods_env, secure_hdfs, gluster_dir, nodeagent, k8s_cluster, airflow_db, request):
+        kerberos_pods_env, secure_hdfs, gluster_dir, realnode, k8s_cluster, airflow_db, request):
     """The operator issues the token, starts its pods and defers; the task is then cancelled
     (the trigger's ``on_kill``, as Airflow 3.3+ calls it on a kill) while the pods copy."""
     from airflow.sdk.exceptions import TaskDeferred
@@ -294,7 +294,7 @@ def test_a_kerberos_copy_refuses_the_jobs_default_namespace_before_anything_is_m
 
 
 def test_killed_kerberos_copy_pod_is_retried_with_the_same_secret(
-        kerberos_pods_env, secure_hdfs, gluster_dir, nodeagent, k8s_cluster, airflow_db):
+        kerberos_pods_env, secure_hdfs, gluster_dir, realnode, k8s_cluster, airflow_db):
     """A part whose pod was killed gets a new pod; the Secret (owned by no pod) outlives the killed one,
     the new pod reads the same token through it, and the copy completes."""
     import glob
@@ -310,11 +310,11 @@ def test_killed_kerberos_copy_pod_is_retried_with_the_same_secret(
 
     def kill_first_part(names):
         for name in names:
-            if name.endswith("-p0-a0") and nodeagent.pid(namespace, name, "copy"):
+            if name.endswith("-p0-a0") and realnode.pid(namespace, name, "copy"):
                 journal = glob.glob(str(cache.parent / f".{cache.name}.tfk8s-parts-*" / "part-0.*.journal"))
                 verified = Path(journal[0]).read_text().count("\n") if journal else 0
                 if verified >= 1:
-                    nodeagent.kill(namespace, name, "copy")
+                    realnode.kill(namespace, name, "copy")
                     killed.append(name)
                     secrets_at_kill.append(secrets_left(k8s_cluster.core_v1, namespace))
                     return True

@@ -54,7 +54,7 @@ def team_env() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def ui_stack(request: pytest.FixtureRequest, nodeagent, hdfs_server, gluster_volume):
+def ui_stack(request: pytest.FixtureRequest, realnode, hdfs_server, gluster_volume):
     """The four services with the DAGs owned by team ``training`` (see the module docstring)."""
     with running_stack(request, gluster_volume, extra_env=team_env(),
                        after_migrate=[["teams", "sync"], ["teams", "create", OTHER_TEAM]],
@@ -123,3 +123,10 @@ def screenshot(target, name: str, docs: bool = False) -> Path:
         DOCS_IMAGES.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, DOCS_IMAGES / path.name)
     return path
+
+
+@pytest.fixture
+def k8s_namespace(k8s_namespace, realnode):
+    """The test's namespace, whose pods may pull the training image (the registry's pull secret)."""
+    realnode.grant_pull(k8s_namespace)
+    return k8s_namespace

@@ -1,7 +1,7 @@
 """The TF jobs view in a real browser, on the real stack (api-server, scheduler, triggerer, DAG processor).
 
 Headless chromium logs in to the Airflow UI, triggers ``tfk8s_train_manual`` through its trigger
-form (a real TF1 PS + 2 workers job on the node agent with a TensorBoard, data from the devstack
+form (a real TF1 PS + 2 workers job on the devstack's real node with a TensorBoard, data from the devstack
 HDFS), opens the TF jobs view from the UI's navigation, reads the job's replicas while it trains,
 follows the TensorBoard link (TensorBoard's own page, in the view's frame, lists the loss scalar),
 follows a replica's task log link and its archived log, and sees the run succeed. A second test shows
@@ -16,7 +16,7 @@ themselves once it does (or fail once their switch below is on and it does not):
   until then the test asserts that the view says no progress is reported and shows the
   replicas' phases from a LIST of the job's pods;
 * the TensorBoard link: ``JobProgress.tensorboard_url`` (the stack sets ``[tfk8s] tensorboard_url``
-  to ``http://{pod_ip}:{port}/``: this machine reaches the node agent's pods).
+  to ``http://{pod_ip}:{port}/``: this machine reaches the real node's pods).
 
 A third test opens a run's **TF job** tab from the run's page (and a replica task's) and waits for
 the progress bar and the loss and examples/s charts.
@@ -42,7 +42,7 @@ pytestmark = [*E2E_MARKS, pytest.mark.ui, pytest.mark.timeout(1500)]
 
 DAG_ID = "tfk8s_train_manual"
 PARTITION = "2026-03-01"
-#: Long enough (about two minutes on the node agent: the reference trainer makes some 100 steps a second
+#: Long enough (about two minutes on the real node: the reference trainer makes some 100 steps a second
 #: here) for TensorBoard to start and the browser to follow its link while the job trains: teardown deletes
 #: the TensorBoard with the job.
 STEPS = 15000

@@ -14,10 +14,13 @@ How it stays correct and bounded:
   container): a line ``--- <pod>: ... ---`` separates them in the file. A follower that first
   meets a container that has restarted (the trigger started late, or again after a triggerer
   restart) writes the previous container's log first, as ``kubectl logs --previous`` has it;
-  containers before that one are gone from Kubernetes too;
+  containers before that one are gone from Kubernetes too. A kubelet keeps one ended run per
+  container and removes the earlier one as soon as a later one ends; asked for a run it removed
+  it answers (status 200) with the line ``unable to retrieve container logs for <id>``: that
+  answer is recognised (:func:`kubelet_said_gone`), said in the task log, and never written as
+  the replica's output;
 * a broken stream is followed again from the start of that container's log, skipping the bytes
-  already written, so nothing is written twice and nothing needs per-line timestamps (the
-  devstack's node agent has none);
+  already written, so nothing is written twice and nothing needs per-line timestamps;
 * memory: at most one chunk (:data:`CHUNK_BYTES`) is held; it is flushed when full or after
   :data:`FLUSH_S` without more output;
 * the file: begun by replacing whatever was at its name, then only appended to, through
@@ -34,6 +37,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,7 +46,7 @@ from tfk8s_airflow.exceptions import DataError
 from tfk8s_airflow.k8s.client import REQUEST_TIMEOUT_S
 from tfk8s_airflow.volume import logs
 
-__all__ = ["LogFollower", "Incarnation", "CHUNK_BYTES", "FLUSH_S", "MAX_LOG_BYTES"]
+__all__ = ["LogFollower", "Incarnation", "CHUNK_BYTES", "FLUSH_S", "MAX_LOG_BYTES", "kubelet_said_gone"]
 
 #: Bytes held in memory before they are appended to the file.
 CHUNK_BYTES = 64 * 1024
@@ -57,7 +61,41 @@ MAX_ERRORS = 5
 #: Seconds :meth:`LogFollower.close` waits for a cancelled follower to end before it leaves it behind.
 CLOSE_TIMEOUT_S = 5.0
 
+#: What a kubelet answers (status 200) for the log of a container run it no longer has.
+GONE_ANSWER = re.compile(rb"unable to retrieve container logs for [^\s]+\s*")
+#: Bytes of a previous run's log read before deciding whether it is the kubelet's "gone" answer.
+GONE_PEEK_BYTES = 512
+
 log = logging.getLogger(__name__)
+
+
+def kubelet_said_gone(body: bytes) -> bool:
+    """Whether a whole log body is the kubelet's answer for a run it removed, not a program's output."""
+    return GONE_ANSWER.fullmatch(body) is not None
+
+
+class _Peeked:
+    """A log response whose first bytes were read already: they come first, then the rest of the stream."""
+
+    def __init__(self, resp: Any, head: bytes):
+        self._resp, self._head = resp, head
+        self.content = self
+
+    async def read(self, n: int = -1) -> bytes:
+        if self._head:
+            out, self._head = self._head, b""
+            return out
+        return bytes(await self._resp.content.read(n))
+
+    async def iter_chunked(self, n: int) -> Any:
+        if self._head:
+            yield self._head
+            self._head = b""
+        async for chunk in self._resp.content.iter_chunked(n):
+            yield chunk
+
+    def release(self) -> None:
+        self._resp.release()
 
 
 @dataclass(frozen=True)
@@ -179,7 +217,7 @@ class LogFollower:
                     self._say(f"the output of {self.pod}'s container {inc.container_id} is gone from Kubernetes "
                               "(restarted more than once since): not in the streamed log")
                     return True
-                resp = await self._open(v1, previous=True)  # one restart later inc's log is the previous one
+                resp = await self._open_previous(v1)  # one restart later inc's log is the previous one
                 if resp is None:
                     return True
             buf = bytearray()
@@ -233,6 +271,30 @@ class LogFollower:
                 return None
             raise
 
+    async def _open_previous(self, v1: Any) -> Any:
+        """The previous container's log response, or None when there is none or the kubelet no longer has
+        it (said in the task log: its answer is not the replica's output)."""
+        resp = await self._open(v1, previous=True)
+        if resp is None:
+            return None
+        head = b""
+        try:
+            while len(head) < GONE_PEEK_BYTES:
+                chunk = await resp.content.read(GONE_PEEK_BYTES - len(head))
+                if not chunk:
+                    if kubelet_said_gone(head):
+                        resp.release()
+                        log.info("the output of %s's previous container is gone from its node (the kubelet keeps "
+                                 "one ended run per container): not in the streamed log (%s)", self.pod,
+                                 head.decode(errors="replace").strip())
+                        return None
+                    break
+                head += chunk
+        except BaseException:
+            resp.release()
+            raise
+        return _Peeked(resp, head)
+
     async def _container_now(self, v1: Any) -> tuple[str | None, int] | None:
         """(container ID while it runs or after it ended, restart count) of the container now; None
         when the pod or its status is gone."""
@@ -252,8 +314,8 @@ class LogFollower:
         return None
 
     async def _copy_previous(self, v1: Any) -> bool:
-        """The previous container's whole log into the file; False when there is none."""
-        resp = await self._open(v1, previous=True)
+        """The previous container's whole log into the file; False when there is none (or it is gone)."""
+        resp = await self._open_previous(v1)
         if resp is None:
             return False
         try:

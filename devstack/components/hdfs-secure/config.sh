@@ -11,7 +11,7 @@ SHDFS_RPC_PORT="${TFK8S_HDFS_SECURE_RPC_PORT:-8022}"     # NameNode RPC, loopbac
 SHDFS_DN_HTTP_PORT="${TFK8S_HDFS_SECURE_DATANODE_HTTP_PORT:-9884}"
 SHDFS_KDC_PORT="${TFK8S_KDC_PORT:-16088}"                 # the KDC, TCP on 127.0.0.1
 SHDFS_REALM=EXAMPLE.COM
-# As ../hdfs: HTTP on 0.0.0.0 (loopback and the node agent's bridge), redirects by host name.
+# As ../hdfs: HTTP on 0.0.0.0 (loopback and the real node's bridge), redirects by host name.
 SHDFS_BIND_HOST="${TFK8S_HDFS_BIND_HOST:-0.0.0.0}"
 if [ -n "${TFK8S_HDFS_DATANODE_HOST:-}" ]; then
   SHDFS_HOST="$TFK8S_HDFS_DATANODE_HOST"

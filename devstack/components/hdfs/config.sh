@@ -10,11 +10,11 @@ HDFS_HTTP_PORT="${TFK8S_HDFS_HTTP_PORT:-9870}"   # NameNode HTTP: WebHDFS at /we
 HDFS_RPC_PORT="${TFK8S_HDFS_RPC_PORT:-8020}"     # NameNode RPC (hdfs://127.0.0.1:8020), loopback only
 HDFS_DN_HTTP_PORT="${TFK8S_HDFS_DATANODE_HTTP_PORT:-9864}"  # DataNode HTTP: where WebHDFS reads redirect
 # Where the NameNode's and the DataNode's HTTP servers listen. 0.0.0.0: on loopback (the
-# Airflow side, the tests) and on the node agent's bridge (pods reach the host at its
-# address, 10.213.0.1); 127.0.0.1 keeps HDFS on loopback and out of the pods' reach.
+# Airflow side, the tests) and on the real node's bridge (pods reach the host at its
+# address, 10.214.0.1); 127.0.0.1 keeps HDFS on loopback and out of the pods' reach.
 HDFS_BIND_HOST="${TFK8S_HDFS_BIND_HOST:-0.0.0.0}"
 # The name the NameNode's WebHDFS redirects give the DataNode. This machine's host name
-# resolves on the host (/etc/hosts) and, through the hosts file the node agent writes, to
+# resolves on the host (/etc/hosts) and, through the real node's CoreDNS (its `hosts` entry), to
 # the host address inside every pod, so both follow the redirect.
 if [ -n "${TFK8S_HDFS_DATANODE_HOST:-}" ]; then
   HDFS_DN_HOST="$TFK8S_HDFS_DATANODE_HOST"

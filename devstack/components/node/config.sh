@@ -8,6 +8,13 @@ source "$NODE_DIR/lib.sh"
 
 NODE_NAME="${TFK8S_NODE_NAME:-tfk8s-node-0}"
 NODE_LABEL="tfk8s.io/real-node=true"
+# Every label the node carries: NODE_LABEL, and type=local, the label the example DAG's form
+# (dags/tfk8s_retrain.py, node_type) selects. `up` sets them on every start (the kubelet's
+# --node-labels apply only when it first registers the Node).
+NODE_LABELS=("$NODE_LABEL" type=local)
+# The Node object of the retired node agent (devstack/components/nodeagent, removed in 0.2.0):
+# `up` deletes it when an older devstack left it behind.
+NODE_RETIRED_NODES=(tfk8s-local-0)
 NODE_TAINT_KEY="tfk8s.io/real-node"
 # Pods: one bridge, one /24; the bridge's address is the node IP (the host as pods see it).
 NODE_BRIDGE="${TFK8S_NODE_BRIDGE:-tfk8s-cni0}"
@@ -18,7 +25,7 @@ NODE_PREFIX_LEN="${NODE_SUBNET#*/}"
 NODE_SERVICE_CIDR="10.96.0.0/16"   # the apiserver's --service-cluster-ip-range
 NODE_HOST_NAME="${TFK8S_NODE_HOST_NAME:-$(hostname)}"
 
-# Ports: above the node agent's 16260, below the stack's 16443 and 16945-16985.
+# Ports: below the stack's 16443 and 16945-16985.
 NODE_KUBELET_PORT="${TFK8S_NODE_KUBELET_PORT:-16270}"       # kubelet API on the node IP
 NODE_KUBELET_HEALTHZ_PORT=$(( NODE_KUBELET_PORT + 1 ))      # 127.0.0.1
 NODE_PROXY_METRICS_PORT=$(( NODE_KUBELET_PORT + 2 ))        # kube-proxy, 127.0.0.1
@@ -107,6 +114,26 @@ node_wait() {
 }
 
 node_kubectl() { "$NODE_KUBECTL" --kubeconfig="$NODE_KUBECONFIG" --request-timeout=10s "$@"; }
+
+# node_ensure_labels: the node's labels as NODE_LABELS says, and no Node of the retired node agent
+# left behind. A retired Node that is Ready still has its agent running (an older checkout's devstack
+# on this machine): it is left alone, and deleted by a later `up` once that agent has stopped.
+node_ensure_labels() {
+  node_kubectl label node "$NODE_NAME" --overwrite "${NODE_LABELS[@]}" >/dev/null ||
+    die "node: could not label node $NODE_NAME with ${NODE_LABELS[*]}"
+  local n ready
+  for n in "${NODE_RETIRED_NODES[@]}"; do
+    ready=$(node_kubectl get node "$n" --ignore-not-found \
+      -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null) || continue
+    if [ "$ready" = True ]; then
+      log "node: node $n (the retired node agent's) is still Ready: its agent runs; left alone"
+    elif [ -n "$(node_kubectl get node "$n" --ignore-not-found -o name 2>/dev/null)" ]; then
+      node_kubectl delete node "$n" --ignore-not-found --wait=false >/dev/null ||
+        die "node: could not delete node $n (the retired node agent's)"
+      log "node: deleted node $n (the retired node agent's, not Ready: no agent runs it)"
+    fi
+  done
+}
 
 node_ready() {
   [ "$(node_kubectl get node "$NODE_NAME" \
