@@ -23,7 +23,7 @@ pytestmark = [*E2E_MARKS, pytest.mark.timeout(1500)]
 
 DAG_ID = "tfk8s_retrain_daily"
 DATE = "2026-03-01"
-PROBE_NAME, PROBE_VALUE = "TFK8S_LINEAGE_PROBE", "probe-value-never-in-an-event"
+PROBE_NAME, PROBE_VALUE = "LINEAGE_PROBE_SECRET", "probe-value-never-in-an-event"
 EVENTS_WAIT_S = 120  # the listener writes a task's events from the task's process, after it ended
 
 
