@@ -99,12 +99,17 @@ def _recovery() -> dict:
     return {key: f"{{{{ params.{key} }}}}" for key in RECOVERY_KEYS}
 
 
+# Holds every replica's program until the test creates ``<model dir>/<name>`` (sh's $0 is the program).
+HOLD = 'until [ -e "{model}/{name}" ]; do sleep 0.5; done; exec "$0" "$@"'
+
+
 def trainer_dag(dag_id: str, mode: str, roles: dict, evaluate: bool = True, extra_args: tuple = (),
-                tensorboard: bool = False, logs: bool = False, **params) -> DAG:
+                tensorboard: bool = False, logs: bool = False, hold_until: str | None = None, **params) -> DAG:
+    program = ["python", "-m", "tfk8s_airflow.pod.trainer"]
     spec = {
         "name": f"rp-{mode}", "namespace": "{{ params.namespace }}", "image": IMAGE,
         "node_selector": REAL_NODE, "tolerations": TOLERATE_NODE,
-        "command": ["python", "-m", "tfk8s_airflow.pod.trainer"],
+        "command": ["sh", "-c", HOLD.format(model=MODEL, name=hold_until), *program] if hold_until else program,
         "args": ["--mode", mode, "--model-dir", MODEL, "--steps={{ params.steps }}",
                  "--step-delay={{ params.step_delay }}", "--checkpoint-every={{ params.checkpoint_every }}",
                  "--log-every", "10", "--heldout", f"{DATA}/heldout.csv", "--peer-timeout", "90", *extra_args],
@@ -133,8 +138,10 @@ tf1 = trainer_dag("tfk8s_rp_tf1", "tf1", {"ps": 1, "worker": {"replicas": 2}})
 # TF2 ParameterServerStrategy: the chief decides; PS and workers are untracked servers.
 tf2 = trainer_dag("tfk8s_rp_tf2", "tf2", {"chief": 1, "ps": 1, "worker": {"replicas": 2, "tracked": False}})
 # TF1 with a TensorBoard pod: a real tensorboard process on the real node serves the chief's summaries.
+# The replicas start training once the test saw the TensorBoard pod Ready (it creates tensorboard.ready):
+# a job shorter than TensorBoard's start would end before the sensor could link it.
 tf1_tensorboard = trainer_dag("tfk8s_rp_tf1_tensorboard", "tf1", {"ps": 1, "worker": {"replicas": 2}},
-                              evaluate=False, tensorboard=True)
+                              evaluate=False, tensorboard=True, hold_until="tensorboard.ready")
 
 # TF1 logging every step into a log directory (a `logs` volume): every replica's whole log is streamed there.
 tf1_logs = trainer_dag("tfk8s_rp_tf1_logs", "tf1", {"ps": 1, "worker": {"replicas": 2}}, evaluate=False,

@@ -208,9 +208,23 @@ def test_a_real_tensorboard_serves_the_jobs_scalars(node, k8s_namespace, airflow
     the sensor links it at the pod's IP, and teardown stops it with the job."""
     import tfk8s_realpod_scenarios as s
     monkeypatch.setenv("AIRFLOW__TFK8S__TENSORBOARD_URL", "http://{pod_ip}:{port}/")
+    core = node.cluster.core_v1
+
+    def release_once_tensorboard_is_ready():
+        # The replicas wait for this file: the job runs while TensorBoard is Ready, however slowly it started.
+        def ready():
+            pods = core.list_namespaced_pod(k8s_namespace,
+                                            label_selector="app.kubernetes.io/component=tensorboard").items
+            return any(c.type == "Ready" and c.status == "True"
+                       for p in pods for c in (p.status.conditions or []))
+        wait_until(ready, 300, "the TensorBoard pod Ready")
+        (model_dir / "tensorboard.ready").touch()
+
     t0 = time.monotonic()
     with JobWatch(node, k8s_namespace) as watch:
+        released = in_background(release_once_tensorboard_is_ready)
         dr = run_dag(s.tf1_tensorboard, k8s_namespace, **conf(dataset, model_dir, steps=300))
+        released()
     elapsed = time.monotonic() - t0
     st = states(dr)
     assert dr.state == "success", (st, xcom(dr, "train.wait", "summary"))
