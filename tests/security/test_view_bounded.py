@@ -74,10 +74,10 @@ def silent(monkeypatch, tmp_path):
     server.close()
 
 
-def record(conn_id: str, namespace: str = "ns"):
+def record(conn_id: str, namespace: str = "ns", run: str = "view"):
     spec = parse_spec({"name": "view", "namespace": namespace, "image": "tfk8s/trainer:0.1", "ps": 1,
                                 "worker": 2})
-    names = JobNames.for_run(spec, "view")
+    names = JobNames.for_run(spec, run)
     return job_record(spec, names, plan_replicas(spec, names), policy=JobPolicy.from_spec(spec), has_shards=False,
                       kubernetes_conn_id=conn_id, poll_interval=1.0)
 
@@ -135,3 +135,26 @@ def test_a_page_of_many_jobs_on_a_dead_cluster_is_bounded_as_a_whole(silent, mon
     assert [j.live for j in shown] == [None] * 20  # each row shows what its records give
     assert took < BOUND_S + SLACK_S, took  # one bounded request, not twenty
     assert len(silent.accepted) == 1
+
+
+@pytest.mark.k8s
+def test_a_page_lists_the_pods_of_a_bounded_number_of_running_jobs(k8s_cluster, k8s_namespace, monkeypatch):
+    """Before: a page listed the pods of every running job it showed (``?limit=500``: 500 LISTs at each
+    refresh of each open page); now of :data:`~tfk8s_airflow.ui.sources.PAGE_MAX_POD_LISTS` at most, the
+    jobs past it showing what their records give. Against a real API server, so every LIST answers."""
+    import os
+
+    from tfk8s_airflow.ui.rows import JobSources
+
+    monkeypatch.setenv("AIRFLOW_CONN_TFK8S_REAL", json.dumps(
+        {"conn_type": "kubernetes", "extra": {"kube_config_path": os.environ["KUBECONFIG"]}}))
+    monkeypatch.setattr(sources, "_cache", {})
+    monkeypatch.setattr(sources, "_lists", sources.SingleFlight())
+    bound = sources.PAGE_MAX_POD_LISTS
+    assert bound == 50
+    jobs = [JobSources(dag_id="d", run_id=f"r{i}", run_state="running", prefix="train.",
+                       record=record("tfk8s_real", k8s_namespace, run=f"r{i}")) for i in range(bound + 10)]
+    assert len({j.record.selector for j in jobs}) == len(jobs)  # a LIST of its own for each job
+    shown = sources.with_live(jobs, budget_s=600.0)  # the time budget is another bound's (above)
+    assert sources._lists.calls == bound, sources._lists.calls
+    assert [j.live for j in shown] == [{}] * bound + [None] * 10  # listed (no pods), then the records' view

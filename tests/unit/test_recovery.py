@@ -188,3 +188,24 @@ def test_relaunch_memory_is_bounded_below_by_the_specs_memory():
     assert relaunch_memory(4e9, 1e-300) == 4_000_000_000 and relaunch_memory(4e9, 6e9) == 6_000_000_000
     assert relaunch_memory(None, 6e9) is None and relaunch_memory(4e9, float("nan")) is None
     assert relaunch_memory(4e9, True) is None and relaunch_memory(4e9, "1") is None
+
+
+def test_an_oom_memory_factor_that_would_not_grow_memory_is_refused_naming_the_field():
+    """The factor's own bound (the relaunch's memory is never below the spec's, above): a factor at or
+    below 1 (``1e-300`` would shrink a relaunched replica's memory to "0", no limit) is refused when the
+    spec is read, naming oom_memory_factor and the range; 10 is the most a factor may be."""
+    import pytest
+
+    from tfk8s_airflow.exceptions import SpecError
+    from tfk8s_airflow.job.spec import parse_spec
+    from tfk8s_airflow.job.spec.parse.recovery import FACTOR_RANGE
+
+    assert FACTOR_RANGE == (1.0, 10.0)
+    doc = {"name": "j", "image": "i:1", "worker": 1, "resources": {"memory": "4Gi"}}
+    for factor in (1e-300, 0, 0.5, 1, -2, 10.5, "nan", "inf"):
+        with pytest.raises(SpecError) as info:
+            parse_spec({**doc, "oom_memory_factor": factor})
+        assert [p.field for p in info.value.problems] == ["oom_memory_factor"], (factor, info.value)
+        assert "above 1" in str(info.value) or "must be a number" in str(info.value), (factor, info.value)
+    assert parse_spec({**doc, "oom_memory_factor": 1.01}).oom_memory_factor == 1.01
+    assert parse_spec({**doc, "oom_memory_factor": 10}).oom_memory_factor == 10

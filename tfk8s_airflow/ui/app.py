@@ -6,7 +6,8 @@ Routes:
   the Airflow UI (the plugin's ``external_views``: the navigation's entry, a DAG run's tab and a
   task instance's tab); ``?dag_id=&run_id=`` shows one run, ``&task_id=&map_index=`` marks the job
   of that task (and, for a replica task, that replica);
-* ``GET /tfk8s/api/jobs`` the rows of the newest runs' jobs (``?dag_id=`` one DAG, ``?limit=``);
+* ``GET /tfk8s/api/jobs`` the rows of the newest runs' jobs (``?dag_id=`` one DAG, ``?limit=``: 50 by
+  default, at most 500; the pods of 50 running jobs at most are listed, :func:`~tfk8s_airflow.ui.sources.with_live`);
 * ``GET /tfk8s/api/runs/{dag_id}/{run_id}/jobs`` the jobs of one run (``?task_id=&map_index=``: marked);
 * ``GET /tfk8s/api/runs/{dag_id}/{run_id}/jobs/{job}/logs/{replica}`` one replica's archived log.
 
@@ -35,7 +36,7 @@ from fastapi.staticfiles import StaticFiles
 from tfk8s_airflow.exceptions import DataError
 from tfk8s_airflow.ui import PREFIX
 from tfk8s_airflow.ui.rows import JobSources, Links, job_row, log_roots, mark_task, sort_rows
-from tfk8s_airflow.ui.sources import DEFAULT_LIMIT, find_jobs
+from tfk8s_airflow.ui.sources import DEFAULT_LIMIT, MAX_LIMIT, find_jobs
 from tfk8s_airflow.volume.logs import read_archived_log
 
 STATIC = files("tfk8s_airflow.ui") / "static"
@@ -98,7 +99,7 @@ def _rows(request: Request, jobs: list[JobSources]) -> list[dict[str, Any]]:
 
 @app.get("/api/jobs")
 def list_jobs(request: Request, user: UserDep, session: SessionDep, dag_id: str | None = None,
-              limit: Annotated[int, Query(ge=1, le=500)] = DEFAULT_LIMIT) -> dict[str, Any]:
+              limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT) -> dict[str, Any]:
     """The newest runs' jobs of every DAG the user may read (of one DAG with ``dag_id``)."""
     readable = _readable_dag_ids(user)
     if dag_id is not None:

@@ -28,8 +28,12 @@ from tfk8s_airflow.ui.rows import REPLICA, TEARDOWN, WAIT, JobSources, ReplicaTa
 POD_LIST_TTL_S = 5.0
 #: Seconds one page of the view may spend on LISTs of its jobs' pods, in all.
 PAGE_LIST_BUDGET_S = 10.0
-_log = logging.getLogger(__name__)
+#: Jobs a page shows by default (``?limit=``), and the most one request may ask for.
 DEFAULT_LIMIT = 50
+MAX_LIMIT = 500
+#: Running jobs whose pods one page lists at most (one LIST each): the rest show what their records give.
+PAGE_MAX_POD_LISTS = 50
+_log = logging.getLogger(__name__)
 
 
 def _value(row: Any) -> Any:
@@ -102,18 +106,22 @@ def find_jobs(session: Session, dag_ids: Collection[str], *, run: tuple[str, str
 
 
 def with_live(jobs: list[JobSources], budget_s: float | None = None) -> list[JobSources]:
-    """Each running job with its pods' live state, within one page's budget: the LISTs of a page take
-    :data:`PAGE_LIST_BUDGET_S` in all (plus the one in flight), and once a cluster (a connection) failed to
-    answer, the page asks it no more. The jobs past either show what their records give, as a failed LIST's
-    do. Without it a page of 500 jobs on a dead cluster waited 500 bounded requests (~40 min)."""
+    """Each running job with its pods' live state, within one page's bounds: the LISTs of a page take
+    :data:`PAGE_LIST_BUDGET_S` in all (plus the one in flight), they are asked for
+    :data:`PAGE_MAX_POD_LISTS` jobs at most, and once a cluster (a connection) failed to answer, the page
+    asks it no more. The jobs past any of these show what their records give, as a failed LIST's do.
+    Without them a page of 500 jobs on a dead cluster waited 500 bounded requests (~40 min), and on a live
+    one made 500 LISTs of pods at each refresh."""
     deadline = time.monotonic() + (PAGE_LIST_BUDGET_S if budget_s is None else budget_s)
     dead: set[str | None] = set()
+    asked = 0
     out = []
     for src in jobs:
         if wants_pod_list(src.run_state, src.summary, src.progress):
             conn = src.record.kubernetes_conn_id
             live = None
-            if conn not in dead and time.monotonic() < deadline:
+            if conn not in dead and asked < PAGE_MAX_POD_LISTS and time.monotonic() < deadline:
+                asked += 1
                 live = live_replicas(src.record)
                 if live is None:
                     dead.add(conn)
