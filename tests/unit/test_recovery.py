@@ -1,6 +1,8 @@
 """The recovery planner: which failures restart the group, replace a replica, or end the job."""
 import dataclasses
 
+import pytest
+
 from tfk8s_airflow.job.run.judge import JobStatus, ReplicaState
 from tfk8s_airflow.job.run.records import Attempt
 from tfk8s_airflow.job.run.recovery import FAIL, NONE, REPLACE, RESTART_GROUP, Progress, RecoveryPolicy, decide
@@ -194,8 +196,6 @@ def test_an_oom_memory_factor_that_would_not_grow_memory_is_refused_naming_the_f
     """The factor's own bound (the relaunch's memory is never below the spec's, above): a factor at or
     below 1 (``1e-300`` would shrink a relaunched replica's memory to "0", no limit) is refused when the
     spec is read, naming oom_memory_factor and the range; 10 is the most a factor may be."""
-    import pytest
-
     from tfk8s_airflow.exceptions import SpecError
     from tfk8s_airflow.job.spec import parse_spec
     from tfk8s_airflow.job.spec.parse.recovery import FACTOR_RANGE
