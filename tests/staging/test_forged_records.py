@@ -107,3 +107,32 @@ def test_forged_whole_file_record_is_refused_before_publish(partition):
     with pytest.raises(StagingError, match=rf"checksum mismatch copying \S+/{forged}: HDFS .*record of part \d"):
         judge_and_finish(hdfs, volume, state)
     assert not cache.exists()  # nothing published: neither the files nor a manifest
+
+
+def test_copy_pod_resumes_only_journal_lines_hdfs_confirms(partition):
+    """The copy pod's side (:func:`tfk8s_airflow.pod.stagecopy.journaled`, against the real NameNode): a
+    journal line planted for a whole file with another checksum, a line of a kept file, or one of the
+    wrong shape is not resumed (the pod copies that item again); the pod's own line is."""
+    from tfk8s_airflow.hdfschecksum import HdfsChecksum, compose, python_chunk_crcs
+    from tfk8s_airflow.pod import stagecopy
+
+    hdfs, _, state, data, _ = partition
+    pod_hdfs = stagecopy.WebHdfs([hdfs.config.urls[0]], hdfs.config.user, None, 30.0)
+    files = fanout.state_files(state)
+    items = [fanout.Item(i, 0, f.size).spec(f) for i, f in enumerate(files)]
+    i = next(n for n, f in enumerate(files) if f.size > 0)
+    md5s = HdfsChecksum(items[i]["block_size"], DEFAULT_BYTES_PER_CRC, python_chunk_crcs)
+    md5s.update(data[files[i].relpath])
+    own = {"i": i, "md5s": md5s.block_md5s()}
+    own["checksum"] = compose(own["md5s"], files[i].size, items[i]["block_size"], DEFAULT_BYTES_PER_CRC)
+    assert stagecopy.journaled(own, i, items, pod_hdfs)
+
+    other = bytes(b ^ 0xFF for b in data[files[i].relpath])
+    forged = HdfsChecksum(items[i]["block_size"], DEFAULT_BYTES_PER_CRC, python_chunk_crcs)
+    forged.update(other)
+    planted = {"i": i, "md5s": forged.block_md5s(), "checksum": forged.result()}
+    assert not stagecopy.journaled(planted, i, items, pod_hdfs)  # HDFS says otherwise: copied again
+    assert not stagecopy.journaled({**own, "kept": True}, i, items, pod_hdfs)  # a kept file is checked again
+    assert not stagecopy.journaled({**own, "md5s": own["md5s"] * 2}, i, items, pod_hdfs)
+    assert not stagecopy.journaled({**own, "i": i + 1}, i, items, pod_hdfs)
+    assert not stagecopy.journaled(own, len(items), items, pod_hdfs)
