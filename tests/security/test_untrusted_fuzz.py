@@ -210,3 +210,20 @@ def test_journal_lines_are_resumed_only_when_they_hold(tmp_path_factory, lines):
     for i, rec in done.items():
         if stagecopy.journaled(rec, i, items, None):  # type: ignore[arg-type] - split items ask HDFS nothing
             assert rec["md5s"] == [MD5] * (2 if i == 0 else 1) and "checksum" not in rec
+
+
+def test_a_record_larger_than_its_plan_allows_is_refused_unparsed(tmp_path):
+    """A part's record is read within a bound its plan sets (~34 KiB for part 0 here), not 64 MiB: the
+    Python objects of a JSON document take ~25 times its bytes, so a 64 MiB record cost ~1.5 GiB in the
+    worker. A well-formed record padded to 4 MiB fails its part, unread."""
+    dest = tmp_path / "cache"
+    where = fanout.records_dir(dest, "fz")
+    where.mkdir()
+    padded = dict(good_record(0), padding=["x" * 1000] * 4096)
+    (where / "part-0.json").write_text(json.dumps(padded))
+    limit = fanout.record_limit(PLAN[0], FILES)
+    assert limit < 64 * 1024 < len(json.dumps(padded))
+    outcome = fanout.judge(state_for(dest), SimpleNamespace(mount=tmp_path), [0])
+    assert not outcome.done and f"is larger than {limit} bytes" in outcome.failed[0], outcome
+    (where / "part-0.json").write_text(json.dumps(good_record(0)))  # the same record as a pod writes it
+    assert set(fanout.judge(state_for(dest), SimpleNamespace(mount=tmp_path), [0]).done) == {0}
