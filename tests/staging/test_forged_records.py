@@ -136,3 +136,25 @@ def test_copy_pod_resumes_only_journal_lines_hdfs_confirms(partition):
     assert not stagecopy.journaled({**own, "md5s": own["md5s"] * 2}, i, items, pod_hdfs)
     assert not stagecopy.journaled({**own, "i": i + 1}, i, items, pod_hdfs)
     assert not stagecopy.journaled(own, len(items), items, pod_hdfs)
+
+
+def test_a_planted_journal_line_does_not_skip_the_copy(partition):
+    """The copy pod's program itself (:func:`tfk8s_airflow.pod.stagecopy.copy_part`, run in this process
+    against the real NameNode and the real volume; the pod around it adds nothing to this): a line planted
+    in part 0's journal for its first file, with another file's bytes' checksum, used to make the pod skip
+    that file and record the planted checksum. Now the file is copied and its record holds HDFS's checksum."""
+    from tfk8s_airflow.hdfschecksum import HdfsChecksum, checksums_match, python_chunk_crcs
+    from tfk8s_airflow.pod import stagecopy
+
+    hdfs, volume, state, data, _ = partition
+    spec = fanout.state_specs(state, volume, hdfs.config, chunk_size=MiB)[0]
+    first = spec["items"][0]
+    assert (first["offset"], first["length"]) == (0, first["size"]) and first["size"] > 0
+    other = HdfsChecksum(first["block_size"], DEFAULT_BYTES_PER_CRC, python_chunk_crcs)
+    other.update(bytes(b ^ 0xFF for b in data[first["rel"]]))  # a line as the pod writes it, of other bytes
+    journal = Path(spec["records"]) / f"part-0.{spec['plan_id']}.journal"
+    journal.write_text(json.dumps({"i": 0, "md5s": other.block_md5s(), "checksum": other.result()}) + "\n")
+
+    record = stagecopy.copy_part(spec)
+    assert checksums_match(record["items"][0]["checksum"], hdfs.checksum(first["src"]))
+    assert (Path(spec["staging"]) / first["rel"]).read_bytes() == data[first["rel"]]
