@@ -30,6 +30,7 @@ def test_a_result_is_taken_only_as_the_evaluator_writes_it():
         json.dumps({**GOOD, "examples": 4.5}), json.dumps({**GOOD, "global_step": -1}),
         json.dumps({**GOOD, "source": "saved_model; rm -rf /"}), json.dumps({**GOOD, "source": "x" * 300}),
         json.dumps({**GOOD, "source": "checkpoint:" + "a" * EVAL_RESULT_MAX_BYTES}),  # too large
+        "[" * 2000 + "]" * 2000, '{"accuracy": ' + "[" * 1900 + "]" * 1900 + "}",  # nested: RecursionError
     ]
     for text in bad:
         with pytest.raises(EvaluationResultError) as err:

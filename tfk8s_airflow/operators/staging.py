@@ -421,7 +421,13 @@ class HdfsStageOperator(_StagingLineage, BaseOperator):
             final = fanout.judge(state, volume, list(range(len(state["plan"]))))
             if final.failed or final.checksum_errors:
                 raise StagingError(f"copy parts not complete: {final.failed or final.checksum_errors}")
-            result = fanout.finish(hdfs, volume, state, final.done, self.log, time.time() - float(state["started"]))
+            try:
+                result = fanout.finish(hdfs, volume, state, final.done, self.log,
+                                       time.time() - float(state["started"]))
+            except StagingError:  # a record HDFS does not confirm: what the pods left is not resumed either
+                copypods.delete_all(api, settings.namespace, state["key"])
+                fanout.discard(Path(state["dest"]), state["key"], volume.mount)
+                raise
             self.log.info("CRC engine in the copy pods: %s", ", ".join(sorted(final.engines)))
             copypods.delete_all(api, settings.namespace, state["key"])
             return _announce(context, self, self.input_path, result, "kubernetes")

@@ -28,8 +28,11 @@ What one pod does with its part (``TFK8S_COPY_PART``, JSON; see :func:`main`):
   Python otherwise (about 7 MB/s: correct, slow; the record says which).
 * **Resumes**: after an item is written, fsynced and verified, one line goes to the part's
   journal (``part-<n>.<plan id>.journal`` in the records directory, appended, fsynced); a retried pod of
-  the same part skips what its journal lists. A file already complete in the destination (a
-  re-run) is checksummed here and kept when it matches HDFS, so a re-run copies nothing.
+  the same part skips what its journal lists and still holds (:func:`journaled`: a whole file's
+  checksum is asked of HDFS again; a kept file is checked again; the Airflow side then compares
+  every file's recorded checksum with HDFS's before it publishes anything). A file already
+  complete in the destination (a re-run) is checksummed here and kept when it matches HDFS, so a
+  re-run copies nothing.
 * **Reports** progress lines on stdout (``tfk8s.staging {...}``, read by the trigger through the
   pod's log) and, at the end, the part's record (``part-<n>.json``: every item's result, bytes,
   seconds, the CRC engine; written to a temporary name and renamed), and exits 0; a failure
@@ -230,6 +233,30 @@ def read_journal(path: str) -> dict[int, dict[str, Any]]:
     return done
 
 
+def _hex32(value: Any) -> bool:
+    return isinstance(value, str) and len(value) == 32 and all(c in "0123456789abcdef" for c in value)
+
+
+def journaled(rec: Any, i: int, items: list[dict[str, Any]], hdfs: WebHdfs) -> bool:
+    """Whether the journal's line ``rec`` lets item ``i`` be skipped: a line of this part's item, of a
+    copy (a kept file is checked again: its bytes are the destination's, which no checksum of the journal
+    proves), with one MD5 per block of the item; of a whole file, with the checksum HDFS gives for it now
+    (asked here: one request). The journal is the volume's: a line that does not hold is copied again,
+    and the Airflow side compares every file's recorded checksum with HDFS's before it publishes."""
+    if not (isinstance(rec, dict) and rec.get("i") == i and 0 <= i < len(items)) or rec.get("kept"):
+        return False
+    item = items[i]
+    length, block = int(item["length"]), int(item["block_size"])
+    md5s = rec.get("md5s")
+    if not isinstance(md5s, list) or len(md5s) != (max(1, -(-length // block)) if length else 0) \
+            or not all(_hex32(m) for m in md5s):
+        return False
+    if int(item["offset"]) != 0 or length != int(item["size"]):
+        return "checksum" not in rec
+    local = compose(md5s, int(item["size"]), block, int(item["bytes_per_crc"]))
+    return rec.get("checksum") == local and checksums_match(local, hdfs.checksum(item["src"]))
+
+
 def _copy_item(hdfs: WebHdfs, item: dict[str, Any], staging: str, chunk: int,
                progress: PartProgress) -> list[str]:
     """Stream one item into place and return its block MD5s."""
@@ -288,7 +315,7 @@ def copy_part(spec: dict[str, Any]) -> dict[str, Any]:
     items = spec["items"]
     # The plan's id in the name: a journal of another plan (the listing changed) is never resumed.
     journal_path = os.path.join(records, f"part-{part}.{spec.get('plan_id', '')}.journal")
-    done = read_journal(journal_path)
+    done = {i: rec for i, rec in read_journal(journal_path).items() if journaled(rec, i, items, hdfs)}
     if done:
         print(f"part {part}: resuming, {len(done)} of {len(items)} item(s) verified by an earlier attempt",
               flush=True)

@@ -14,9 +14,10 @@ then, instead of streaming every byte through the Airflow worker:
    the program in it is :mod:`tfk8s_airflow.pod.stagecopy` (standard library only).
 3. :func:`collect` reads each part's record (``part-<n>.json``, written by the pod) from the volume
    with :mod:`tfk8s_airflow.nofollow` (no link followed, a regular file, bounded, strict JSON),
-   checks it against the plan (every item, every block), composes the checksum of each file split
-   across parts and compares it with HDFS's ``GETFILECHECKSUM`` (one request per split file; a
-   whole file was compared by its pod), and :func:`publish` then puts the copy in place: a first
+   checks it against the plan (every item, every block), and compares every file's checksum with
+   HDFS's ``GETFILECHECKSUM`` (one request per file: the one a pod recorded for a whole file, the one
+   composed from the block MD5s of a file split across parts; a record is the volume's, so a pod's
+   word is never taken for HDFS's), and :func:`publish` then puts the copy in place: a first
    copy by one rename of the staging directory, into a cache that held files by one rename per
    copied file. Only then is the manifest written (by :func:`tfk8s_airflow.staging.stage.stage_hdfs`'s
    same code). A part whose pod failed (killed, evicted, a NameNode down) is started again by itself
@@ -41,12 +42,14 @@ from tfk8s_airflow.nofollow import SafeDir
 from tfk8s_airflow.pathrules import is_safe_relative
 from tfk8s_airflow.staging.hdfscopy import CopyStats, lock_path
 from tfk8s_airflow.staging.listing import FileEntry
+from tfk8s_airflow.untrusted import clean_text
 
 __all__ = ["CopySettings", "Item", "PreparedCopy", "choose_executor", "begin", "finish", "judge", "verify",
            "copy_pod", "plan_parts", "prepare", "publish", "records_dir", "pods_staging_dir", "EXECUTORS"]
 
 EXECUTORS = ("local", "kubernetes", "auto")
-#: A part's record lists every item with its block MD5s: ~40 bytes a block, ~100 an item.
+#: A part's record lists every item with its block MD5s: ~40 bytes a block, ~100 an item. The most any
+#: record is read to (:func:`record_limit` bounds each by its part's plan, far below this).
 RECORD_LIMIT = 64 << 20
 DEFAULT_BLOCK = 128 << 20
 _UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "ki": 2**10, "mi": 2**20, "gi": 2**30,
@@ -334,17 +337,27 @@ class PartOutcome:
     engines: set[str] = field(default_factory=set)
 
 
-def read_records(dest: Path, key: str, trusted_root: str | os.PathLike[str], parts: Sequence[int]
-                 ) -> dict[int, Any]:
-    """Each finished part's record, as the pod left it (read safely; a missing one is absent)."""
+def record_limit(items: Sequence[Item], files: Sequence[FileEntry]) -> int:
+    """The largest record a part of ``items`` writes, in bytes: a few KiB of its own, per item its path
+    and checksum (at most 8 KiB) and per block one MD5 (~40 bytes); at most :data:`RECORD_LIMIT`. A
+    record is read from the volume, and the Python objects of a JSON document take ~25 times its bytes:
+    a record larger than its plan allows is refused before it is parsed."""
+    blocks = sum(max(1, -(-it.length // (files[it.index].block_size or DEFAULT_BLOCK))) for it in items)
+    return min(RECORD_LIMIT, 16 * 1024 + 8 * 1024 * len(items) + 40 * blocks)
+
+
+def read_records(dest: Path, key: str, trusted_root: str | os.PathLike[str], parts: Sequence[int],
+                 limits: Mapping[int, int] | None = None) -> dict[int, Any]:
+    """Each finished part's record, as the pod left it (read safely, bounded by ``limits[part]``,
+    default :data:`RECORD_LIMIT`; a missing one is absent, an unreadable one a failed part's)."""
     out: dict[int, Any] = {}
     with SafeDir.open_under(trusted_root, records_dir(dest, key)) as d:
         for part in parts:
             try:
-                out[part] = d.read_json(f"part-{part}.json", RECORD_LIMIT)
+                out[part] = d.read_json(f"part-{part}.json", (limits or {}).get(part, RECORD_LIMIT))
             except FileNotFoundError:
                 continue
-            except (DataError, PathSafetyError) as exc:
+            except (DataError, PathSafetyError, OSError) as exc:
                 out[part] = {"ok": False, "error": f"unreadable record: {exc}", "kind": "io"}
     return out
 
@@ -380,25 +393,31 @@ def check_record(part: int, record: Any, items: Sequence[Item], files: Sequence[
 
 def verify(plan: Sequence[Sequence[Item]], records: Mapping[int, Any], files: Sequence[FileEntry],
            hdfs_checksum: Callable[[str], Mapping[str, Any]]) -> list[FileEntry]:
-    """Every file with its HDFS checksum, once every part's record is complete; the checksum of a
-    file split across parts is composed from its block MD5s and compared with HDFS's here.
-    :class:`StagingError` naming the file when one does not match."""
-    pieces: dict[int, list[tuple[int, dict[str, Any]]]] = {}
+    """Every file with its HDFS checksum, once every part's record is complete. HDFS is asked for
+    every file (``hdfs_checksum``: one ``GETFILECHECKSUM`` each) and compared here with what the
+    records say: the checksum a pod recorded for a whole file (copied, resumed from its journal, or
+    kept in the cache), and for a file split across parts the checksum composed from their block MD5s.
+    A record is the volume's, and anyone who may write the volume may have written it: nothing is
+    taken from it that HDFS's own checksum does not confirm. :class:`StagingError` naming the file
+    when one does not match (before anything is published)."""
+    pieces: dict[int, list[tuple[int, int, dict[str, Any]]]] = {}
     for part, items in enumerate(plan):
         for item, rec in zip(items, records[part]["items"], strict=True):
-            pieces.setdefault(item.index, []).append((item.offset, rec))
+            pieces.setdefault(item.index, []).append((item.offset, part, rec))
     out: list[FileEntry] = []
     for i, entry in enumerate(files):
         got = sorted(pieces[i], key=lambda p: p[0])
-        if len(got) == 1 and "checksum" in got[0][1]:
-            checksum = dict(got[0][1]["checksum"])
+        if len(got) == 1 and "checksum" in got[0][2]:
+            checksum = dict(got[0][2]["checksum"])
+            said = f"the record of part {got[0][1]} says {checksum}"
         else:
-            md5s = [m for _, rec in got for m in rec["md5s"]]
+            md5s = [m for _, _, rec in got for m in rec["md5s"]]
             checksum = compose(md5s, entry.size, entry.block_size or DEFAULT_BLOCK, DEFAULT_BYTES_PER_CRC)
-            remote = hdfs_checksum(entry.path)
-            if not checksums_match(checksum, dict(remote)):
-                raise StagingError(f"checksum mismatch copying {entry.path}: HDFS {dict(remote)}, "
-                                   f"received {checksum} (copied in {len(got)} parts)")
+            said = f"received {checksum} (copied in {len(got)} parts)"
+        remote = dict(hdfs_checksum(entry.path))
+        if not checksums_match(checksum, remote):
+            raise StagingError(f"checksum mismatch copying {entry.path}: HDFS {remote}, {said}; "
+                               "nothing was published")
         out.append(FileEntry(entry.path, entry.relpath, entry.size, entry.mtime, entry.block_size, checksum))
     return out
 
@@ -543,7 +562,8 @@ def judge(state: Mapping[str, Any], volume: Any, parts: Sequence[int],
     pods' :func:`check_record`, or the checksum pods'); a check that raises :class:`DataError`
     fails the task at once, as a record of a :data:`FATAL_KINDS` kind does."""
     plan, files = state_plan(state), state_files(state)
-    records = read_records(Path(state["dest"]), state["key"], volume.mount, parts)
+    records = read_records(Path(state["dest"]), state["key"], volume.mount, parts,
+                           {part: record_limit(plan[part], files) for part in parts})
     out = PartOutcome()
     for part in parts:
         rec = records.get(part)
@@ -551,9 +571,9 @@ def judge(state: Mapping[str, Any], volume: Any, parts: Sequence[int],
             out.failed[part] = "the pod ended without a record (killed, evicted or deleted)"
             continue
         if isinstance(rec, dict) and isinstance(rec.get("engine"), str):
-            out.engines.add(rec["engine"])
+            out.engines.add(clean_text(rec["engine"], 64))
         if not isinstance(rec, dict) or rec.get("ok") is not True:
-            error = str(rec.get("error") if isinstance(rec, dict) else rec)[:2000]
+            error = clean_text(str(rec.get("error") if isinstance(rec, dict) else rec)[:8000], 2000)
             if isinstance(rec, dict) and rec.get("kind") in FATAL_KINDS:
                 out.checksum_errors.append(f"part {part}: {error}")
             else:
@@ -564,6 +584,8 @@ def judge(state: Mapping[str, Any], volume: Any, parts: Sequence[int],
         except DataError as exc:
             out.checksum_errors.append(f"part {part}: {exc}")
             continue
+        except Exception as exc:  # noqa: BLE001 - a record is the volume's: whatever it holds fails its part, never us
+            why = f"its record could not be checked ({type(exc).__name__}: {str(exc)[:200]})"
         if why:
             out.failed[part] = f"its record is incomplete: {why}"
         else:
