@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.dagrun import states, xcom
+from tests.fixtures.logrecords import log_records
 from tests.fixtures.waiting import wait_until
 from tests.security.test_watch_hostile import hook_factory
 from tfk8s_airflow.job.run.records import JobRecord
@@ -47,7 +48,7 @@ def _fail(core, ns: str, pod: str) -> None:
          "state": {"terminated": {"exitCode": 3, "reason": "Error", "startedAt": now, "finishedAt": now}}}]}})
 
 
-def test_a_relabelled_stranger_neither_ends_the_job_nor_goes_with_it(k8s_cluster, k8s_namespace, airflow_db, capfd):
+def test_a_relabelled_stranger_neither_ends_the_job_nor_goes_with_it(k8s_cluster, k8s_namespace, airflow_db):
     import tfk8s_security_scenarios
 
     core, ns = k8s_cluster.core_v1, k8s_namespace
@@ -78,14 +79,13 @@ def test_a_relabelled_stranger_neither_ends_the_job_nor_goes_with_it(k8s_cluster
                         break
         return snaps
 
-    capfd.readouterr()
-    snaps = asyncio.run(scenario())
-    out = capfd.readouterr()
+    with log_records("tfk8s_airflow.k8s.watch") as records:  # not the console: see tests/fixtures/logrecords.py
+        snaps = asyncio.run(scenario())
     assert not [s.error for s in snaps if s.error is not None]
     assert [s.status.state for s in snaps[:4]] == [JobState.RUNNING] * 4, [s.status for s in snaps[:4]]
     last = snaps[-1].status
     assert last.state == JobState.FAILED and last.failed_pod == worker0 and "exit code 3" in last.reason, last
-    said = (out.out + out.err).splitlines()  # Airflow's logging (dag.test() set it up) writes to the console
+    said = [r.getMessage() for r in records]
     for stranger in ("stranger-ok", "stranger-bad"):
         warned = [m for m in said if f"pod {stranger}: ignored" in m]
         assert len(warned) == 1 and "not the job's pod" in warned[0], said[-20:]

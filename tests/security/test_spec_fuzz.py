@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.security.fuzz_shapes import GOOD_TEMPLATE, GOOD_TFJOB, HOSTILE, mutations
@@ -79,6 +79,8 @@ def deep(n: int):
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(doc=st.one_of(specs, st.builds(lambda n, d: {"name": "j", "worker": 1, "image": "i:1", "args": deep(n),
                                                    "env": d}, st.integers(1, 3000), documents)))
+@example(doc={"name": "job", "image": "tfk8s/trainer:0.1", "worker": {}, "command": []})  # found once: () -> None
+@example(doc={"name": "job", "image": "tfk8s/trainer:0.1", "worker": 1, "service_account": ""})  # "" -> None
 def test_any_document_parses_or_raises_spec_error(doc):
     tracemalloc.start()
     try:

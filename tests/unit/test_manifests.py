@@ -16,6 +16,7 @@ from tfk8s_airflow.job.builders.plan import plan_job
 from tfk8s_airflow.job.builders.render import parse_yaml, render_yaml
 from tfk8s_airflow.job.builders.templatemap import TEMPLATES_KEY
 from tfk8s_airflow.job.policy import DeploymentPolicy
+from tfk8s_airflow.job.run.resolve import as_spec_input, resolve_spec
 from tfk8s_airflow.job.spec import parse_spec, parse_spec_file
 from tfk8s_airflow.k8s.relaunch import read_templates
 
@@ -196,3 +197,12 @@ def test_code_entrypoints_run_with_python3_or_sh(code, command):
     assert pod["spec"]["containers"][0]["command"] == command
     own = parse_spec({"name": "c", "image": "i:1", "worker": 1, "code": code, "command": ["bash", "x"]})
     assert by_kind(objects_of(own), "Pod")[0]["spec"]["containers"][0]["command"] == ["bash", "x"]
+
+
+def test_an_empty_command_runs_the_images_entrypoint_with_code_also_once_resolved():
+    """``command: []`` wins over ``code``'s entrypoint, in the spec given and in the spec an operator
+    stores and resolves again (``to_dict``, then ``parse_spec``)."""
+    spec = parse_spec({"name": "c", "image": "i:1", "worker": 1, "code": {"uri": "https://h/a.tgz",
+                                                                          "entrypoint": "train.py"}, "command": []})
+    for each in (spec, resolve_spec(as_spec_input(spec))):
+        assert by_kind(objects_of(each), "Pod")[0]["spec"]["containers"][0]["command"] == []

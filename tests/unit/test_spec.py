@@ -6,6 +6,7 @@ import pytest
 
 from tfk8s_airflow.exceptions import SpecError
 from tfk8s_airflow.job.spec import (
+    ROLE_KEYS,
     EmptyDir,
     EnvFrom,
     Resources,
@@ -77,6 +78,46 @@ def test_full_spec_parses_merges_and_round_trips():
     assert parse_spec(s.to_dict()) == s
     with pytest.raises(dataclasses.FrozenInstanceError):
         s.name = "other"  # frozen
+
+
+CODE = {"uri": "https://artifacts.example.com/ctr.tgz", "entrypoint": "train.py", "sha256": "a" * 64}
+
+
+@pytest.mark.parametrize("doc,commands", [
+    ({"name": "job", "image": "tfk8s/trainer:0.1", "worker": {}, "command": []}, {"worker": ()}),  # found by fuzzing
+    ({**MINIMAL, "command": [], "code": CODE}, {"ps": (), "worker": ()}),
+    ({**MINIMAL, "command": ["python", "t.py"], "worker": {"replicas": 2, "command": []}},
+     {"ps": ("python", "t.py"), "worker": ()}),
+    ({**MINIMAL, "worker": {"replicas": 2, "command": None}}, {"ps": None, "worker": None}),
+])
+def test_an_empty_command_is_the_images_entrypoint_and_round_trips(doc, commands):
+    """``command: []`` is Kubernetes' empty command: the image's entrypoint, also over a job-wide command or
+    ``code``'s; left out (or null), a role has the job's command and the job the image's or code's entrypoint."""
+    s = parse_spec(doc)
+    assert {role: rs.command for role, rs in s.roles.items()} == commands
+    assert parse_spec(s.to_dict()) == s
+    assert s.to_dict().get("command") == (list(s.command) if s.command is not None else None)
+
+
+JOB_WIDE = {"command": ["python", "t.py"], "args": ["--steps", "9"], "env": {"E": "1"},
+            "env_from": [{"secret_ref": "s"}], "resources": {"cpu": 1}, "node_selector": {"pool": "a"},
+            "restart_policy": "ExitCode", "tolerations": [{"key": "k", "operator": "Exists"}],
+            "annotations": {"example.com/a": "1"}, "pod_template": {"metadata": {"labels": {"l": "1"}}}}
+
+
+@pytest.mark.parametrize("key", sorted(set(ROLE_KEYS) - {"replicas", "tracked"}))
+def test_a_null_key_in_a_role_block_is_the_key_left_out(key):
+    """YAML's ``args:`` with nothing after it is null: the job's value, as when the key is left out (before,
+    a role's null ``args``, ``resources``, ``node_selector`` or ``tolerations`` emptied them and a null
+    ``restart_policy`` was refused; a PS's is still Never, its own default)."""
+    given = parse_spec({**MINIMAL, **JOB_WIDE, "ps": {"replicas": 1, key: None}, "worker": {"replicas": 2, key: None}})
+    assert given == parse_spec({**MINIMAL, **JOB_WIDE})
+    assert (given.roles["ps"].restart_policy, given.roles["worker"].restart_policy) == ("Never", "ExitCode")
+
+
+def test_an_empty_service_account_is_the_namespaces_default_and_round_trips():
+    s = parse_spec({**MINIMAL, "service_account": ""})
+    assert s.service_account is None and parse_spec(s.to_dict()) == s
 
 
 def test_resources_short_form_and_kubernetes_form():

@@ -49,17 +49,20 @@ CLEAN_POD_POLICIES = ("All", "Running", "None")
 OVERRIDE, MERGE, PATCH = "override", "merge", "patch"
 
 
-def key(doc: str, *, role: str | None = None, default: str = "") -> dict[str, str]:
+def key(doc: str, *, role: str | None = None, default: str = "", empty_is_a_value: bool = False) -> dict[str, Any]:
     """Metadata of a dataclass field that is a key of the spec document.
 
     ``doc``: the one line docs/spec.md's field table shows; ``role``: whether a role block
     may set the key too (``override`` replaces the job-wide value, ``merge`` adds to it, ``patch``
     merges the role's over it as kubectl's strategic merge does);
-    ``default``: the default as the table shows it.
+    ``default``: the default as the table shows it; ``empty_is_a_value``: the key left out (None)
+    and the key given empty (``command: []``) mean different things, so ``to_dict`` keeps the empty one.
     """
-    meta = {"doc": doc, "default": default}
+    meta: dict[str, Any] = {"doc": doc, "default": default}
     if role:
         meta["role"] = role
+    if empty_is_a_value:
+        meta["empty_is_a_value"] = True
     return meta
 
 
@@ -337,8 +340,9 @@ class TFJobSpec:
         "Always, IfNotPresent or Never; unset, Kubernetes decides (Always for an image tagged :latest or untagged, "
         "IfNotPresent otherwise)", default="unset"))
     command: tuple[str, ...] | None = field(metadata=key(
-        "the container's command, a list; default: the image's entrypoint (or the code's, with `code`)",
-        role=OVERRIDE))
+        "the container's command, a list; default: the image's entrypoint (or the code's, with `code`); `[]`: "
+        "the image's entrypoint, also with `code` or over the job's command in a role", role=OVERRIDE,
+        empty_is_a_value=True))
     args: tuple[str, ...] = field(metadata=key("the container's arguments, a list", role=OVERRIDE))
     env: Mapping[str, str | ValueFrom] = field(metadata=key(
         "environment variables `NAME: value` or `NAME: {value_from: {secret_key_ref: {name, key}}}` "
@@ -475,7 +479,8 @@ class TFJobSpec:
         out: dict[str, Any] = {}
         for f in spec_fields(TFJobSpec):
             value = getattr(self, f.name)
-            if not _empty(value):
+            kept = value is not None if f.metadata.get("empty_is_a_value") else not _empty(value)
+            if kept:
                 out[f.name] = plain(value)
         for role, rs in self.roles.items():
             out[role] = rs.to_dict(self)

@@ -111,7 +111,7 @@ def _parse(data: Mapping[str, Any], max_replicas: int, overrides: Iterable[str])
     max_restarts = r.integer(d, "max_restarts", "max_restarts", MAX_RESTARTS)
     if max_restarts < 0:
         r.add("max_restarts", f"must be >= 0, got {max_restarts}", f"write max_restarts: {MAX_RESTARTS}")
-    service_account = r.string(d, "service_account", "service_account")
+    service_account = r.string(d, "service_account", "service_account") or None  # "": the namespace's default
     if service_account:
         r.extend(v.check_dns_subdomain(service_account, "service_account"))
     success = r.choice(d, "success_policy", "success_policy", SUCCESS_POLICIES, "default")

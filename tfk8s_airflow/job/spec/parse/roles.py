@@ -38,7 +38,7 @@ def role_block(r: Reader, role: str, block: Mapping[str, Any], job: Mapping[str,
     r.unknown(block, ROLE_KEYS, p)
     values: dict[str, Any] = {}
     for name, how in _INHERITED.items():
-        if name not in block:
+        if block.get(name) is None:  # left out or null (YAML's `args:` alone): the job's, whatever the key
             values[name] = job[name]
             continue
         own = READERS[name](r, block, name, p + name)
@@ -50,13 +50,13 @@ def role_block(r: Reader, role: str, block: Mapping[str, Any], job: Mapping[str,
             values[name] = job[name]
         else:
             values[name] = own
-    if role == "ps" and "restart_policy" not in block:
+    if role == "ps" and block.get("restart_policy") is None:
         values["restart_policy"] = "Never"
     replicas = r.integer(block, "replicas", p + "replicas", 1 if role != "ps" else 0)
     tracked = r.boolean(block, "tracked", p + "tracked", role != "ps")
     if role == "ps" and tracked:
         r.add(p + "tracked", "parameter servers never exit, so they cannot be tracked", "remove tracked from ps")
-    metadata.check_annotation_size(r, values["annotations"], p + "annotations" if "annotations" in block
+    metadata.check_annotation_size(r, values["annotations"], p + "annotations" if block.get("annotations") is not None
                                    else "annotations")
     for name in ("env", "node_selector", "annotations"):
         values[name] = MappingProxyType(dict(values[name]))
