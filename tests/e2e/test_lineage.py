@@ -3,7 +3,7 @@
 A stack of its own (the e2e stack's services on PostgreSQL, LocalExecutor) with the OpenLineage provider's
 file transport (``[openlineage] transport``: one JSON file per event in the stack's home). One run of
 ``tfk8s_retrain_daily`` for a published partition: HDFS sensor, staging onto the GlusterFS cache, a real
-TensorFlow PS/worker job on the node agent, evaluation, promotion. The events the provider's listener wrote
+TensorFlow PS/worker job on the real node, evaluation, promotion. The events the provider's listener wrote
 for it name the HDFS partition (staging's input), the staged directory (staging's output, setup's input),
 the model directory (setup's output, promotion's input) and the promoted version (promotion's output); setup's
 ``tfk8s_job`` run facet holds the job without the value of any environment variable or its command.

@@ -75,7 +75,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
-from tfk8s_airflow.contract import EXIT_PERMANENT, EXIT_RETRYABLE, TERMINATION_LOG
+from tfk8s_airflow.contract import EXIT_PERMANENT, EXIT_RETRYABLE, TERMINATION_LOG, TERMINATION_LOG_ENV
 from tfk8s_airflow.contract import EXIT_SUCCESS as EXIT_OK
 from tfk8s_airflow.pathrules import is_safe_relative
 from tfk8s_airflow.pod.fetchlimits import (
@@ -363,7 +363,7 @@ def _fail(message: str, code: int) -> int:
     """Report a failure on stderr and in the pod's termination message; returns the exit code."""
     kind = "retryable" if code == EXIT_RETRYABLE else "permanent"
     line = _say(f"code fetch failed ({kind}): {message}")
-    path = os.environ.get("TFK8S_TERMINATION_LOG") or TERMINATION_LOG
+    path = os.environ.get(TERMINATION_LOG_ENV) or TERMINATION_LOG
     # The kubelet creates /dev/termination-log before the container starts; run outside a pod
     # (by hand, in a test) the fetcher never creates one on the host.
     if path != TERMINATION_LOG or os.path.exists(path):
