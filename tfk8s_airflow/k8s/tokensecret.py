@@ -23,7 +23,7 @@ from typing import Any
 from kubernetes.client import CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
-from tfk8s_airflow.contract import STAGING_NAME_PREFIX
+from tfk8s_airflow.contract import LABEL_SECRET, STAGING_NAME_PREFIX
 from tfk8s_airflow.exceptions import StagingError
 from tfk8s_airflow.k8s.client import wrap_api_error
 from tfk8s_airflow.k8s.copypods import LABEL_STAGING
@@ -36,7 +36,7 @@ __all__ = ["KEY", "new_secret_name", "create", "read_token", "env_entry", "issue
 
 #: The key of the token in the Secret's data.
 KEY = "token"
-LABEL_PURPOSE = "tfk8s.io/secret"
+LABEL_PURPOSE = LABEL_SECRET  # the package's own Secrets: no job may read one (admission)
 PURPOSE = "hdfs-delegation"
 
 
@@ -111,21 +111,28 @@ def _delete(api: CoreV1Api, namespace: str, name: str) -> None:
 
 
 def issue(api: CoreV1Api, namespace: str, key: str, hdfs: Any, mask: Callable[[str], None],
-          owner: Mapping[str, Any]) -> str:
+          owner: Mapping[str, Any], check: Callable[[], None] = lambda: None) -> str:
     """Obtain a delegation token for the Kerberos connection ``hdfs`` (renewer: its login), hand it to
     ``mask`` (the task log's redaction) and put it in a new Secret of ``key`` owned by ``owner`` (the task's
-    lease), after cancelling and deleting an earlier try's. Returns the Secret's name; a token whose Secret
-    could not be made is cancelled at once."""
+    lease), after cancelling and deleting an earlier try's. Returns the Secret's name. ``check`` runs once the
+    token exists and again once its Secret does (the task's kill check): whatever it or the Secret's creation
+    raises, the token is cancelled and its Secret deleted before the error goes on."""
     release(api, namespace, key, hdfs, str(owner["uid"]))
     token = delegation.obtain(hdfs, hdfs.config.user)
     mask(token)
+    name = None
     try:
-        return create(api, namespace, key, token, owner)
+        check()
+        name = create(api, namespace, key, token, owner)
+        check()
+        return name
     except BaseException:
         try:
             delegation.cancel(hdfs, token)
         except Exception as exc:  # the original error matters more
             log.warning("cancelling the unused delegation token failed: %s", exc)
+        if name is not None:
+            _delete(api, namespace, name)
         raise
 
 
