@@ -8,6 +8,8 @@ too, before anything is created.
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from tfk8s_airflow.exceptions import SpecError
@@ -61,3 +63,32 @@ def test_setup_refuses_a_secret_carrying_the_packages_label_under_allowed_secret
     assert "whatever [tfk8s] allowed_secrets says" in message and "secretKeyRef.name" in message
     refuse_package_secrets(client, k8s_namespace, _plan(k8s_namespace, policy, plain))  # no error
     assert core.list_namespaced_pod(k8s_namespace).items == []  # refused before anything was created
+
+
+@pytest.mark.k8s
+@pytest.mark.airflow
+def test_the_setup_task_refuses_the_packages_secret_before_it_creates_anything(k8s_cluster, k8s_namespace,
+                                                                                monkeypatch):
+    """Setup as it runs (its own client, checks and creation; only its task context is a stand-in, as in
+    tests/airflow/test_render_is_what_setup_creates.py) under ``allowed_secrets = *``: the job fails at once
+    naming the Secret and its label, and no Service, ConfigMap or pod of it exists."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from tfk8s_airflow.operators.setup import TFJobSetupOperator
+
+    core = k8s_cluster.core_v1
+    core.create_namespaced_secret(k8s_namespace, {"metadata": {"name": "innocent", "labels": {
+        "tfk8s.io/secret": "hdfs-delegation"}}, "stringData": {"token": "x"}})
+    monkeypatch.setenv("AIRFLOW__TFK8S__ALLOWED_SECRETS", "*")
+    monkeypatch.setenv("AIRFLOW__TFK8S__DEFAULT_NAMESPACE", k8s_namespace)
+    spec = {"name": "reads", "namespace": k8s_namespace, "image": IMAGE, "node_selector": {"type": "kwok"},
+            "env": {"DB": {"value_from": {"secret_key_ref": {"name": "innocent", "key": "token"}}}}, "worker": 1}
+    op = TFJobSetupOperator(task_id="train.setup", spec=spec, job_group="train", preflight="off")
+    context = {"dag": SimpleNamespace(dag_id="tfk8s_t_package_secret", fileloc=None), "run_id": "r1",
+               "ti": SimpleNamespace(xcom_push=lambda key, value: None)}
+    with pytest.raises(AirflowFailException, match="Secret innocent carries the label tfk8s.io/secret"):
+        op.execute(context)
+    assert core.list_namespaced_pod(k8s_namespace).items == []
+    assert core.list_namespaced_service(k8s_namespace).items == []
+    assert [c.metadata.name for c in core.list_namespaced_config_map(k8s_namespace).items
+            if c.metadata.name != "kube-root-ca.crt"] == []
