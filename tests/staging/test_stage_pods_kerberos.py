@@ -439,3 +439,41 @@ def test_a_task_killed_at_each_step_leaves_neither_secret_nor_live_token(
     assert core.list_namespaced_pod(namespace).items == []
     assert batch.list_namespaced_job(namespace).items == []
     assert secrets_left(core, namespace) == []
+
+
+def test_a_lease_that_ran_out_took_the_secret_and_the_task_still_cancels_the_token(
+        kerberos_pods_env, secure_hdfs, gluster_dir, k8s_cluster, airflow_db, request):
+    """The lease runs out while no triggerer renews it: Kubernetes deletes the lease Job (the TTL controller does
+    it at the deadline; here the test deletes it the same way, background propagation) and the garbage collector
+    the Secret, with the token in it. The task kept its token's handle (no credential: HDFS refuses it as
+    ``delegation=``); when the copy ends (here: its trigger's error event) the handle cancels the token."""
+    from kubernetes import client as k8s
+
+    from tfk8s_airflow.exceptions import StagingError
+    from tfk8s_airflow.staging.lease import lease_name
+
+    namespace, hdfs, base = kerberos_pods_env
+    part = f"{base}/expired/dt={DS}"
+    write_partition(hdfs.client, part, [6 * MiB] * 4, block_mib=4)
+    task = _scenario_task(request, part, gluster_dir / "pods")
+    ti = SimpleNamespace(dag_id="tfk8s_t_stage_pods_kubernetes", run_id=f"krb-expired-{uuid.uuid4().hex[:6]}",
+                         task_id="stage", map_index=-1)
+    trigger = _deferred(task, ti)
+    core, url = k8s_cluster.core_v1, secure_hdfs["TFK8S_SECURE_WEBHDFS_URL"]
+    (name,) = secrets_left(core, namespace)
+    token = base64.b64decode(core.read_namespaced_secret(name, namespace).data[KEY]).decode()
+    handle = trigger.state["token_handle"]
+    assert token not in json.dumps(trigger.serialize()[1]) and handle != token
+    assert token_works(url, handle) is False  # the handle authenticates nobody
+
+    k8s.BatchV1Api(k8s_cluster.api_client).delete_namespaced_job(
+        lease_name(trigger.key), namespace, propagation_policy="Background")
+    deadline = time.monotonic() + 60
+    while secrets_left(core, namespace) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert secrets_left(core, namespace) == [], "the garbage collector left the Secret of a lease that ran out"
+    assert token_renewable(hdfs, url, token) is True  # gone with its Secret, still live
+
+    with pytest.raises(StagingError, match="waiting for the copy pods failed"):
+        task.copy_ended({"ti": ti}, {"status": "error", "message": "the lease ran out", "state": trigger.state})
+    assert token_renewable(hdfs, url, token) is False and token_works(url, token) is False

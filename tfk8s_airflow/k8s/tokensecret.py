@@ -136,10 +136,13 @@ def issue(api: CoreV1Api, namespace: str, key: str, hdfs: Any, mask: Callable[[s
         raise
 
 
-def release(api: CoreV1Api, namespace: str, key: str, hdfs: Any | None, owner_uid: str | None) -> int:
+def release(api: CoreV1Api, namespace: str, key: str, hdfs: Any | None, owner_uid: str | None,
+            handle: str | None = None) -> int:
     """Cancel the token of every Secret of ``key`` the lease ``owner_uid`` owns (when ``hdfs``, the Kerberos
     connection, is given) and delete the Secret. A failed cancellation is logged and the Secret still deleted
-    (the token then lives until HDFS's maximum token lifetime). How many Secrets there were."""
+    (the token then lives until HDFS's maximum token lifetime). With no such Secret left (a lease that ran out
+    took it), ``handle`` (:func:`tfk8s_airflow.staging.delegation.handle` of the task's token) cancels the
+    token. How many Secrets there were."""
     found = owned(api, namespace, key, owner_uid)
     for secret in found:
         token = read_token(secret)
@@ -149,4 +152,9 @@ def release(api: CoreV1Api, namespace: str, key: str, hdfs: Any | None, owner_ui
             except Exception as exc:
                 log.warning("cancelling the HDFS delegation token of staging %s failed: %s", key, exc)
         _delete(api, namespace, secret.metadata.name)
+    if not found and hdfs is not None and handle:
+        try:
+            delegation.cancel(hdfs, handle)  # a token HDFS no longer knows counts as cancelled
+        except Exception as exc:
+            log.warning("cancelling the HDFS delegation token of staging %s (its Secret gone) failed: %s", key, exc)
     return len(found)

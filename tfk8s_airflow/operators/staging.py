@@ -371,6 +371,7 @@ class HdfsStageOperator(_StagingLineage, BaseOperator):
 
         from tfk8s_airflow.deployment import deployment_policy
         from tfk8s_airflow.k8s import copypods, tokensecret
+        from tfk8s_airflow.staging import delegation
 
         key = state["key"]
         fanout.check_token_namespace(settings.namespace, deployment_policy().default_namespace)
@@ -379,7 +380,12 @@ class HdfsStageOperator(_StagingLineage, BaseOperator):
         state["lease_uid"] = self._tfk8s_lease_uid = str(owner["uid"])
         state["webhdfs_conn_id"] = self.webhdfs_conn_id  # the trigger cancels the token on a cancel
         _unless_killed(self, "before its HDFS delegation token was issued")
-        name = tokensecret.issue(api, settings.namespace, key, hdfs, mask_secret, owner,
+
+        def masked(token: str) -> None:  # redacted from the log; its handle kept (no credential)
+            mask_secret(token)
+            state["token_handle"] = self._tfk8s_token_handle = delegation.handle(token)
+
+        name = tokensecret.issue(api, settings.namespace, key, hdfs, masked, owner,
                                  check=lambda: _unless_killed(self, "while its HDFS delegation token was issued"))
         state["token_secret"] = name
         self.log.info("HDFS delegation token for the copy pods in Secret %s/%s", settings.namespace, name)
@@ -391,7 +397,7 @@ class HdfsStageOperator(_StagingLineage, BaseOperator):
             from tfk8s_airflow.k8s import copypods, tokensecret
 
             if tokensecret.release(copypods.core(settings.kubernetes_conn_id), settings.namespace, state["key"],
-                                   hdfs, state.get("lease_uid")):
+                                   hdfs, state.get("lease_uid"), state.get("token_handle")):
                 self.log.info("cancelled the HDFS delegation token and deleted Secret %s/%s", settings.namespace,
                               state.get("token_secret"))
         _end_lease(settings, state["key"])
@@ -463,7 +469,7 @@ class HdfsStageOperator(_StagingLineage, BaseOperator):
         copypods.delete_all(api, settings.namespace, ctx)
         hdfs = webhdfs(self.webhdfs_conn_id)
         tokensecret.release(api, settings.namespace, ctx, hdfs if hdfs.config.kerberos else None,
-                            getattr(self, "_tfk8s_lease_uid", None))
+                            getattr(self, "_tfk8s_lease_uid", None), getattr(self, "_tfk8s_token_handle", None))
         _end_lease(settings, ctx)
 
 
