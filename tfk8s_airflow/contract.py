@@ -50,6 +50,9 @@ RESERVED_VOLUMES = frozenset({CODE_VOLUME, SHARDS_VOLUME})
 #: The names of what a staging task makes (its pods, lease and delegation-token Secrets): reserved, so no job
 #: spec may name such a Secret, whatever [tfk8s] allowed_secrets says.
 STAGING_NAME_PREFIX = "tfk8s-stage-"
+#: The label of the package's own Secrets (a staging task's HDFS delegation token, value ``hdfs-delegation``):
+#: no job may read a Secret carrying it, whatever its name or [tfk8s] allowed_secrets says.
+LABEL_SECRET = "tfk8s.io/secret"
 LABEL_PREFIX = "tfk8s.io/"
 LABEL_JOB = "tfk8s.io/job"
 LABEL_ROLE = "tfk8s.io/role"

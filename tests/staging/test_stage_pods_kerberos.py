@@ -197,9 +197,10 @@ def test_cancelled_kerberos_copy_deletes_the_secret_and_cancels_the_token(
     assert token_works(url, token) is True
     assert core.list_namespaced_pod(namespace).items
 
+    assert token_renewable(hdfs, url, token) is True  # the NameNode's answer for a live token
     asyncio.run(trigger.on_kill())
     assert secrets_left(core, namespace) == []
-    assert token_works(url, token) is False
+    assert token_works(url, token) is False and token_renewable(hdfs, url, token) is False
     deadline = time.monotonic() + 60
     while core.list_namespaced_pod(namespace).items and time.monotonic() < deadline:
         time.sleep(0.5)
@@ -342,3 +343,137 @@ def test_killed_kerberos_copy_pod_is_retried_with_the_same_secret(
         assert (cache / rel).read_bytes() == data, rel
     assert secrets_left(k8s_cluster.core_v1, namespace) == []
     assert token_works(secure_hdfs["TFK8S_SECURE_WEBHDFS_URL"], secret_watcher.secrets[name]) is False
+
+
+def token_renewable(hdfs: WebHdfs, base_url: str, token: str) -> bool:
+    """Ask the NameNode (SPNEGO, as the token's renewer) to renew ``token``: True while it lives, False once it
+    was cancelled (HDFS answers ``InvalidToken``: the token is in no cache any more)."""
+    resp = hdfs.client._session.put(f"{base_url}/webhdfs/v1/", params={"op": "RENEWDELEGATIONTOKEN", "token": token},
+                                    timeout=10)
+    if resp.status_code == 200:
+        return True
+    assert resp.status_code in (400, 403) and "InvalidToken" in resp.text, (resp.status_code, resp.text[:300])
+    return False
+
+
+#: Where the kill lands: the step whose end it follows (the module attribute the task calls there).
+KILL_STEPS = {
+    "token-issued-no-secret-yet": "tfk8s_airflow.staging.delegation.obtain",
+    "secret-made-no-pods-yet": "tfk8s_airflow.k8s.tokensecret.create",
+    "pods-copying-not-deferred": "tfk8s_airflow.k8s.copypods.create",
+}
+
+
+@pytest.mark.parametrize("step", sorted(KILL_STEPS))
+def test_a_task_killed_at_each_step_leaves_neither_secret_nor_live_token(
+        step, kerberos_pods_env, secure_hdfs, gluster_dir, k8s_cluster, airflow_db, request, monkeypatch):
+    """A kill as Airflow 3 delivers it: SIGTERM, whose handler calls the task's ``on_kill`` and returns, so
+    ``execute`` goes on where it was. The signal is sent to this process right after one step of the task
+    (the real step runs; the test only chooses the moment). After it: the task raised (it never defers), no
+    Secret, pod or lease of the task is left, nothing was made after the kill, and every token the task
+    obtained is cancelled (RENEWDELEGATIONTOKEN refuses it). The kill after the task deferred is the trigger's
+    ``on_kill`` (test_cancelled_kerberos_copy_deletes_the_secret_and_cancels_the_token)."""
+    import importlib
+    import os
+    import signal
+
+    from kubernetes import client as k8s
+
+    from tfk8s_airflow.exceptions import StagingError
+
+    namespace, hdfs, base = kerberos_pods_env
+    part = f"{base}/kill-{step}/dt={DS}"
+    write_partition(hdfs.client, part, [6 * MiB] * 4, block_mib=4)
+    task = _scenario_task(request, part, gluster_dir / "pods")
+    ti = SimpleNamespace(dag_id="tfk8s_t_stage_pods_kubernetes", run_id=f"krb-kill-{uuid.uuid4().hex[:6]}",
+                         task_id="stage", map_index=-1)
+    tokens: list[str] = []
+    made_after_kill: list[str] = []
+    killed = threading.Event()
+
+    def on_term(signum, frame):  # Airflow's task runner: on_kill, then back to where the task was
+        task.on_kill()
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    request.addfinalizer(lambda: signal.signal(signal.SIGTERM, previous))
+    # The instance is the shared scenario DAG's: a kill must not outlive this test.
+    request.addfinalizer(lambda: task.__dict__.pop("_tfk8s_killed", None))
+
+    def spy(target: str, kill: bool):
+        module_name, attr = target.rsplit(".", 1)
+        module = importlib.import_module(module_name)
+        original = getattr(module, attr)
+
+        def wrapper(*args, **kwargs):
+            if killed.is_set():
+                made_after_kill.append(attr)
+            result = original(*args, **kwargs)
+            if attr == "obtain":
+                tokens.append(result)
+            if kill and not killed.is_set():
+                killed.set()
+                os.kill(os.getpid(), signal.SIGTERM)
+            return result
+        monkeypatch.setattr(module, attr, wrapper)
+
+    for target in set(KILL_STEPS.values()):
+        spy(target, kill=target == KILL_STEPS[step])
+
+    try:
+        task.execute({"ti": ti})
+        ended: BaseException | None = None
+    except BaseException as exc:  # judged last: what the kill left matters first
+        ended = exc
+    (token,) = tokens
+    core, url = k8s_cluster.core_v1, secure_hdfs["TFK8S_SECURE_WEBHDFS_URL"]
+    batch = k8s.BatchV1Api(k8s_cluster.api_client)
+    assert killed.is_set()
+    assert token_renewable(hdfs, url, token) is False and token_works(url, token) is False
+    assert secrets_left(core, namespace) == []
+    assert made_after_kill == [], f"made after the kill: {made_after_kill}"
+    assert isinstance(ended, StagingError) and "the task was killed" in str(ended), repr(ended)
+    deadline = time.monotonic() + 60  # pods and the lease go through the garbage collector
+    while (core.list_namespaced_pod(namespace).items or batch.list_namespaced_job(namespace).items) \
+            and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert core.list_namespaced_pod(namespace).items == []
+    assert batch.list_namespaced_job(namespace).items == []
+    assert secrets_left(core, namespace) == []
+
+
+def test_a_lease_that_ran_out_took_the_secret_and_the_task_still_cancels_the_token(
+        kerberos_pods_env, secure_hdfs, gluster_dir, k8s_cluster, airflow_db, request):
+    """The lease runs out while no triggerer renews it: Kubernetes deletes the lease Job (the TTL controller does
+    it at the deadline; here the test deletes it the same way, background propagation) and the garbage collector
+    the Secret, with the token in it. The task kept its token's handle (no credential: HDFS refuses it as
+    ``delegation=``); when the copy ends (here: its trigger's error event) the handle cancels the token."""
+    from kubernetes import client as k8s
+
+    from tfk8s_airflow.exceptions import StagingError
+    from tfk8s_airflow.staging.lease import lease_name
+
+    namespace, hdfs, base = kerberos_pods_env
+    part = f"{base}/expired/dt={DS}"
+    write_partition(hdfs.client, part, [6 * MiB] * 4, block_mib=4)
+    task = _scenario_task(request, part, gluster_dir / "pods")
+    ti = SimpleNamespace(dag_id="tfk8s_t_stage_pods_kubernetes", run_id=f"krb-expired-{uuid.uuid4().hex[:6]}",
+                         task_id="stage", map_index=-1)
+    trigger = _deferred(task, ti)
+    core, url = k8s_cluster.core_v1, secure_hdfs["TFK8S_SECURE_WEBHDFS_URL"]
+    (name,) = secrets_left(core, namespace)
+    token = base64.b64decode(core.read_namespaced_secret(name, namespace).data[KEY]).decode()
+    handle = trigger.state["token_handle"]
+    assert token not in json.dumps(trigger.serialize()[1]) and handle != token
+    assert token_works(url, handle) is False  # the handle authenticates nobody
+
+    k8s.BatchV1Api(k8s_cluster.api_client).delete_namespaced_job(
+        lease_name(trigger.key), namespace, propagation_policy="Background")
+    deadline = time.monotonic() + 60
+    while secrets_left(core, namespace) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert secrets_left(core, namespace) == [], "the garbage collector left the Secret of a lease that ran out"
+    assert token_renewable(hdfs, url, token) is True  # gone with its Secret, still live
+
+    with pytest.raises(StagingError, match="waiting for the copy pods failed"):
+        task.copy_ended({"ti": ti}, {"status": "error", "message": "the lease ran out", "state": trigger.state})
+    assert token_renewable(hdfs, url, token) is False and token_works(url, token) is False

@@ -109,3 +109,28 @@ def test_only_a_job_that_ends_is_a_lease():
                    {"ttlSecondsAfterFinished": 3600}, {"activeDeadlineSeconds": None}):
         assert not is_lease({**spec, **change}), change
     assert not is_lease(None)
+
+
+def test_a_tokens_handle_keeps_its_identifier_and_drops_its_password():
+    import base64
+
+    from tfk8s_airflow.exceptions import StagingError
+    from tfk8s_airflow.staging.delegation import handle
+
+    def encode(identifier: bytes, password: bytes, rest: bytes) -> str:
+        def vint(n: int) -> bytes:  # Hadoop WritableUtils, non-negative
+            if n <= 127:
+                return bytes([n])
+            body = n.to_bytes((n.bit_length() + 7) // 8, "big")
+            return bytes([256 - 112 - len(body)]) + body
+        raw = vint(len(identifier)) + identifier + vint(len(password)) + password + rest
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    rest = b"\x12WEBHDFS delegation\x0e127.0.0.1:8020"
+    for size in (30, 200):  # a one-byte and a two-byte length
+        identifier = bytes(range(size % 256))[:size] + b"x" * max(0, size - 256)
+        got = handle(encode(identifier, b"p" * 20, rest))
+        assert got == encode(identifier, b"", rest)
+        assert b"p" * 20 not in base64.urlsafe_b64decode(got + "=" * (-len(got) % 4))
+    with pytest.raises(StagingError, match="does not read as one"):
+        handle(encode(b"i" * 30, b"", b"")[:10])

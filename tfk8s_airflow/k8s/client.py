@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from kubernetes.client import ApiClient, CoreV1Api, V1DeleteOptions, V1Preconditions
 from kubernetes.client.exceptions import ApiException
 
-from tfk8s_airflow.contract import CONTAINER_NAME, GANG_GATE, LABEL_JOB, LABEL_RUN
+from tfk8s_airflow.contract import CONTAINER_NAME, GANG_GATE, LABEL_JOB, LABEL_RUN, LABEL_SECRET
 from tfk8s_airflow.exceptions import KubernetesApiError, KubernetesConfigError, PermanentKubernetesApiError
 from tfk8s_airflow.job.run.recoverystate import ATTEMPTS_ANNOTATION, read_recreated
 from tfk8s_airflow.job.run.verdict import read_verdict, verdict_body
@@ -374,6 +374,19 @@ class JobClient:
             if exc.status == 404:
                 return False
             raise wrap_api_error(f"reading ServiceAccount {namespace}/{name}", exc) from exc
+
+    def package_secrets(self, namespace: str) -> frozenset[str]:
+        """The names of ``namespace``'s Secrets that carry the package's own label (``tfk8s.io/secret``: a
+        staging task's delegation token). Where the deployment may not list Secrets (403) there are none of
+        the package's: it makes them only in ``staging_namespace``, where its Role lists them."""
+        try:
+            listed = self.core.list_namespaced_secret(namespace, label_selector=LABEL_SECRET,
+                                                      _request_timeout=REQUEST_TIMEOUT_S)
+        except ApiException as exc:
+            if exc.status == 403:
+                return frozenset()
+            raise wrap_api_error(f"listing the Secrets of {namespace} labelled {LABEL_SECRET}", exc) from exc
+        return frozenset(s.metadata.name for s in listed.items)
 
     def resource_quotas(self, namespace: str) -> list[Any]:
         return call(f"reading ResourceQuotas of {namespace}", self.core.list_namespaced_resource_quota,

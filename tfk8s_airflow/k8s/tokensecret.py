@@ -23,7 +23,7 @@ from typing import Any
 from kubernetes.client import CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
-from tfk8s_airflow.contract import STAGING_NAME_PREFIX
+from tfk8s_airflow.contract import LABEL_SECRET, STAGING_NAME_PREFIX
 from tfk8s_airflow.exceptions import StagingError
 from tfk8s_airflow.k8s.client import wrap_api_error
 from tfk8s_airflow.k8s.copypods import LABEL_STAGING
@@ -36,7 +36,7 @@ __all__ = ["KEY", "new_secret_name", "create", "read_token", "env_entry", "issue
 
 #: The key of the token in the Secret's data.
 KEY = "token"
-LABEL_PURPOSE = "tfk8s.io/secret"
+LABEL_PURPOSE = LABEL_SECRET  # the package's own Secrets: no job may read one (admission)
 PURPOSE = "hdfs-delegation"
 
 
@@ -111,28 +111,38 @@ def _delete(api: CoreV1Api, namespace: str, name: str) -> None:
 
 
 def issue(api: CoreV1Api, namespace: str, key: str, hdfs: Any, mask: Callable[[str], None],
-          owner: Mapping[str, Any]) -> str:
+          owner: Mapping[str, Any], check: Callable[[], None] = lambda: None) -> str:
     """Obtain a delegation token for the Kerberos connection ``hdfs`` (renewer: its login), hand it to
     ``mask`` (the task log's redaction) and put it in a new Secret of ``key`` owned by ``owner`` (the task's
-    lease), after cancelling and deleting an earlier try's. Returns the Secret's name; a token whose Secret
-    could not be made is cancelled at once."""
+    lease), after cancelling and deleting an earlier try's. Returns the Secret's name. ``check`` runs once the
+    token exists and again once its Secret does (the task's kill check): whatever it or the Secret's creation
+    raises, the token is cancelled and its Secret deleted before the error goes on."""
     release(api, namespace, key, hdfs, str(owner["uid"]))
     token = delegation.obtain(hdfs, hdfs.config.user)
     mask(token)
+    name = None
     try:
-        return create(api, namespace, key, token, owner)
+        check()
+        name = create(api, namespace, key, token, owner)
+        check()
+        return name
     except BaseException:
         try:
             delegation.cancel(hdfs, token)
         except Exception as exc:  # the original error matters more
             log.warning("cancelling the unused delegation token failed: %s", exc)
+        if name is not None:
+            _delete(api, namespace, name)
         raise
 
 
-def release(api: CoreV1Api, namespace: str, key: str, hdfs: Any | None, owner_uid: str | None) -> int:
+def release(api: CoreV1Api, namespace: str, key: str, hdfs: Any | None, owner_uid: str | None,
+            handle: str | None = None) -> int:
     """Cancel the token of every Secret of ``key`` the lease ``owner_uid`` owns (when ``hdfs``, the Kerberos
     connection, is given) and delete the Secret. A failed cancellation is logged and the Secret still deleted
-    (the token then lives until HDFS's maximum token lifetime). How many Secrets there were."""
+    (the token then lives until HDFS's maximum token lifetime). With no such Secret left (a lease that ran out
+    took it), ``handle`` (:func:`tfk8s_airflow.staging.delegation.handle` of the task's token) cancels the
+    token. How many Secrets there were."""
     found = owned(api, namespace, key, owner_uid)
     for secret in found:
         token = read_token(secret)
@@ -142,4 +152,9 @@ def release(api: CoreV1Api, namespace: str, key: str, hdfs: Any | None, owner_ui
             except Exception as exc:
                 log.warning("cancelling the HDFS delegation token of staging %s failed: %s", key, exc)
         _delete(api, namespace, secret.metadata.name)
+    if not found and hdfs is not None and handle:
+        try:
+            delegation.cancel(hdfs, handle)  # a token HDFS no longer knows counts as cancelled
+        except Exception as exc:
+            log.warning("cancelling the HDFS delegation token of staging %s (its Secret gone) failed: %s", key, exc)
     return len(found)

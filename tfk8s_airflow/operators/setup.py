@@ -50,6 +50,8 @@ from tfk8s_airflow.job.builders.plan import plan_job, replica_task_id
 from tfk8s_airflow.job.builders.shardmap import normalize_shards
 from tfk8s_airflow.job.builders.templatemap import check_templates_fit
 from tfk8s_airflow.job.defaults import POLL_INTERVAL_S
+from tfk8s_airflow.job.policy import package_secret_problems
+from tfk8s_airflow.job.policy.deployment import template_secrets
 from tfk8s_airflow.job.policy.preflight import PREFLIGHT_KEY, check_mode
 from tfk8s_airflow.job.run import lineage
 from tfk8s_airflow.job.run.judge import JobPolicy
@@ -75,6 +77,17 @@ def _managed_by_kueue(queue: str) -> Callable[[Mapping[str, Any]], None]:
             raise SpecError(f"{why}; nothing was kept (fix: label the namespace as the cluster's Kueue "
                             "managedJobsNamespaceSelector wants, or use a namespace Kueue manages)", field="queue")
     return check
+
+
+def refuse_package_secrets(client: JobClient, namespace: str, pods: Sequence[Mapping[str, Any]]) -> None:
+    """SpecError, before anything is created, when a pod would read one of the package's own Secrets (labelled
+    ``tfk8s.io/secret``: a staging task's delegation token), whatever ``[tfk8s] allowed_secrets`` says; the
+    API server is asked only when a pod reads a Secret at all."""
+    if not any(next(template_secrets(pod, ""), None) for pod in pods):
+        return
+    problems = package_secret_problems(pods, client.package_secrets(namespace))
+    if problems:
+        raise SpecError(problems)
 
 
 class TFJobSetupOperator(BaseOperator):
@@ -173,6 +186,8 @@ class TFJobSetupOperator(BaseOperator):
             self.log.info("queue %s: the %d pods form the Kueue pod group %s%s; Kueue admits them together", queue,
                           len(pods), plan.kueue_group, priority)
         check_templates_fit(pods)  # recovery's copy of the pods must fit its ConfigMap: refuse before creating
+        refuse_package_secrets(client, names.namespace,
+                               [*pods, *([plan.tensorboard_pod] if plan.tensorboard_pod is not None else [])])
         if any(rs.pod_template for rs in spec.active_roles):
             self._dry_run(client, plan.replicas, pods)
         # Before anything exists: never fails here, waits waits here (docs/jobs.md, "Pre-flight").

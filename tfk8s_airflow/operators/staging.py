@@ -137,6 +137,14 @@ def _end_lease(settings: fanout.CopySettings, key: str) -> None:
     copypods.end_lease(copypods.batch(settings.kubernetes_conn_id), settings.namespace, key)
 
 
+def _unless_killed(task: BaseOperator, when: str) -> None:
+    """:class:`StagingError` once ``task.on_kill`` ran: Airflow calls it from its SIGTERM handler and the task
+    goes on where it was, so each step that makes something checks first (the caller releases what exists)."""
+    if getattr(task, "_tfk8s_killed", False):
+        raise StagingError(f"the task was killed {when}; nothing more is made, what it made is deleted "
+                           "(and its HDFS delegation token cancelled)")
+
+
 def _start_pods(task: BaseOperator, state: dict[str, Any], parts: list[int], specs: Sequence[dict[str, Any]],
                 settings: fanout.CopySettings, volume: GlusterVolume, *, program: str, method_name: str,
                 unit: str, what: str) -> None:
@@ -171,6 +179,7 @@ def _start_pods(task: BaseOperator, state: dict[str, Any], parts: list[int], spe
         names[str(part)] = name
     # Every pod is owned by the task's lease, made (or renewed) before the first of them: whatever ends the
     # task, Kubernetes deletes them once the lease is no longer renewed.
+    _unless_killed(task, f"before its {what} pods were created")
     owner = _lease(settings, state["key"], (pod_sc, container_sc))
     if state.get("token_secret") and state.get("lease_uid") not in (None, owner["uid"]):
         # The lease ran out while nobody renewed it (the triggerer away longer than staging_lease): Kubernetes
@@ -182,7 +191,13 @@ def _start_pods(task: BaseOperator, state: dict[str, Any], parts: list[int], spe
     for pod in pods:
         pod["metadata"]["ownerReferences"] = [owner]
     api = copypods.core(settings.kubernetes_conn_id)
-    copypods.create(api, pods)
+    try:
+        copypods.create(api, pods)
+        _unless_killed(task, f"while its {what} pods started")
+    except BaseException:
+        copypods.delete_all(api, settings.namespace, state["key"])
+        _end_lease(settings, state["key"])  # after a Kerberos copy's release too: a lease the kill made anew
+        raise
     task.log.info("started %d %s pod(s) in %s: %s (lease %ds)", len(pods), what, settings.namespace,
                   ", ".join(names.values()), settings.lease)
     plan = state["plan"]
@@ -337,23 +352,9 @@ class HdfsStageOperator(_StagingLineage, BaseOperator):
         state["started"] = time.time()
         state["done"] = []
         self._tfk8s_key = state["key"]
-        if hdfs.config.kerberos:
-            # The pods get a delegation token through a Secret (never the token in the pod spec, the
-            # trigger's arguments or the log); it is cancelled and deleted when the copy ends.
-            from airflow.sdk.log import mask_secret
-
-            from tfk8s_airflow.deployment import deployment_policy
-            from tfk8s_airflow.k8s import copypods, tokensecret
-
-            fanout.check_token_namespace(settings.namespace, deployment_policy().default_namespace)
-            api = copypods.core(settings.kubernetes_conn_id)
-            owner = _lease(settings, key)  # first: the Secret is the lease's from the moment it exists
-            state["lease_uid"] = self._tfk8s_lease_uid = str(owner["uid"])
-            name = tokensecret.issue(api, settings.namespace, key, hdfs, mask_secret, owner)
-            state["token_secret"] = name
-            state["webhdfs_conn_id"] = self.webhdfs_conn_id  # the trigger cancels the token on a cancel
-            self.log.info("HDFS delegation token for the copy pods in Secret %s/%s", settings.namespace, name)
         try:
+            if hdfs.config.kerberos:
+                self._issue_token(settings, state, hdfs)
             self._launch(state, list(range(len(state["plan"]))), settings, volume, hdfs)
         except TaskDeferred:
             raise
@@ -362,16 +363,43 @@ class HdfsStageOperator(_StagingLineage, BaseOperator):
             raise
         return True
 
+    def _issue_token(self, settings: fanout.CopySettings, state: dict[str, Any], hdfs: Any) -> None:
+        """A Kerberos copy: the pods get a delegation token through a Secret (never the token in the pod spec,
+        the trigger's arguments or the log); it is cancelled and deleted when the copy ends. A kill (``on_kill``,
+        which Airflow calls from its SIGTERM handler while this goes on) stops it at each step."""
+        from airflow.sdk.log import mask_secret
+
+        from tfk8s_airflow.deployment import deployment_policy
+        from tfk8s_airflow.k8s import copypods, tokensecret
+        from tfk8s_airflow.staging import delegation
+
+        key = state["key"]
+        fanout.check_token_namespace(settings.namespace, deployment_policy().default_namespace)
+        api = copypods.core(settings.kubernetes_conn_id)
+        owner = _lease(settings, key)  # first: the Secret is the lease's from the moment it exists
+        state["lease_uid"] = self._tfk8s_lease_uid = str(owner["uid"])
+        state["webhdfs_conn_id"] = self.webhdfs_conn_id  # the trigger cancels the token on a cancel
+        _unless_killed(self, "before its HDFS delegation token was issued")
+
+        def masked(token: str) -> None:  # redacted from the log; its handle kept (no credential)
+            mask_secret(token)
+            state["token_handle"] = self._tfk8s_token_handle = delegation.handle(token)
+
+        name = tokensecret.issue(api, settings.namespace, key, hdfs, masked, owner,
+                                 check=lambda: _unless_killed(self, "while its HDFS delegation token was issued"))
+        state["token_secret"] = name
+        self.log.info("HDFS delegation token for the copy pods in Secret %s/%s", settings.namespace, name)
+
     def _release(self, settings: fanout.CopySettings, state: dict[str, Any], hdfs: Any) -> None:
-        """The copy ended for good: cancel its delegation token and delete its Secret (a Kerberos copy),
-        then end its lease."""
-        if state.get("token_secret"):
+        """The copy ended for good: cancel its delegation token and delete its Secret (a Kerberos copy: every
+        Secret its lease owns, also one made while the task was being killed), then end its lease."""
+        if state.get("lease_uid") and hdfs.config.kerberos:
             from tfk8s_airflow.k8s import copypods, tokensecret
 
             if tokensecret.release(copypods.core(settings.kubernetes_conn_id), settings.namespace, state["key"],
-                                   hdfs, state.get("lease_uid")):
+                                   hdfs, state.get("lease_uid"), state.get("token_handle")):
                 self.log.info("cancelled the HDFS delegation token and deleted Secret %s/%s", settings.namespace,
-                              state["token_secret"])
+                              state.get("token_secret"))
         _end_lease(settings, state["key"])
 
     def _launch(self, state: dict[str, Any], parts: list[int], settings: fanout.CopySettings,
@@ -438,6 +466,7 @@ class HdfsStageOperator(_StagingLineage, BaseOperator):
         from tfk8s_airflow.deployment import copy_settings
         from tfk8s_airflow.k8s import copypods, tokensecret
 
+        self._tfk8s_killed = True  # what execute still does after this returns stops at its next step
         ctx = getattr(self, "_tfk8s_key", None)
         if ctx is None:
             return
@@ -446,7 +475,7 @@ class HdfsStageOperator(_StagingLineage, BaseOperator):
         copypods.delete_all(api, settings.namespace, ctx)
         hdfs = webhdfs(self.webhdfs_conn_id)
         tokensecret.release(api, settings.namespace, ctx, hdfs if hdfs.config.kerberos else None,
-                            getattr(self, "_tfk8s_lease_uid", None))
+                            getattr(self, "_tfk8s_lease_uid", None), getattr(self, "_tfk8s_token_handle", None))
         _end_lease(settings, ctx)
 
 
@@ -589,6 +618,7 @@ class GlusterFSStageOperator(_StagingLineage, BaseOperator):
         from tfk8s_airflow.deployment import copy_settings
         from tfk8s_airflow.k8s import copypods
 
+        self._tfk8s_killed = True  # what execute still does after this returns stops at its next step
         key = getattr(self, "_tfk8s_key", None)
         if key is None:
             return

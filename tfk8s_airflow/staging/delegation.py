@@ -13,13 +13,14 @@ XCom. Error messages here never include it.
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import requests
 
 from tfk8s_airflow.exceptions import DataError, HdfsUnavailableError, StagingError
 
-__all__ = ["obtain", "cancel", "TOKEN_LIMIT"]
+__all__ = ["obtain", "cancel", "handle", "TOKEN_LIMIT"]
 
 #: A WebHDFS delegation token's URL string is ~100-200 characters; anything far larger is not one.
 TOKEN_LIMIT = 4096
@@ -84,3 +85,39 @@ def cancel(hdfs: Any, token: str) -> None:
         if "InvalidToken" in str(exc):  # unknown to HDFS: cancelled already, or expired
             return
         raise
+
+
+def _read_vint(raw: bytes, at: int) -> tuple[int, int]:
+    """A non-negative Hadoop ``WritableUtils`` variable-length integer at ``at``: (value, the offset after)."""
+    first = raw[at] - 256 if raw[at] > 127 else raw[at]
+    if first >= -112:
+        return first, at + 1
+    size = -111 - first if first >= -120 else -119 - first
+    if first < -120 or at + size > len(raw):  # a negative length, or past the end: not a token
+        raise ValueError("not a delegation token")
+    return int.from_bytes(raw[at + 1:at + size], "big"), at + size
+
+
+def _write_vint(value: int) -> bytes:
+    if value <= 127:
+        return bytes([value])
+    body = value.to_bytes((value.bit_length() + 7) // 8, "big")
+    return bytes([256 - 112 - len(body)]) + body
+
+
+def handle(token: str) -> str:
+    """``token`` (its URL string) without its password: no credential (HDFS refuses it as ``delegation=``),
+    yet the token's owner, authenticated with Kerberos, cancels the token with it (the NameNode checks who
+    cancels and finds the token by its identifier). What the task may keep where a credential may not be: it
+    cancels a token whose Secret is gone (a lease that ran out took it)."""
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        size, at = _read_vint(raw, 0)
+        identifier, at = raw[at:at + size], at + size
+        password_size, after = _read_vint(raw, at)
+        rest = raw[after + password_size:]
+    except (ValueError, IndexError):
+        raise StagingError("HDFS answered GETDELEGATIONTOKEN with a token that does not read as one") from None
+    if len(identifier) != size or not rest:
+        raise StagingError("HDFS answered GETDELEGATIONTOKEN with a token that does not read as one")
+    return base64.urlsafe_b64encode(_write_vint(size) + identifier + _write_vint(0) + rest).decode().rstrip("=")

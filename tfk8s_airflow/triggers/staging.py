@@ -183,7 +183,8 @@ class CopyPodsTrigger(BaseTrigger):
         self.log.info("deleted the copy pods of staging %s", self.key)
         if self.state.get("token_secret"):
             await asyncio.to_thread(_release_token, self.kubernetes_conn_id, self.namespace, self.key,
-                                    self.state.get("webhdfs_conn_id"), self.state.get("lease_uid"))
+                                    self.state.get("webhdfs_conn_id"), self.state.get("lease_uid"),
+                                    self.state.get("token_handle"))
             self.log.info("cancelled the HDFS delegation token of staging %s and deleted its Secret", self.key)
         await asyncio.to_thread(_end_lease, self.kubernetes_conn_id, self.namespace, self.key)
 
@@ -195,10 +196,11 @@ def _end_lease(kubernetes_conn_id: str | None, namespace: str, key: str) -> None
 
 
 def _release_token(kubernetes_conn_id: str | None, namespace: str, key: str, webhdfs_conn_id: str | None,
-                   lease_uid: str | None) -> None:
-    """A Kerberos copy was cancelled: cancel its delegation token, delete its Secret."""
+                   lease_uid: str | None, handle: str | None = None) -> None:
+    """A Kerberos copy was cancelled: cancel its delegation token, delete its Secret (the token's handle
+    cancels it when a lease that ran out took the Secret)."""
     from tfk8s_airflow.connections import webhdfs
     from tfk8s_airflow.k8s import copypods, tokensecret
 
     hdfs = webhdfs(webhdfs_conn_id) if webhdfs_conn_id else None
-    tokensecret.release(copypods.core(kubernetes_conn_id), namespace, key, hdfs, lease_uid)
+    tokensecret.release(copypods.core(kubernetes_conn_id), namespace, key, hdfs, lease_uid, handle)

@@ -12,9 +12,11 @@ from tfk8s_airflow.job.policy.deployment import (
     DEFAULT_GLUSTER_MOUNT,
     DeploymentPolicy,
     host_namespace_problems,
+    package_secret_problems,
     restricted_problems,
     secret_references,
 )
 
 __all__ = ["DEFAULT_GLUSTER_MOUNT", "SECTION", "DeploymentPolicy", "apparmor_annotation_problems",
-           "host_namespace_problems", "restricted_problems", "secret_references", "volume_kind_problems"]
+           "host_namespace_problems", "package_secret_problems", "restricted_problems", "secret_references",
+           "volume_kind_problems"]

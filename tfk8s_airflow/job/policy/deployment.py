@@ -26,12 +26,12 @@ import ipaddress
 import os
 import posixpath
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tfk8s_airflow.configspec import read, setting
-from tfk8s_airflow.contract import STAGING_NAME_PREFIX
+from tfk8s_airflow.contract import LABEL_SECRET, STAGING_NAME_PREFIX
 from tfk8s_airflow.exceptions import Problem, SpecError
 from tfk8s_airflow.job.policy.confinement import apparmor_annotation_problems, selinux_problems, volume_kind_problems
 from tfk8s_airflow.job.policy.preflight import ENFORCE, parse_mode
@@ -584,6 +584,21 @@ def template_secrets(tpl: Mapping[str, Any], prefix: str) -> Iterator[tuple[str,
             for i, item in enumerate(c.get("envFrom") or ()):
                 if (item.get("secretRef") or {}).get("name"):
                     yield f"{cp}.envFrom[{i}].secretRef.name", item["secretRef"]["name"]
+
+
+def package_secret_problems(pods: Iterable[Mapping[str, Any]], labelled: Collection[str]) -> list[Problem]:
+    """A Problem per Secret a pod would read that carries the package's own label (``labelled``: the names of the
+    pods' namespace's Secrets labelled ``tfk8s.io/secret``, as the API server lists them). Refused whatever
+    ``allowed_secrets`` says, ``*`` included: such a Secret is a staging task's HDFS delegation token."""
+    out: list[Problem] = []
+    for pod in pods:
+        name = (pod.get("metadata") or {}).get("name") or "?"
+        out.extend(Problem(fld, f"Secret {secret} carries the label {LABEL_SECRET}: it is one of tfk8s-airflow's own "
+                                "Secrets (a staging task's HDFS delegation token); no job may read one, whatever "
+                                "[tfk8s] allowed_secrets says",
+                           "name another Secret (the task's token is cancelled when its copy ends)")
+                   for fld, secret in template_secrets(pod, f"pod {name}") if secret in labelled)
+    return out
 
 
 def template_pull_secrets(tpl: Mapping[str, Any], prefix: str) -> Iterator[tuple[str, str]]:
