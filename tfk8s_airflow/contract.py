@@ -34,7 +34,7 @@ SHARDS_KEY = "shards.json"
 DEFAULT_SHARDS_FILE = f"{SHARDS_MOUNT}/{SHARDS_KEY}"
 DEFAULT_CODE_DIR = "/opt/tfk8s/code"
 TERMINATION_LOG = "/dev/termination-log"
-#: Where a container's termination message goes instead, when set (a program run outside a container: tests, a local run).
+#: Where the termination message goes instead, when set (a program run outside a container: tests, a local run).
 TERMINATION_LOG_ENV = "TFK8S_TERMINATION_LOG"
 #: A spec volume of this name with a host path is where teardown archives the replicas' logs.
 LOGS_VOLUME = "logs"
