@@ -26,6 +26,8 @@ Screenshots land in ``.artifacts/ui/``; with ``TFK8S_DOCS_IMAGES=1`` the view's 
 """
 from __future__ import annotations
 
+import ipaddress
+import os
 import re
 import time
 from urllib.parse import quote, unquote
@@ -170,7 +172,10 @@ def test_trigger_from_the_form_and_follow_the_job_in_the_tf_jobs_view(ui_stack, 
                                                            f"linked its TensorBoard: raise STEPS ({STEPS})")),
             300, "the TensorBoard link", interval=1)
         rows_json = page.request.get(stack.url(f"tfk8s/api/runs/{DAG_ID}/{run_id}/jobs")).json()["jobs"]
-        assert url == rows_json[0]["tensorboard_url"] and re.fullmatch(r"http://10\.213\.0\.\d+:6006/", url), url
+        # At the address the real node gave the pod: within its pod subnet (devstack/env node).
+        host = re.fullmatch(r"http://([0-9.]+):6006/", url)
+        assert url == rows_json[0]["tensorboard_url"] and host, url
+        assert ipaddress.ip_address(host.group(1)) in ipaddress.ip_network(os.environ["TFK8S_NODE_SUBNET"]), url
         screenshot(section, "tf-jobs-view-running", docs=True)
         # Follow it: TensorBoard's own page opens in a new tab and lists the chief's loss scalar.
         with page.context.expect_page() as opened:
