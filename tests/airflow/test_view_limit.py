@@ -4,8 +4,7 @@ before any job is read or any pod listed; the maximum itself is served.
 
 Through the view's real FastAPI app and handler, in process: Airflow's own auth manager (the
 SimpleAuthManager of the test's Airflow home) signs the caller's token and ``get_user`` checks it, and
-the session is Airflow's, on the migrated test database. No DAG is readable there, so a page admitted
-reads nothing; the per-page bound on the pods listed is proven against a real API server in
+the session is Airflow's, on the migrated test database (shared by the session's tests). The per-page bound on the pods listed is proven against a real API server in
 tests/security/test_view_bounded.py.
 """
 from __future__ import annotations
@@ -40,4 +39,6 @@ def test_a_page_asks_for_at_most_max_limit_jobs(view):
     assert detail["loc"] == ["query", "limit"] and detail["ctx"] == {"le": MAX_LIMIT}, detail
     assert view.get("/api/jobs", params={"limit": 0}).status_code == 422
     served = view.get("/api/jobs", params={"limit": MAX_LIMIT})
-    assert served.status_code == 200 and served.json() == {"user": "reader", "jobs": []}, served.text
+    # Admitted: whatever runs the session's database holds (other tests' runs), at most MAX_LIMIT of them.
+    assert served.status_code == 200, served.text
+    assert served.json()["user"] == "reader" and len(served.json()["jobs"]) <= MAX_LIMIT, served.text
