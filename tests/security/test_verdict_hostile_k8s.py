@@ -23,6 +23,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import MaxRetryError
 
 from tests.dagrun import states, xcom
+from tests.fixtures.logrecords import log_records
 from tests.fixtures.waiting import wait_until
 from tests.security.test_recorded_pods_k8s import _fail
 from tests.security.test_watch_hostile import hook_factory
@@ -59,7 +60,7 @@ async def _watch(record: JobRecord, polls: int, then=None) -> list:
     return snaps
 
 
-def test_a_hostile_verdict_neither_ends_the_watch_nor_steers_the_job(k8s_cluster, k8s_namespace, airflow_db, capfd):
+def test_a_hostile_verdict_neither_ends_the_watch_nor_steers_the_job(k8s_cluster, k8s_namespace, airflow_db):
     import tfk8s_security_scenarios
 
     core, ns = k8s_cluster.core_v1, k8s_namespace
@@ -78,13 +79,13 @@ def test_a_hostile_verdict_neither_ends_the_watch_nor_steers_the_job(k8s_cluster
         _annotate(core, ns, record.service, "x" * (256 * 1024 + 1))
     assert refused.value.status == 422 and "262144" in refused.value.body
 
-    capfd.readouterr()
-    _annotate(core, ns, record.service, NESTED)
-    nested = asyncio.run(_watch(record, 4))
-    _annotate(core, ns, record.service, LARGEST)
     worker0 = record.replica_by_key("worker-0").pod
-    large = asyncio.run(_watch(record, 4, then=lambda: _fail(core, ns, worker0)))
-    said = "\n".join(capfd.readouterr())
+    with log_records("tfk8s_airflow") as records:  # not capfd: see tests/fixtures/logrecords.py
+        _annotate(core, ns, record.service, NESTED)
+        nested = asyncio.run(_watch(record, 4))
+        _annotate(core, ns, record.service, LARGEST)
+        large = asyncio.run(_watch(record, 4, then=lambda: _fail(core, ns, worker0)))
+    said = "\n".join(r.getMessage() for r in records)
 
     for snaps in (nested, large):
         assert not [s.error for s in snaps if s.error is not None]
