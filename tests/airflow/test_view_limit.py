@@ -4,8 +4,8 @@ before any job is read or any pod listed; the maximum itself is served.
 
 Through the view's real FastAPI app and handler, in process: Airflow's own auth manager (the
 SimpleAuthManager of the test's Airflow home) signs the caller's token and ``get_user`` checks it, and
-the session is Airflow's, on the migrated test database (shared by the session's tests). The per-page bound on the pods listed is proven against a real API server in
-tests/security/test_view_bounded.py.
+the session is Airflow's, on the migrated test database (shared by the session's tests). The per-page
+bound on the pods listed is proven against a real API server in tests/security/test_view_bounded.py.
 """
 from __future__ import annotations
 
