@@ -107,6 +107,22 @@ def test_kueue_labels_written_by_hand_are_refused_naming_queue():
     assert "write queue:" in str(exc.value)
 
 
+def test_kueue_labels_written_as_annotations_are_refused_naming_the_field():
+    """Kueue 0.19 reads the queue from the label only; older releases read the annotation too, which would make
+    each pod a Workload of its own and bypass ``allowed_queues``."""
+    for where, doc in (("annotations", {"annotations": {kueue.QUEUE_LABEL: "other-team"}}),
+                       ("worker.annotations", {"worker": {"replicas": 2,
+                                                          "annotations": {kueue.PRIORITY_LABEL: "high"}}}),
+                       ("pod_template.metadata.annotations",
+                        {"pod_template": {"metadata": {"annotations": {kueue.QUEUE_LABEL.upper(): "q"}}}})):
+        with pytest.raises(SpecError) as exc:
+            parse_spec({"name": "a", "image": "x", "worker": 2, **doc})
+        assert any(f.startswith(where) for f in exc.value.fields), (where, exc.value.fields)
+        assert "write queue:" in str(exc.value)
+    assert parse_spec({"name": "a", "image": "x", "worker": 2,
+                       "annotations": {"kueue.x-k8s.io/retriable-in-group": "false"}}).annotations
+
+
 def test_a_tfjobs_kueue_labels_become_queue_and_priority_class():
     tfjob = {"apiVersion": "kubeflow.org/v1", "kind": "TFJob",
              "metadata": {"name": "mnist", "labels": {kueue.QUEUE_LABEL: "team-a", kueue.PRIORITY_LABEL: "high",

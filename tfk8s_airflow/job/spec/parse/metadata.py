@@ -58,6 +58,11 @@ def annotation_map(r: Reader, d: Mapping[str, Any], key: str, fld: str) -> dict[
         if text is None:
             r.add(f"{fld}.{ak}", f"must be a string, got {type(av).__name__}", "quote it or JSON-encode it")
             continue
+        if ak.lower() in KUEUE_POD_LABELS:  # older Kueue releases read the queue from an annotation too
+            r.add(f"{fld}.{ak}", "is one of Kueue's pod-group labels written as an annotation: a Kueue that reads it "
+                  "there would queue each pod as a Workload of its own (no gang), past allowed_queues",
+                  "write queue: <LocalQueue> (and priority_class:) instead: the pods then form one pod group")
+            continue
         out[ak] = text
     return out
 
