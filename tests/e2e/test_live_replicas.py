@@ -82,8 +82,15 @@ def test_worker_exit_3_fails_its_own_task_with_its_log(airflow_stack, k8s_cluste
     tis = replica_tis(stack, dag, run_id)
     keys = {mi: stack.xcom(dag, run_id, "train.replica", "replica", map_index=mi)["key"] for mi in tis}
     assert keys == {0: "ps-0", 1: "worker-0", 2: "worker-1"}
+    # Both workers exit 3 six seconds after their own start. The first exit seen fails the job; a worker that KWOK
+    # started a poll later may still run then, and its task ends skipped ("did not finish: the job failed"), the
+    # judge's word for a replica the job's failure overtook. At least the one that failed the job fails its task.
+    failed = [mi for mi in (1, 2) if tis[mi]["state"] == "failed"]
+    assert failed, tis
     for mi in (1, 2):
-        assert tis[mi]["state"] == "failed", tis[mi]
+        if mi not in failed:
+            assert tis[mi]["state"] == "skipped", tis[mi]
+            continue
         result = stack.xcom(dag, run_id, "train.replica", "replica", map_index=mi)
         assert result["exit_code"] == 3, result
         log = stack.task_log(dag, run_id, "train.replica", map_index=mi)
