@@ -190,3 +190,21 @@ with DAG("tfk8s_rp_tfjob_program", schedule=None, start_date=START, catchup=Fals
                     {"name": "model", "mount_path": MODEL, "host_path": "{{ params.model_dir }}"}],
         "ps": 1, "worker": 2,
     }, poll_interval=1, sensor_timeout=600)
+
+# The job's network (tests/realnode/test_job_network.py): a PS and a worker that serve their TF port
+# (tests/tf/programs/serve_and_reach.py, no TensorFlow), the worker reaching the PS by its name, and a
+# TensorBoard; the worker ends once the test, done probing from outside the job, creates network.done.
+with DAG("tfk8s_rp_network", schedule=None, start_date=START, catchup=False, render_template_as_native_obj=True,
+         params=_params(programs_dir=Param("/nonexistent", type="string")),
+         tags=["tfk8s-test", "realpods"]) as network:
+    tf_job("train", spec={
+        "name": "rp-net", "namespace": "{{ params.namespace }}", "image": IMAGE,
+        "node_selector": REAL_NODE, "tolerations": TOLERATE_NODE,
+        "command": ["python3", f"{PROGRAMS}/serve_and_reach.py"], "args": ["--out", MODEL],
+        "env": {"PYTHONUNBUFFERED": "1"},
+        "volumes": [{"name": "programs", "mount_path": PROGRAMS, "host_path": "{{ params.programs_dir }}",
+                     "read_only": True},
+                    {"name": "model", "mount_path": MODEL, "host_path": "{{ params.model_dir }}"}],
+        "tensorboard": {"enabled": True},
+        "ps": 1, "worker": 1,
+    }, poll_interval=1, sensor_timeout=600)

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.fixtures.k8s import DEVSTACK, K8sCluster, _parse_exports
+from tests.fixtures.realnode import CONNECT
 from tests.fixtures.waiting import wait_until
 from tfk8s_airflow.exceptions import SpecError
 from tfk8s_airflow.job.builders.admission import admit_pod
@@ -238,23 +239,6 @@ def test_dns_resolves_a_pod_before_it_is_ready(k8s_cluster: K8sCluster, real_nod
     assert not peer.status.container_statuses[0].ready, "the peer must not be Ready (its probe fails)"
 
 
-CONNECT = (
-    "import socket, sys, time\n"
-    "host, mode = sys.argv[1], sys.argv[2]\n"
-    "deadline = time.time() + 60\n"
-    "fails = 0\n"
-    "while time.time() < deadline:\n"
-    "    try:\n"
-    "        with socket.create_connection((host, 8080), timeout=3) as s:\n"
-    "            got = s.recv(16)\n"
-    "        print('connected', got, flush=True); fails = 0\n"
-    "        if mode == 'allow': sys.exit(0)\n"
-    "    except OSError as e:\n"
-    "        print('failed', e, flush=True); fails += 1\n"
-    "        if mode == 'deny' and fails >= 3: sys.exit(0)\n"
-    "    time.sleep(1)\n"
-    "sys.exit(1)\n")
-
 SERVE = (
     "import socket\n"
     "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
@@ -273,7 +257,7 @@ def test_network_policy_is_enforced(k8s_cluster: K8sCluster, real_node: dict[str
                       and p.status.pod_ip and p, 180, "the server pod to run")
     ip = server.status.pod_ip
     # Without a policy every pod reaches the server: what follows is the policy's doing.
-    _create(core, ns, _pod("before", image, ["python3", "-c", CONNECT, ip, "allow"], labels={"role": "other"}))
+    _create(core, ns, _pod("before", image, ["python3", "-c", CONNECT, ip, "8080", "allow"], labels={"role": "other"}))
     _assert_succeeded(core, ns, _run_to_end(core, ns, "before", 120))
 
     client.NetworkingV1Api(k8s_cluster.api_client).create_namespaced_network_policy(ns, {
@@ -283,10 +267,11 @@ def test_network_policy_is_enforced(k8s_cluster: K8sCluster, real_node: dict[str
                               "ports": [{"protocol": "TCP", "port": 8080}]}]}})
     # The denied client ends well only after three failed connections in a row (it retries for
     # 60 s, so a policy programmed a little late still counts, and no policy at all fails it).
-    _create(core, ns, _pod("denied", image, ["python3", "-c", CONNECT, ip, "deny"], labels={"role": "other"}))
+    _create(core, ns, _pod("denied", image, ["python3", "-c", CONNECT, ip, "8080", "deny"], labels={"role": "other"}))
     denied = _run_to_end(core, ns, "denied", 180)
     assert denied.status.phase == "Succeeded", f"the denied client got through:\n{_logs(core, ns, 'denied')}"
-    _create(core, ns, _pod("allowed", image, ["python3", "-c", CONNECT, ip, "allow"], labels={"role": "allowed"}))
+    _create(core, ns, _pod("allowed", image, ["python3", "-c", CONNECT, ip, "8080", "allow"],
+                           labels={"role": "allowed"}))
     _assert_succeeded(core, ns, _run_to_end(core, ns, "allowed", 180))
     assert "connected b'ok'" in _logs(core, ns, "allowed")
 
