@@ -215,7 +215,7 @@ def m_pods(args) -> dict:
     hdfs = WebHdfs(WebHdfsConfig(urls=(url,), user=args.user, timeout=60))
     volume = GlusterVolume(args.mount)
     settings = fanout.CopySettings(image=_image(), namespace=args.namespace, pods=args.pods,
-                                   pod_template=_NODE_PODS)
+                                   cpu=args.pod_cpu, pod_template=_NODE_PODS)
     log = logging.getLogger("bench")
     t, cpu = time.monotonic(), _cpu()
     key = f"bench{os.getpid()}"
@@ -262,7 +262,7 @@ def m_sums_pods(args) -> dict:
     api = k8s.CoreV1Api()
     volume = GlusterVolume(args.mount)
     settings = fanout.CopySettings(image=_image(), namespace=args.namespace, pods=args.pods,
-                                   pod_template=_NODE_PODS)
+                                   cpu=args.pod_cpu, pod_template=_NODE_PODS)
     log = logging.getLogger("bench")
     t, cpu = time.monotonic(), _cpu()
     key = f"bench{os.getpid()}"
@@ -344,7 +344,7 @@ def measure(kind: str, args, src: str, dest: Path, pods: int = 0) -> dict:
     cmd = [sys.executable, __file__, "--measure", kind, "--url", args.url, "--user", args.user,
            "--src", src, "--dest", str(dest), "--mount", args.mount,
            "--parallelism", str(args.parallelism), "--namespace", args.namespace or "",
-           "--host-name", args.host_name, "--pod-count", str(pods)]
+           "--host-name", args.host_name, "--pod-count", str(pods), "--pod-cpu", args.pod_cpu]
     data, wall, _ = run_child(cmd)
     assert data is not None  # its peak_rss_mib is its own VmHWM
     if kind.startswith(("stager", "sums")) or kind == "pods":
@@ -382,6 +382,9 @@ def main() -> None:
                    help="measure every method this many times, interleaved; report the median (3)")
     p.add_argument("--pods", default="", help="also copy through N copy pods, for each N of a list "
                    "such as 1,2,4 (needs the devstack's k8s and real node)")
+    p.add_argument("--pod-cpu", default="250m",
+                   help="each pod's CPU request ([tfk8s] staging_pod_cpu; default 250m, so that 4 pods fit the "
+                   "devstack's 2-CPU real node at once: at 1 CPU the third and fourth would wait)")
     p.add_argument("--host-name", default=os.environ.get("TFK8S_NODE_HOST_NAME") or os.uname().nodename,
                    help="the host's name as pods resolve it (the real node's CoreDNS maps it to the host address)")
     p.add_argument("--methods", default="", help="only the methods whose names start with one of these "
