@@ -402,7 +402,7 @@ def read_replica(pod: Any, known: tuple[str, int] | None = None) -> tuple[Replic
         problems.append(f"creationTimestamp {_shown(created)} is no time")
     return ReplicaState(
         role=role, index=index, pod=_text(_get(pod, "metadata", "name")) or "",
-        phase=_text(_get(status, "phase")) or "Pending", restarts=restarts, exit_code=exit_code,
+        phase=_phase(pod, status), restarts=restarts, exit_code=exit_code,
         last_exit_code=last_exit, waiting_reason=waiting, waiting_message=waiting_msg,
         unschedulable=unschedulable, gated=gated, held_by=held_by, reason=_text(_get(status, "reason")),
         message=message, node=_text(_get(pod, "spec", "nodeName")), has_command=bool(_get(container, "command")),
@@ -412,6 +412,28 @@ def read_replica(pod: Any, known: tuple[str, int] | None = None) -> tuple[Replic
         created=_ts(created),
         started=started or _ts(_get(status, "startTime")), finished=finished,
     ), tuple(problems)
+
+
+def _phase(pod: Any, status: Any) -> str:
+    """The pod's phase; for a ``Running`` pod whose every container has ended and none will restart, the
+    terminal phase the kubelet writes next (Succeeded when all exited 0, else Failed under ``Never``).
+
+    A real kubelet writes a container's end at once but the pod's terminal phase only once it has stopped
+    the pod (its sandbox too), about a second later: a replica read in between, a worker that exited 0, would
+    be judged, summarized and shown as still running."""
+    phase = _text(_get(status, "phase")) or "Pending"
+    if phase != "Running":
+        return phase
+    statuses = _items(_get(status, "containerStatuses"))
+    if not statuses or len(statuses) < len(_items(_get(pod, "spec", "containers"))):
+        return phase
+    codes = [_get(cs, "state", "terminated", "exitCode") for cs in statuses]
+    if not all(isinstance(c, int) and not isinstance(c, bool) for c in codes):
+        return phase
+    policy = _text(_get(pod, "spec", "restartPolicy")) or "Always"
+    if policy in ("Never", "OnFailure") and all(c == 0 for c in codes):
+        return "Succeeded"
+    return "Failed" if policy == "Never" else phase
 
 
 def _exit(value: Any, problems: list[str]) -> int | None:
