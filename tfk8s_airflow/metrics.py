@@ -38,9 +38,22 @@ def _make() -> Any:
     return factory()
 
 
+def _close(backend: Any) -> None:
+    """Close a backend's socket (Airflow's StatsD logger holds a ``statsd`` client): a backend dropped
+    open leaves its socket to the garbage collector, which warns (ResourceWarning)."""
+    close = getattr(getattr(backend, "statsd", None), "close", None)
+    if callable(close):
+        try:
+            close()
+        except OSError as exc:
+            log.debug("closing the metrics backend: %s", exc)
+
+
 def _get() -> Any:
     global _backend, _pid
     if _backend is None or _pid != os.getpid():
+        if _backend:
+            _close(_backend)  # a forked process's copy of its parent's socket
         try:
             _backend = _make()
         except Exception as exc:  # noqa: BLE001 - metrics never fail a task
@@ -53,6 +66,8 @@ def _get() -> Any:
 def reset() -> None:
     """Forget the backend (the next point makes it again from ``[metrics]``)."""
     global _backend, _pid
+    if _backend:
+        _close(_backend)
     _backend, _pid = None, None
 
 
