@@ -76,7 +76,8 @@ def test_only_the_jobs_pods_reach_its_tf_port_and_its_tensorboard_only_from_the_
             for name, (where, *_rest) in probes.items():
                 pod = wait_until(lambda name=name, where=where: (p := core.read_namespaced_pod(name, where))
                                  .status.phase in ("Succeeded", "Failed") and p, 180, f"probe {name} to end")
-                out[name] = {"phase": pod.status.phase, "log": core.read_namespaced_pod_log(name, where)}
+                log = core.read_namespaced_pod_log(name, where, _preload_content=False).data  # bytes, as sent
+                out[name] = {"phase": pod.status.phase, "log": log.decode("utf-8", "replace")}
                 core.delete_namespaced_pod(name, where, grace_period_seconds=0)
             return out
         finally:
