@@ -520,13 +520,14 @@ def test_clean_pod_policy_none_keeps_the_finished_workers_for_the_ttl_then_nothi
         join, seen = _kept_while_teardown_waits(core, k8s_namespace, watch, ttl)
         dr = run_dag("tfk8s_t_from_conf", k8s_namespace, spec=doc)
         join()
+        # Teardown waited until the API server had deleted them; the watch's thread may take a moment to read it
+        # (waited for while the watch still runs).
+        for key in ("ps-0", "worker-0", "worker-1"):
+            watch.wait_for(lambda life, k=key: life.key == k and life.deleted is not None, 30, f"{key}'s deletion")
     st = states(dr)
     assert dr.state == "success", st
     assert seen["services"] == []  # the Service went with the PS...
     assert seen["pods"] == {"worker-0": ("Succeeded", None), "worker-1": ("Succeeded", None)}  # ...the workers stay
-    # Teardown waited until the API server had deleted them; the watch's thread may take a moment to read it.
-    for key in ("ps-0", "worker-0", "worker-1"):
-        watch.wait_for(lambda life, k=key: life.key == k and life.deleted is not None, 30, f"{key}'s deletion")
     ps = watch.history("ps-0")[-1]
     workers = [watch.history(f"worker-{i}")[-1] for i in range(2)]
     for w in workers:
@@ -542,7 +543,11 @@ def test_clean_pod_policy_all_deletes_the_finished_workers_with_the_rest(k8s_clu
     with PodWatch(core, k8s_namespace) as watch:
         dr = run_dag("tfk8s_t_from_conf", k8s_namespace,
                      spec=_tfjob_manifest(k8s_namespace, cleanPodPolicy="All", ttlSecondsAfterFinished=30))
-    assert dr.state == "success", states(dr)
+        assert dr.state == "success", states(dr)
+        # Teardown waited until the API server had deleted them; the watch's thread may take a moment to read it
+        # (a run read a worker's deletion as not yet seen).
+        for key in ("ps-0", "worker-0", "worker-1"):
+            watch.wait_for(lambda life, k=key: life.key == k and life.deleted is not None, 30, f"{key}'s deletion")
     result = xcom(dr, "train.teardown")
     assert result["deleted"]["pods"] == 3 and "kept" not in result
     ps = watch.history("ps-0")[-1]
