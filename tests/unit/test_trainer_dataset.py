@@ -1,4 +1,4 @@
-"""Unit tests of the trainer's TensorFlow-free parts: dataset, state files, package import."""
+"""Unit tests of the trainer's TensorFlow-free parts: dataset, state files, its command line, package import."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from tfk8s_airflow.pod.trainer import dataset, state
+from tfk8s_airflow.pod import runtime
+from tfk8s_airflow.pod.trainer import cli, dataset, state
 
 
 def _digest(paths):
@@ -89,3 +90,38 @@ def test_trainer_package_imports_without_tensorflow_or_airflow():
             "bad = [m for m in sys.modules if m.split('.')[0] in ('airflow', 'tensorflow')]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+
+def test_step_delay_and_log_cadence_come_from_the_flag_else_the_environment_else_the_default(monkeypatch):
+    monkeypatch.delenv(cli.STEP_DELAY_ENV, raising=False)
+    monkeypatch.delenv(cli.LOG_EVERY_ENV, raising=False)
+    assert (cli._env_default("step_delay", None), cli._env_default("log_every", None)) == (0.0, 50)
+    monkeypatch.setenv(cli.STEP_DELAY_ENV, "0.05")
+    monkeypatch.setenv(cli.LOG_EVERY_ENV, "10")
+    assert (cli._env_default("step_delay", None), cli._env_default("log_every", None)) == (0.05, 10)
+    # The job's own flag wins over the deployment's environment.
+    assert (cli._env_default("step_delay", 0.0), cli._env_default("log_every", 200)) == (0.0, 200)
+    monkeypatch.setenv(cli.STEP_DELAY_ENV, "")
+    assert cli._env_default("step_delay", None) == 0.0
+
+
+@pytest.mark.parametrize(("flag", "env", "named"), [
+    (["--step-delay", "-0.5"], {}, "--step-delay must be a number of seconds >= 0"),
+    (["--step-delay", "nan"], {}, "--step-delay must be a number of seconds >= 0"),
+    ([], {"TRAINER_STEP_DELAY": "fast"}, "$TRAINER_STEP_DELAY must be a number of seconds >= 0"),
+    ([], {"TRAINER_STEP_DELAY": "-1"}, "$TRAINER_STEP_DELAY must be a number of seconds >= 0"),
+    ([], {"TRAINER_STEP_DELAY": "inf"}, "$TRAINER_STEP_DELAY must be a number of seconds >= 0"),
+    (["--log-every", "0"], {}, "--log-every must be a whole number of steps >= 1"),
+    ([], {"TRAINER_LOG_EVERY": "2.5"}, "$TRAINER_LOG_EVERY must be a whole number of steps >= 1"),
+    ([], {"TRAINER_LOG_EVERY": "-3"}, "$TRAINER_LOG_EVERY must be a whole number of steps >= 1")])
+def test_a_bad_step_delay_or_log_cadence_fails_before_training_naming_where_it_came_from(tmp_path, monkeypatch,
+                                                                                        capsys, flag, env, named):
+    for name in (cli.STEP_DELAY_ENV, cli.LOG_EVERY_ENV):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert cli.main(["--mode", "tf1", "--model-dir", str(tmp_path / "model"), *flag]) == runtime.EXIT_PERMANENT
+    said = capsys.readouterr()
+    assert named in said.out + said.err
+    assert not (tmp_path / "model").exists()  # refused before anything was written

@@ -13,12 +13,23 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 from collections.abc import Sequence
 
 from tfk8s_airflow.exceptions import RuntimeConfigError
 from tfk8s_airflow.pod import runtime
+
+#: The flags whose default a pod's environment may set (a deployment can slow every job's reference
+#: trainer, or make it log more often, for demos and shared test nodes, without editing each job's
+#: arguments): flag -> (variable, type, default, what a value must be). A job's own flag wins.
+STEP_DELAY_ENV = "TRAINER_STEP_DELAY"
+LOG_EVERY_ENV = "TRAINER_LOG_EVERY"
+ENV_DEFAULTS = {
+    "step_delay": (STEP_DELAY_ENV, float, 0.0, "a number of seconds >= 0 (e.g. 0.05)"),
+    "log_every": (LOG_EVERY_ENV, int, 50, "a whole number of steps >= 1 (e.g. 10)"),
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,15 +53,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint-every", type=int, default=100, help="steps between checkpoints")
     p.add_argument("--hidden", type=int, default=16, help="hidden units of the MLP")
     p.add_argument("--seed", type=int, default=0, help="weight initialisation seed")
-    p.add_argument("--log-every", type=int, default=50,
-                   help="TF1: local steps between progress logs, runtime.report() lines and summaries")
+    p.add_argument("--log-every", type=int, default=None,
+                   help="TF1: local steps between progress logs, runtime.report() lines and summaries "
+                        f"(default ${LOG_EVERY_ENV}, else 50)")
     p.add_argument("--no-summaries", dest="summaries", action="store_false",
                    help="write no TensorBoard summaries (default: the chief writes loss and examples/s "
                         "under <model-dir>/train)")
     p.add_argument("--stall-after", type=int, default=None,
                    help="stop making progress (but keep running) after this global step: for testing stall detection")
-    p.add_argument("--step-delay", type=float, default=0.0,
-                   help="sleep per step (slows a demo or test so a replica can be killed mid-run)")
+    p.add_argument("--step-delay", type=float, default=None,
+                   help="seconds to sleep per step (slows a demo or test so a replica can be killed mid-run, "
+                        f"or a job lasts without burning CPU); default ${STEP_DELAY_ENV}, else 0")
     p.add_argument("--threshold", type=float, default=None,
                    help="evaluator: fail when final accuracy is below this")
     p.add_argument("--eval-timeout", type=float, default=3600.0,
@@ -72,12 +85,31 @@ def _config(rest: Sequence[str]) -> runtime.TFConfig:
     return cfg
 
 
+def _env_default(dest: str, given: float | int | None) -> float | int:
+    """The flag ``dest`` if given, else its variable of :data:`ENV_DEFAULTS` if set and not empty, else the
+    default; a value out of range (a step delay below 0 or not finite, a log cadence below 1) is refused."""
+    env, kind, default, must_be = ENV_DEFAULTS[dest]
+    flag = "--" + dest.replace("_", "-")
+    where, raw = (flag, given) if given is not None else (f"${env}", os.environ.get(env))
+    if raw is None or raw == "":
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        value = None
+    if value is None or not math.isfinite(value) or value < (0 if kind is float else 1):
+        raise RuntimeConfigError(f"{where} must be {must_be}, got {raw!r}")
+    return value
+
+
 def _run(argv: Sequence[str] | None) -> None:
     args, rest = build_parser().parse_known_args(argv)
     if not args.model_dir:
         raise RuntimeConfigError(f"--model-dir not given and {runtime.MODEL_DIR_ENV} not set")
-    if args.steps < 1 or args.batch_size < 1 or args.checkpoint_every < 1 or args.log_every < 1:
-        raise RuntimeConfigError("--steps, --batch-size, --checkpoint-every, --log-every must be >= 1")
+    for dest in ENV_DEFAULTS:
+        setattr(args, dest, _env_default(dest, getattr(args, dest)))
+    if args.steps < 1 or args.batch_size < 1 or args.checkpoint_every < 1:
+        raise RuntimeConfigError("--steps, --batch-size, --checkpoint-every must be >= 1")
     cfg = _config(rest)
     logging.getLogger("tfk8s_airflow").info("task %s (%s), mode %s", cfg.task_key, cfg.address, args.mode)
     os.makedirs(args.model_dir, exist_ok=True)
