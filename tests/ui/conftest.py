@@ -42,6 +42,14 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
+#: Seconds each worker of the UI stack's jobs sleeps after a step: two workers make some 25 global steps
+#: a second, whatever else the machine runs (at full speed, about 100 a second, using a core).
+STEP_DELAY = 0.05
+#: Local steps between a worker's progress lines: a job of the view's tests logs more lines than the
+#: 100 of teardown's tail (the test of the archived log tells the whole log from a tail).
+LOG_EVERY = 10
+
+
 def team_env() -> dict[str, str]:
     """The multi-team configuration: every bundle of the stack owned by ``TEAM``."""
     bundles = [{"name": "dags-folder", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
@@ -49,6 +57,10 @@ def team_env() -> dict[str, str]:
                {"name": "test-dags", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
                 "kwargs": {"path": str(REPO_DIR / "tests" / "dags")}, "team_name": TEAM}]
     return {"AIRFLOW__CORE__MULTI_TEAM": "True",
+            # Every job's reference trainer sleeps STEP_DELAY after each step and logs every LOG_EVERY
+            # (docs/runtime.md): the view's jobs last long enough to be followed, and log more lines than
+            # teardown's tail, while the trainers leave the node's CPU to the rest.
+            "TFK8S_POD_ENV": json.dumps({"TRAINER_STEP_DELAY": str(STEP_DELAY), "TRAINER_LOG_EVERY": str(LOG_EVERY)}),
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:{r}" for u, r in USERS.items()),
             "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(bundles)}
 

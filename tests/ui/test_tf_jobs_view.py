@@ -44,10 +44,10 @@ pytestmark = [*E2E_MARKS, pytest.mark.ui, pytest.mark.timeout(1500)]
 
 DAG_ID = "tfk8s_train_manual"
 PARTITION = "2026-03-01"
-#: Long enough (about two minutes on the real node: the reference trainer makes some 100 steps a second
-#: here) for TensorBoard to start and the browser to follow its link while the job trains: teardown deletes
-#: the TensorBoard with the job.
-STEPS = 15000
+#: Long enough (about 110 s: the UI stack's trainers make some 28 steps a second, see tests/ui/conftest.py
+#: STEP_DELAY) for TensorBoard to start and the browser to follow its link while the job trains (25 s on a
+#: quiet machine): teardown deletes the TensorBoard with the job.
+STEPS = 3000
 #: The sensor's trigger pushes XCom ``progress`` while the job runs: the view must show a growing step.
 EXPECT_PROGRESS = True
 #: JobProgress carries ``tensorboard_url`` once the job's TensorBoard is ready.
@@ -316,9 +316,9 @@ def test_a_user_who_cannot_read_the_dag_sees_none_of_its_jobs(ui_stack, browser,
     assert wait_gone(k8s_cluster.core_v1, k8s_namespace) == [], leftovers(k8s_cluster.core_v1, k8s_namespace)
 
 
-#: Enough steps for a few dozen progress points (the sensor polls every 2 s; the trainer makes some
-#: 100 steps a second here) while the browser opens the run's tab, and no more.
-TAB_STEPS = 12000
+#: Enough steps for a few dozen progress points (the sensor polls every 2 s; the UI stack's trainers make
+#: some 25 steps a second) while the browser opens the run's tab, and no more.
+TAB_STEPS = 2400
 
 
 def chart_points(section, name: str) -> int:
