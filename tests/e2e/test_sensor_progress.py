@@ -29,7 +29,10 @@ pytestmark = [*E2E_MARKS, pytest.mark.timeout(900)]
 
 REPO = Path(__file__).resolve().parents[2]
 DAG_ID = "tfk8s_rp_tf1"
+#: Each worker reports every 50 of its steps (the trainer's --log-every): at STEP_DELAY a step, about every
+#: 10 s, so the sensor's 2 s polls see four or five progress lines in a job of some 40 s.
 STEPS = 400
+STEP_DELAY = 0.2
 #: The sensor's progress line (tfk8s_airflow.triggers.job): "TF job <job>: <counts>; step 120/400, loss 0.41, ...".
 PROGRESS_LINE = re.compile(r"TF job (?P<job>[a-z0-9-]+): [^;\n]*; step (?P<step>\d+)(?:/(?P<target>\d+))?"
                            r"(?:, loss (?P<loss>[^,;\n]+))?")
@@ -80,7 +83,7 @@ def test_the_sensors_log_shows_the_steps_grow_with_a_loss(airflow_stack, k8s_clu
     root = env_root(stack) / "sensor-progress"  # on the volume: the deployment's policy allows it
     (root / "model").mkdir(parents=True)
     conf = {"namespace": k8s_namespace, "data_dir": str(root / "data"), "model_dir": str(root / "model"),
-            "shards": dataset(root / "data"), "steps": STEPS, "step_delay": 0.5}
+            "shards": dataset(root / "data"), "steps": STEPS, "step_delay": STEP_DELAY}
     t0 = time.monotonic()
     resp = stack.api.post(stack.url(f"api/v2/dags/{DAG_ID}/dagRuns"), json={"logical_date": None, "conf": conf},
                           timeout=60)
