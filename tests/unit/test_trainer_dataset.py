@@ -92,7 +92,6 @@ def test_trainer_package_imports_without_tensorflow_or_airflow():
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
-
 def test_step_delay_and_log_cadence_come_from_the_flag_else_the_environment_else_the_default(monkeypatch):
     monkeypatch.delenv(cli.STEP_DELAY_ENV, raising=False)
     monkeypatch.delenv(cli.LOG_EVERY_ENV, raising=False)

@@ -23,12 +23,12 @@ from tfk8s_airflow.pod import runtime
 
 #: The flags whose default a pod's environment may set (a deployment can slow every job's reference
 #: trainer, or make it log more often, for demos and shared test nodes, without editing each job's
-#: arguments): flag -> (variable, type, default, what a value must be). A job's own flag wins.
+#: arguments): flag -> (variable, type, default, smallest value, what a value must be). A job's own flag wins.
 STEP_DELAY_ENV = "TRAINER_STEP_DELAY"
 LOG_EVERY_ENV = "TRAINER_LOG_EVERY"
 ENV_DEFAULTS = {
-    "step_delay": (STEP_DELAY_ENV, float, 0.0, "a number of seconds >= 0 (e.g. 0.05)"),
-    "log_every": (LOG_EVERY_ENV, int, 50, "a whole number of steps >= 1 (e.g. 10)"),
+    "step_delay": (STEP_DELAY_ENV, float, 0.0, 0, "a number of seconds >= 0 (e.g. 0.05)"),
+    "log_every": (LOG_EVERY_ENV, int, 50, 1, "a whole number of steps >= 1 (e.g. 10)"),
 }
 
 
@@ -88,7 +88,7 @@ def _config(rest: Sequence[str]) -> runtime.TFConfig:
 def _env_default(dest: str, given: float | int | None) -> float | int:
     """The flag ``dest`` if given, else its variable of :data:`ENV_DEFAULTS` if set and not empty, else the
     default; a value out of range (a step delay below 0 or not finite, a log cadence below 1) is refused."""
-    env, kind, default, must_be = ENV_DEFAULTS[dest]
+    env, kind, default, smallest, must_be = ENV_DEFAULTS[dest]
     flag = "--" + dest.replace("_", "-")
     where, raw = (flag, given) if given is not None else (f"${env}", os.environ.get(env))
     if raw is None or raw == "":
@@ -97,7 +97,7 @@ def _env_default(dest: str, given: float | int | None) -> float | int:
         value = kind(raw)
     except ValueError:
         value = None
-    if value is None or not math.isfinite(value) or value < (0 if kind is float else 1):
+    if value is None or not math.isfinite(value) or value < smallest:
         raise RuntimeConfigError(f"{where} must be {must_be}, got {raw!r}")
     return value
 
