@@ -50,7 +50,7 @@ def test_the_evaluation_pod_is_a_read_only_pod_of_the_jobs_kind():
         "ps": 1, "worker": {"replicas": 4, "resources": {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": 1}}})
     names = evaluation_names(spec, "tfk8s_retrain_daily", "scheduled__2026-01-01T00:00:00+00:00", "evaluate")
     pod = evaluation_pod(spec, names, model_dir="/model", heldout=["/data/heldout.csv"], threshold=0.6, timeout=900)
-    kubernetes_validate.validate(pod, "1.36.0", strict=True)
+    kubernetes_validate.validate(pod, "1.37.0", strict=True)
     meta, podspec = pod["metadata"], pod["spec"]
     (container,) = podspec["containers"]
     assert meta["name"] == names.job and meta["namespace"] == "ml" and "tfk8s.io/job" not in meta["labels"]

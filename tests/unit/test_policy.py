@@ -131,7 +131,7 @@ def test_every_pod_and_container_gets_the_policy_security_context(policy, pod, c
         assert p["spec"]["activeDeadlineSeconds"] == policy.default_active_deadline
         for c in p["spec"]["containers"] + p["spec"]["initContainers"]:
             assert c.get("securityContext") == container
-        kubernetes_validate.validate(p, "1.36.0", strict=True)
+        kubernetes_validate.validate(p, "1.37.0", strict=True)
     assert parse_yaml(render_yaml(plan)) == objs  # render prints them
 
 

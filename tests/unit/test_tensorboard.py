@@ -102,7 +102,7 @@ def test_the_tensorboard_pod_serves_log_dir_read_only_with_the_jobs_labels_but_n
     assert spec_["securityContext"] == replica["spec"]["securityContext"]
     assert spec_["activeDeadlineSeconds"] == replica["spec"]["activeDeadlineSeconds"]
     for obj in objs:
-        kubernetes_validate.validate(obj, "1.36.0", strict=True)
+        kubernetes_validate.validate(obj, "1.37.0", strict=True)
     # Only the replicas are planned as replicas.
     assert len(plan_replicas(s, names)) == 3 and len(by_kind(objs, "Pod")) == 4
 

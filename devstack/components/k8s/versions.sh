@@ -1,5 +1,5 @@
 # Versions and paths of the k8s devstack component. Sourced after _common.sh.
-K8S_VERSION="${TFK8S_K8S_VERSION:-v1.36.3}"
+K8S_VERSION="${TFK8S_K8S_VERSION:-v1.37.2}"
 ETCD_VERSION="${TFK8S_ETCD_VERSION:-v3.6.16}"
 KWOK_VERSION="${TFK8S_KWOK_VERSION:-v0.8.0}"
 K8S_CACHE_DIR="$TFK8S_CACHE/k8s-$K8S_VERSION"
@@ -14,6 +14,12 @@ KCM_PORT="${TFK8S_KCM_PORT:-16457}"
 SCHEDULER_PORT="${TFK8S_SCHEDULER_PORT:-16459}"
 KWOK_PORT="${TFK8S_KWOK_PORT:-16250}"
 APISERVER_URL="https://127.0.0.1:$APISERVER_PORT"
+
+# Kubernetes' own gang scheduling (KEP-4671): the Workload and PodGroup API (scheduling.k8s.io/v1beta1,
+# beta in 1.37 but off by default, as every beta API) and the scheduler's GangScheduling plugin, both
+# behind GenericWorkload. The API server, the controller manager and the scheduler take the same gates.
+K8S_FEATURE_GATES="${TFK8S_K8S_FEATURE_GATES:-GenericWorkload=true}"
+K8S_RUNTIME_CONFIG="${TFK8S_K8S_RUNTIME_CONFIG:-scheduling.k8s.io/v1beta1=true}"
 
 PKI="$K8S_STATE/pki"
 KUBECONFIG_ADMIN="$K8S_STATE/kubeconfig"
