@@ -51,6 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_naming_args(p)
     p.add_argument("--template", help="a Jinja2 template of your own, rendered with the plan (default: plain YAML)")
     p.add_argument("--shards", help="JSON file of shard assignments {\"worker-0\": [paths]}: adds the ConfigMap")
+    p.add_argument("--workload-api", action="store_true",
+                   help="render for a cluster that serves Kubernetes' Workload API (admission auto may then choose "
+                        "it: the Workload, the PodGroup and each pod's schedulingGroup); admission workload implies "
+                        "it")
     p = sub.add_parser("tf-config", help="print one replica's TF_CONFIG")
     _add_spec_args(p)
     _add_naming_args(p)
@@ -149,8 +153,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from tfk8s_airflow.job.builders.render import render_yaml
             shards = _shards(args.shards) if args.shards else None
             # What setup would create for this run (its task labels from the same flags), without owner references.
+            # Admission: workload renders its objects; auto, the Workload API's only when told the cluster serves it.
+            served = args.workload_api or (spec.admission or policy.admission) == "workload"
             plan = plan_job(spec, names, policy, shards, dag_id=args.dag_id, run_id=args.run_id,
-                            task_id=replica_task_id(args.group))
+                            task_id=replica_task_id(args.group), workload_api=served)
             sys.stdout.write(render_yaml(plan, args.template))  # a custom template's output is parsed back first
             return 0
         if args.command == "tf-config":

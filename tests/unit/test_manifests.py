@@ -1,4 +1,4 @@
-"""The job's objects (its plan): contract fields, golden YAML, and the Kubernetes 1.36 schema.
+"""The job's objects (its plan): contract fields, golden YAML, and the Kubernetes 1.37 schema.
 
 The golden files (tests/golden/<example>.yaml) are ``tfk8s render``'s output for each example with
 shards; the templates ConfigMap's xz data is compared decoded (the pods it holds), not byte for
@@ -23,7 +23,7 @@ from tfk8s_airflow.k8s.relaunch import read_templates
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 GOLDEN = ROOT / "tests" / "golden"
-K8S_SCHEMA = "1.36.0"
+K8S_SCHEMA = "1.37.0"
 SHARDS = {"worker-0": ["/data/part-0", "/data/part-2"], "worker-1": ["/data/part-1"]}
 RUN, DAG = "scheduled__2026-11-29T00:00:00+00:00", "tfk8s_retrain_daily"
 #: What the examples need of the deployment's policy (examples/full.yaml's ServiceAccount, the Secrets of
@@ -42,7 +42,8 @@ def names_for(spec):
 
 
 def plan_of(spec, shards=None):
-    return plan_job(spec, names_for(spec), POLICY, shards, dag_id=DAG, run_id=RUN)
+    # As on a cluster that serves the Workload API (the devstack's 1.37): examples/gang.yaml asks for it.
+    return plan_job(spec, names_for(spec), POLICY, shards, dag_id=DAG, run_id=RUN, workload_api=True)
 
 
 def objects_of(spec, shards=None):

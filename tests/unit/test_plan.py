@@ -211,3 +211,58 @@ def test_a_template_of_ones_own_is_a_view_of_the_plan(tmp_path):
                      "pods: {{ plan.pods | map(attribute='metadata.name') | list | json }}\n")
     assert parse_yaml(render_yaml(plan, names)) == [{"job": plan.names.job, "spec": "plan", "queue": None,
                                                       "pods": [p["metadata"]["name"] for p in plan.pods]}]
+
+
+def test_admission_workload_adds_the_workload_and_the_podgroup_and_every_pod_names_it():
+    from tfk8s_airflow.job import podgroup
+
+    plan = planned({**BASE, "admission": "workload"}, workload_api=True)
+    job = plan.names.job
+    assert plan.admission == "workload" and plan.queue is None
+    assert kinds_and_names(plan.objects())[3:6] == [("Workload", job), ("PodGroup", job), ("Pod", f"{job}-ps-0")]
+    assert plan.workload["spec"]["podGroupTemplates"] == [{"name": "replicas",
+                                                           "schedulingPolicy": {"gang": {"minCount": 3}}}]
+    assert plan.pod_group["spec"] == {"workloadRef": {"workloadName": job, "templateName": "replicas"},
+                                      "schedulingPolicy": {"gang": {"minCount": 3}}}
+    assert {podgroup.pod_group_of(p) for p in plan.pods} == {job}
+    assert all(p["spec"]["schedulingGates"] == [{"name": GANG_GATE}] for p in plan.pods)  # created together too
+    # Owned by the Service with everything else, and kept in the templates recovery recreates from.
+    owned = plan.owned(owner_reference(plan.names.service, "uid-1"))
+    assert owned.workload["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+    assert owned.pod_group["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+    assert {podgroup.pod_group_of(p) for p in read_templates(owned.templates["binaryData"], "plan")} == {job}
+
+
+@pytest.mark.parametrize(("doc", "policy", "served", "expected"), [
+    ({}, {}, True, ("gate", None)),  # auto: the deployment has not allowed the Workload API
+    ({}, {"auto_workload": True}, True, ("workload", None)),
+    ({}, {"auto_workload": True}, False, ("gate", None)),  # not served: the gate
+    ({"queue": "team-a"}, {"auto_workload": True}, True, ("kueue", "team-a")),  # a queue: Kueue
+    ({}, {"default_queue": "shared", "auto_workload": True}, True, ("kueue", "shared")),
+    ({"admission": "gate"}, {"auto_workload": True}, True, ("gate", None)),
+    ({}, {"admission": "workload"}, True, ("workload", None)),  # the deployment's default
+    ({"admission": "gate"}, {"admission": "workload"}, True, ("gate", None)),  # the spec's wins
+    ({"admission": "kueue", "queue": "q"}, {}, False, ("kueue", "q")),
+])
+def test_auto_and_the_deployments_default_choose_the_admission(doc, policy, served, expected):
+    plan = planned({**BASE, **doc}, policy=DeploymentPolicy(**policy), workload_api=served)
+    assert (plan.admission, plan.queue) == expected
+    assert (plan.workload is not None) == (plan.admission == "workload")
+
+
+@pytest.mark.parametrize(("doc", "policy", "served", "field", "words"), [
+    ({"admission": "workload"}, {}, False, "admission", "does not serve Kubernetes' Workload API"),
+    ({}, {"admission": "workload"}, False, "[tfk8s] admission", "GenericWorkload"),
+    ({"admission": "kueue"}, {}, True, "admission", "has no queue"),
+    ({"admission": "workload"}, {"default_queue": "shared"}, True, "admission", "default_queue shared"),
+    ({"admission": "gate"}, {"default_queue": "shared"}, True, "admission", "puts every job in Kueue"),
+])
+def test_an_admission_that_cannot_be_honoured_is_refused_naming_its_field(doc, policy, served, field, words):
+    with pytest.raises(SpecError) as err:
+        planned({**BASE, **doc}, policy=DeploymentPolicy(**policy), workload_api=served)
+    assert err.value.problems[0].field == field and words in str(err.value), str(err.value)
+
+
+def test_a_spec_with_a_queue_cannot_ask_for_another_admission():
+    with pytest.raises(SpecError, match="admission: is workload but the job has a Kueue queue"):
+        parse_spec({**BASE, "queue": "q", "admission": "workload"})

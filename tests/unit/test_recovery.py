@@ -209,3 +209,14 @@ def test_an_oom_memory_factor_that_would_not_grow_memory_is_refused_naming_the_f
         assert "above 1" in str(info.value) or "must be a number" in str(info.value), (factor, info.value)
     assert parse_spec({**doc, "oom_memory_factor": 1.01}).oom_memory_factor == 1.01
     assert parse_spec({**doc, "oom_memory_factor": 10}).oom_memory_factor == 10
+
+
+def test_a_recovery_attempt_of_a_gang_scheduled_job_joins_a_podgroup_of_its_own():
+    from tfk8s_airflow.job import podgroup
+    from tfk8s_airflow.k8s.relaunch import rebuilt
+
+    template = podgroup.in_pod_group(_template("4Gi"), "job")
+    pod = rebuilt(template, 3, {}, pod_group=podgroup.group_name("job", 3))
+    assert podgroup.pod_group_of(pod) == "job-a3" and pod["metadata"]["name"] == template["metadata"]["name"]
+    assert podgroup.pod_group_of(template) == "job"  # the template is not changed
+    assert podgroup.pod_group_of(rebuilt(_template("4Gi"), 3, {})) is None  # a job without one gets none

@@ -389,3 +389,30 @@ def test_a_job_none_of_whose_pods_started_is_queued_under_kueue_and_held_under_a
     # Pending for any other reason (the job's own gate, the scheduler) is running, as before.
     assert evaluate([held("ps", 0, "tfk8s.io/gang"), pod("worker", 0, "Pending"), pod("worker", 1, "Pending")],
                     policy(), T0 + 30, T0).state == JobState.RUNNING
+
+
+GANG_WAIT = ("pod group is unschedulable, minCount (3) cannot be satisfied: 2 scheduled, 1 remaining, pod group "
+             "preemption: No preemption victims found for incoming preemptor")
+
+
+def test_a_pod_group_that_cannot_be_placed_whole_queues_the_job_judged_by_admission_timeout_not_schedule_timeout():
+    def in_group(p):
+        p["spec"] = {"schedulingGroup": {"podGroupName": "job"}}
+        return p
+    pods = [in_group(pod(r, i, unschedulable=GANG_WAIT)) for r, i in (("ps", 0), ("worker", 0), ("worker", 1))]
+    st = evaluate(pods, policy(), T0 + 600, T0)  # ten times schedule_timeout: waiting for room is the group's point
+    assert st.state == JobState.QUEUED, st
+    assert st.replicas["worker-0"].held_by == ("PodGroup job (minCount (3) cannot be satisfied)",)
+    assert st.replicas["worker-0"].unschedulable is None
+    assert "held by PodGroup job (minCount (3) cannot be satisfied)" in st.replicas["worker-0"].describe()
+    timed = evaluate(pods, policy(admission_timeout=300), T0 + 301, T0)
+    assert timed.state == JobState.FAILED and "is held by PodGroup job" in timed.reason
+    assert "(admission_timeout 300s)" in timed.reason, timed.reason
+    # The same message on a pod that names no group (no gang scheduling) is an Unschedulable pod as ever;
+    # a pod of a group with another scheduler message (its node selector) is one too.
+    loose = [pod("ps", 0), pod("worker", 0, unschedulable=GANG_WAIT), pod("worker", 1)]
+    assert evaluate(loose, policy(), T0 + 61, T0).state == JobState.FAILED
+    other = [pod("ps", 0), in_group(pod("worker", 0, unschedulable="0/2 nodes are available: 2 node(s) didn't "
+                                                                   "match Pod's node affinity/selector.")),
+             pod("worker", 1)]
+    assert evaluate(other, policy(), T0 + 61, T0).state == JobState.FAILED

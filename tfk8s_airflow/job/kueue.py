@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from tfk8s_airflow.job import naming
+
 #: The LocalQueue a pod is submitted to.
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 #: The pod group, and so the name of the group's Workload.
@@ -52,13 +54,8 @@ PREEMPTED_REASON = "Preempted"
 
 
 def group_name(job: str, attempt: int = 1) -> str:
-    """The pod group (and Workload) name of a job's attempt: a new one per recovery attempt, so Kueue
-    never mixes a replacement with the pods of the attempt it replaces. At most 63 characters."""
-    base = job if attempt <= 1 else f"{job}-a{attempt}"
-    if len(base) <= 63:
-        return base
-    digest = hashlib.sha256(base.encode()).hexdigest()[:8]
-    return f"{base[:54].rstrip('-')}-{digest}"
+    """The pod group (and Workload) name of a job's attempt (:func:`~tfk8s_airflow.job.naming.attempt_group_name`)."""
+    return naming.attempt_group_name(job, attempt)
 
 
 def attempt_pod_name(pod: str, attempt: int) -> str:

@@ -101,6 +101,16 @@ def templates_name(job: str) -> str:
     return f"{job}-pods"
 
 
+def attempt_group_name(job: str, attempt: int = 1) -> str:
+    """The name of a job attempt's pod group (a Kueue pod group and its Workload, or a Kubernetes PodGroup):
+    the job's for the first attempt, a new one per recovery attempt, so that no scheduler mixes a
+    replacement with the pods of the attempt it replaces. At most 63 characters."""
+    base = job if attempt <= 1 else f"{job}-a{attempt}"
+    if len(base) <= LABEL_VALUE_MAX:
+        return base
+    return f"{base[:54].rstrip('-')}-{hashlib.sha256(base.encode()).hexdigest()[:8]}"
+
+
 def network_policy_name(job: str) -> str:
     """The job's NetworkPolicy (:mod:`tfk8s_airflow.job.builders.network`)."""
     return f"{job}-network"

@@ -85,12 +85,14 @@ def read_cluster(client: JobClient) -> tuple[list[dict[str, Any]], list[dict[str
 
 
 def admit(client: JobClient, job: str, pods: Sequence[Mapping[str, Any]], *, mode: str, wait_s: float,
-          poll_s: float, log: Log, publish: Callable[[PreflightRecord], None]) -> PreflightRecord:
+          poll_s: float, log: Log, publish: Callable[[PreflightRecord], None], gang: bool = False) -> PreflightRecord:
     """Judge the job's ``pods`` (as setup will create them) and act on the verdict by ``mode``.
 
     ``enforce``: ``runs now`` returns; ``never`` raises CapacityError at once; ``waits`` polls every
     ``poll_s`` until the verdict changes, for at most ``wait_s`` (then CapacityError). ``warn``: logs the
-    verdict and returns. The record is published (setup's XCom) before returning or raising.
+    verdict and returns. ``gang``: a ``waits`` verdict returns at once under ``enforce`` too (the scheduler
+    holds the job's PodGroup until all of it fits). The record is published (setup's XCom) before returning
+    or raising.
     """
     demands = [pod_demand(p) for p in pods]
     t0 = time.monotonic()
@@ -123,6 +125,10 @@ def admit(client: JobClient, job: str, pods: Sequence[Mapping[str, Any]], *, mod
                 raise CapacityError(f"job {job} can never be placed on the cluster's nodes; nothing was created: "
                                     f"{verdict.reason} (fix: change the spec's resources, node_selector or "
                                     "tolerations, or add nodes that fit)")
+            if mode == ENFORCE and verdict.verdict == WAITS and gang:
+                log.info("pre-flight says waits; the job is created and its PodGroup waits whole for room "
+                         "(admission workload)")
+                return record
             if mode == ENFORCE and verdict.verdict == WAITS:
                 raise CapacityError(f"job {job} found no room within schedule_timeout {wait_s:.0f}s; nothing was "
                                     f"created: {verdict.reason}")
@@ -138,15 +144,17 @@ def admit(client: JobClient, job: str, pods: Sequence[Mapping[str, Any]], *, mod
 
 def preflight(client: JobClient, spec: Any, job: str, pods: Sequence[Mapping[str, Any]], *, mode: str,
               queue: str | None, poll_s: float, log: Log,
-              publish: Callable[[PreflightRecord], None]) -> PreflightRecord:
+              publish: Callable[[PreflightRecord], None], gang: bool = False) -> PreflightRecord:
     """Setup's pre-flight: :func:`admit` when it applies to the job
     (:func:`~tfk8s_airflow.job.policy.preflight.preflight_applies`: not off, no Kueue ``queue``), else a ``skipped``
-    record saying why. A ``waits`` verdict waits at most the spec's ``schedule_timeout``."""
+    record saying why. A ``waits`` verdict waits at most the spec's ``schedule_timeout``; with ``gang`` (the pods
+    form a PodGroup, which kube-scheduler holds until all of them fit) it does not wait: the job is created and
+    waits whole on the cluster, where its place is visible. ``never`` fails either way."""
     if not preflight_applies(queue, mode):
         why = "preflight = off" if mode == OFF else f"Kueue admits the job (queue {queue})"
         record = PreflightRecord(SKIPPED, why, mode, pods=len(pods))
         log.info("pre-flight skipped: %s", why)
         publish(record)
         return record
-    return admit(client, job, pods, mode=mode, wait_s=float(spec.schedule_timeout), poll_s=poll_s, log=log,
-                 publish=publish)
+    return admit(client, job, pods, mode=mode, wait_s=0.0 if gang else float(spec.schedule_timeout), poll_s=poll_s,
+                 log=log, publish=publish, gang=gang)

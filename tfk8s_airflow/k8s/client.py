@@ -375,6 +375,20 @@ class JobClient:
                 return False
             raise wrap_api_error(f"reading ServiceAccount {namespace}/{name}", exc) from exc
 
+    def serves(self, group: str, version: str, plural: str) -> bool:
+        """Whether the API server serves ``plural`` of ``group``/``version`` (``scheduling.k8s.io``, ``v1beta1``):
+        one discovery GET; a group version it does not serve answers 404."""
+        from kubernetes.client import CustomObjectsApi
+
+        try:
+            found = CustomObjectsApi(self.core.api_client).get_api_resources(group, version,
+                                                                             _request_timeout=REQUEST_TIMEOUT_S)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise wrap_api_error(f"discovering {group}/{version}", exc) from exc
+        return any(r.name == plural for r in found.resources or ())
+
     def package_secrets(self, namespace: str) -> frozenset[str]:
         """The names of ``namespace``'s Secrets that carry the package's own label (``tfk8s.io/secret``: a
         staging task's delegation token). Where the deployment may not list Secrets (403) there are none of

@@ -1,4 +1,4 @@
-"""Creating a job's Service, ConfigMaps and NetworkPolicy, never adopting one setup did not make.
+"""Creating a job's Service, ConfigMaps, NetworkPolicy, Workload and PodGroup, never adopting one setup did not make.
 
 See :mod:`tfk8s_airflow.job.builders.ownership` for the mark and the rule. :func:`check_absent_or_own` runs
 before setup creates anything, so a refusal leaves the namespace as it was (and nothing of the
@@ -11,18 +11,27 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kubernetes.client import NetworkingV1Api
+from kubernetes.client import CustomObjectsApi, NetworkingV1Api
 from kubernetes.client.exceptions import ApiException
 
 from tfk8s_airflow.exceptions import KubernetesApiError, PermanentKubernetesApiError
+from tfk8s_airflow.job import podgroup
 from tfk8s_airflow.job.builders.ownership import foreign, marked
 from tfk8s_airflow.k8s.client import JobClient, wrap_api_error
 
 __all__ = ["check_absent_or_own", "create_own"]
 
+_GANG_PLURALS = {"Workload": podgroup.WORKLOADS, "PodGroup": podgroup.POD_GROUPS}
+
 
 def _api(client: JobClient, kind: str) -> tuple[Any, Any]:
     """(create, read) of ``kind``."""
+    if kind in _GANG_PLURALS:  # Kubernetes' Workload API (admission: workload)
+        custom, plural = CustomObjectsApi(client.core.api_client), _GANG_PLURALS[kind]
+        return (lambda namespace, body: custom.create_namespaced_custom_object(
+                    podgroup.GROUP, podgroup.VERSION, namespace, plural, body),
+                lambda name, namespace: custom.get_namespaced_custom_object(
+                    podgroup.GROUP, podgroup.VERSION, namespace, plural, name))
     if kind == "NetworkPolicy":
         net = NetworkingV1Api(client.core.api_client)
         return net.create_namespaced_network_policy, net.read_namespaced_network_policy

@@ -28,8 +28,9 @@ from typing import Any
 
 from tfk8s_airflow.contract import CONTAINER_NAME, GANG_GATE, LABEL_ATTEMPT, LABEL_INDEX, LABEL_ROLE
 from tfk8s_airflow.exceptions import KubernetesApiError, PermanentKubernetesApiError, SpecError
-from tfk8s_airflow.job import kueue
+from tfk8s_airflow.job import kueue, podgroup
 from tfk8s_airflow.job.builders.admission import admit_pods
+from tfk8s_airflow.job.builders.objects import owner_reference
 from tfk8s_airflow.job.builders.templatemap import TEMPLATES_KEY, blob_digest
 from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.policy.settings import lookup
@@ -92,11 +93,13 @@ def memory_of(pod: Mapping[str, Any]) -> float | None:
 
 
 def rebuilt(template: Mapping[str, Any], attempt: int, override: Mapping[str, Any],
-            group: tuple[str, int] | None = None) -> dict[str, Any]:
+            group: tuple[str, int] | None = None, pod_group: str | None = None) -> dict[str, Any]:
     """A template made into the pod of ``attempt``: gated, labelled, with its overrides.
 
     ``group``: (the Kueue pod group's name, its size) for a job with a queue: the pod joins the attempt's
     new group under a new name of its own (:func:`~tfk8s_airflow.job.kueue.attempt_pod_name`).
+    ``pod_group``: the attempt's PodGroup for a job admitted by the Workload API (its pods keep their names:
+    no finalizer holds the old ones).
     """
     pod = copy.deepcopy(dict(template))
     pod["metadata"].setdefault("labels", {})[LABEL_ATTEMPT] = str(attempt)
@@ -106,6 +109,8 @@ def rebuilt(template: Mapping[str, Any], attempt: int, override: Mapping[str, An
         pod["metadata"].setdefault("annotations", {})[kueue.GROUP_TOTAL_ANNOTATION] = str(group[1])
     spec = pod["spec"]
     spec["schedulingGates"] = [{"name": GANG_GATE}]
+    if pod_group is not None:
+        spec["schedulingGroup"] = {"podGroupName": pod_group}
     memory = relaunch_memory(memory_of(template), override.get("memory"))  # never below the spec's own
     if memory:
         for c in spec.get("containers", []):
@@ -249,12 +254,18 @@ class Recoverer:
         # that could never be made, and every watch of the job fails naming them, not a spent budget.
         templates = await self.templates()
         group = (kueue.group_name(rec.job, attempt.number), len(keys)) if rec.queue else None
-        pods = self._admitted([rebuilt(templates[k], attempt.number, overrides.get(k, {}), group) for k in keys])
+        # Admitted by the Workload API (setup's pods name a PodGroup): the attempt's pods form a new PodGroup.
+        gang = any(podgroup.pod_group_of(templates[k]) for k in keys)
+        pod_group = podgroup.group_name(rec.job, attempt.number) if gang else None
+        pods = self._admitted([rebuilt(templates[k], attempt.number, overrides.get(k, {}), group, pod_group)
+                               for k in keys])
         if self.verdict is not None or not await self._lease(attempt, overrides):
             return None  # another watch acted first, or the job has its verdict (teardown may be deleting it)
         what = "restarting the group" if whole else f"replacing {', '.join(keys)}"
         if rec.queue:
             what += f" as Kueue pod group {kueue.group_name(rec.job, attempt.number)} in queue {rec.queue}"
+        if pod_group is not None:
+            what += f" as PodGroup {pod_group}"
         log.warning("TF job %s: attempt %d: %s (%s: %s)", rec.job, attempt.number, what, attempt.failure_class,
                     attempt.reason)
         current = await self._current_pods(keys)
@@ -262,6 +273,8 @@ class Recoverer:
             await self._delete_workloads()
         await self._delete(current)
         await asyncio.sleep(backoff)
+        if pod_group is not None:
+            await self._create_pod_group(pod_group, templates[keys[0]], len(keys), attempt.number)
         uids = await self._create(pods)
         await self._record_pods([(uids[p["metadata"]["name"]], p["metadata"]["name"], k, attempt.number)
                                  for k, p in zip(keys, pods, strict=True) if p["metadata"]["name"] in uids])
@@ -397,6 +410,33 @@ class Recoverer:
                 return
             await asyncio.sleep(0.5)
         raise KubernetesApiError("waiting for replaced pods to go", None, f"still there after {GONE_TIMEOUT_S:.0f}s")
+
+    async def _create_pod_group(self, name: str, template: Mapping[str, Any], size: int, attempt: int) -> None:
+        """The attempt's PodGroup (gang ``size``), owned by the job's Service as setup's is; one of that name
+        that exists already (another try of this attempt) is taken only when the Service owns it."""
+        from kubernetes_asyncio import client as async_client
+
+        rec = self.record
+        labels = {k: v for k, v in ((template.get("metadata") or {}).get("labels") or {}).items()
+                  if k.startswith("tfk8s.io/") and k not in (LABEL_ROLE, LABEL_INDEX, LABEL_ATTEMPT)}
+        body = podgroup.pod_group_manifest(rec.job, rec.namespace, labels, size, attempt)
+        if rec.service_uid:
+            body["metadata"]["ownerReferences"] = [owner_reference(rec.service, rec.service_uid)]
+        custom = async_client.CustomObjectsApi(self.api)
+        try:
+            await custom.create_namespaced_custom_object(podgroup.GROUP, podgroup.VERSION, rec.namespace,
+                                                         podgroup.POD_GROUPS, body, _request_timeout=REQUEST_TIMEOUT_S)
+        except async_client.ApiException as exc:
+            if exc.status != 409:
+                raise wrap_api_error(f"creating PodGroup {rec.namespace}/{name}", exc) from exc
+            got = await custom.get_namespaced_custom_object(podgroup.GROUP, podgroup.VERSION, rec.namespace,
+                                                            podgroup.POD_GROUPS, name,
+                                                            _request_timeout=REQUEST_TIMEOUT_S)
+            owners = [r.get("uid") for r in (got.get("metadata") or {}).get("ownerReferences") or ()]
+            if not rec.service_uid or owners != [rec.service_uid]:
+                raise PermanentKubernetesApiError(f"creating PodGroup {rec.namespace}/{name}", 409,
+                                                  "a PodGroup of that name exists that the job's Service does not "
+                                                  "own: recovery never adopts it") from exc
 
     async def _create(self, pods: Sequence[Mapping[str, Any]]) -> dict[str, str]:
         """Create the pods and release their gates; each pod's UID from its creation response, by name."""

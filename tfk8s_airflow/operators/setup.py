@@ -22,9 +22,12 @@ A job with a ``pod_template`` first creates one pod per role with a server-side 
 only the API server checks completely, and a refusal must come before the first object
 exists. A job without one skips it (its pods are built entirely from checked spec fields).
 
-This is not gang scheduling: once released, each pod is scheduled on its own, and a
-cluster too small for all of them leaves some Pending (the job then fails after
-``schedule_timeout``, naming the scheduler's message).
+Under ``admission: gate`` this is not gang scheduling: once released, each pod is scheduled on its own,
+and a cluster too small for all of them leaves some Pending (the job then fails after
+``schedule_timeout``, naming the scheduler's message). Under ``admission: workload`` it is: the pods form
+one PodGroup of Kubernetes' Workload API (created with the job's Workload before the pods), and
+kube-scheduler binds all of them together or none; setup first asks the API server whether it serves
+that API (:func:`~tfk8s_airflow.job.builders.plan.admission_of`).
 
 With a Kueue ``queue`` (the spec's, or the deployment's ``default_queue``) the pods are one Kueue
 pod group (:mod:`tfk8s_airflow.job.kueue`), which Kueue admits whole against its ClusterQueue's
@@ -43,10 +46,10 @@ from airflow.sdk import BaseOperator
 from tfk8s_airflow.assetnames import location_uri
 from tfk8s_airflow.deployment import deployment_policy
 from tfk8s_airflow.exceptions import PermanentError, Problem, QuotaExceededError, SpecError
-from tfk8s_airflow.job import kueue
+from tfk8s_airflow.job import kueue, podgroup
 from tfk8s_airflow.job.builders import quota
 from tfk8s_airflow.job.builders.objects import JobNames, owner_reference
-from tfk8s_airflow.job.builders.plan import plan_job, replica_task_id
+from tfk8s_airflow.job.builders.plan import WORKLOAD, may_use_workload_api, plan_job, replica_task_id
 from tfk8s_airflow.job.builders.shardmap import normalize_shards
 from tfk8s_airflow.job.builders.templatemap import check_templates_fit
 from tfk8s_airflow.job.defaults import POLL_INTERVAL_S
@@ -177,10 +180,17 @@ class TFJobSetupOperator(BaseOperator):
             if problems:
                 raise QuotaExceededError(f"job {names.job} does not fit the quota of namespace {names.namespace}; "
                                          "nothing was created:\n  - " + "\n  - ".join(problems))
-        # Every object the job will have, built once (the same plan tfk8s render prints).
+        # Every object the job will have, built once (the same plan tfk8s render prints). The API server is
+        # asked about the Workload API only when the job's admission may use it.
+        served = may_use_workload_api(spec, policy) and client.serves(podgroup.GROUP, podgroup.VERSION,
+                                                                      podgroup.POD_GROUPS)
         plan = plan_job(spec, names, policy, shards, dag_id=dag.dag_id, run_id=context["run_id"],
-                        task_id=self.replica_task_id or replica_task_id(group))
+                        task_id=self.replica_task_id or replica_task_id(group), workload_api=served)
         pods, queue = list(plan.pods), plan.queue
+        if plan.admission == WORKLOAD:
+            self.log.info("admission workload: the %d pods form the PodGroup %s (Workload %s, gang minCount %d); "
+                          "kube-scheduler binds all of them together or none", len(pods),
+                          podgroup.group_name(names.job), names.job, len(pods))
         if queue:
             priority = f" (priority class {spec.priority_class})" if spec.priority_class else ""
             self.log.info("queue %s: the %d pods form the Kueue pod group %s%s; Kueue admits them together", queue,
@@ -192,6 +202,7 @@ class TFJobSetupOperator(BaseOperator):
             self._dry_run(client, plan.replicas, pods)
         # Before anything exists: never fails here, waits waits here (docs/jobs.md, "Pre-flight").
         capacity.preflight(client, spec, names.job, pods, queue=queue, poll_s=self.poll_interval, log=self.log,
+                           gang=plan.admission == WORKLOAD,
                            mode=policy.preflight if self.preflight is None else check_mode(self.preflight),
                            publish=lambda r: context["ti"].xcom_push(key=PREFLIGHT_KEY, value=r.to_xcom()))
         # Before anything is created: an object of the job's names that setup did not make is refused, and

@@ -8,9 +8,11 @@ prints it, and tests prove both against it.
 
 Creation order (:meth:`JobPlan.objects`): the headless Service first (every other object is its
 dependent, so deleting it lets Kubernetes remove them all), the shard ConfigMap (when shards are
-given), the templates ConfigMap (the pods kept for recovery), the NetworkPolicy, one pod per replica
-(gated by ``tfk8s.io/gang``, labelled for the replica tasks, in the Kueue pod group when the job has a
-queue, admitted by the deployment's policy), then the TensorBoard pod (when the spec has one).
+given), the templates ConfigMap (the pods kept for recovery), the NetworkPolicy, under
+``admission: workload`` the Workload and the first attempt's PodGroup, one pod per replica (gated by
+``tfk8s.io/gang``, labelled for the replica tasks, in the Kueue pod group when Kueue admits the job,
+in the PodGroup under the Workload API, admitted by the deployment's policy), then the TensorBoard
+pod (when the spec has one).
 
 The owner reference needs the Service's UID, which exists only once the Service does:
 :meth:`JobPlan.owned` gives the plan with it on every object but the Service, and the templates
@@ -29,7 +31,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tfk8s_airflow.job import kueue, naming
+from tfk8s_airflow.exceptions import Problem, SpecError
+from tfk8s_airflow.job import kueue, naming, podgroup
 from tfk8s_airflow.job.builders.admission import admit_pod, admit_pods
 from tfk8s_airflow.job.builders.network import network_policy_manifest
 from tfk8s_airflow.job.builders.objects import (
@@ -47,7 +50,11 @@ from tfk8s_airflow.job.builders.tensorboard import TensorBoardPlan, plan_tensorb
 from tfk8s_airflow.job.policy import DeploymentPolicy
 from tfk8s_airflow.job.spec import TFJobSpec
 
-__all__ = ["REPLICA_TASK", "JobPlan", "plan_job", "replica_task_id", "replica_task_labels"]
+__all__ = ["REPLICA_TASK", "JobPlan", "plan_job", "replica_task_id", "replica_task_labels", "admission_of",
+           "may_use_workload_api", "GATE", "KUEUE", "WORKLOAD"]
+
+#: Who admits a job (the spec's ``admission`` resolved, :func:`admission_of`).
+GATE, KUEUE, WORKLOAD = "gate", "kueue", "workload"
 
 #: The replica tasks' id in a DAG without a task group (``<group>.replica`` in one).
 REPLICA_TASK = "replica"
@@ -80,6 +87,8 @@ class JobPlan:
     replicas: tuple[Replica, ...]
     #: The Kueue LocalQueue the pods are submitted to (the spec's, else the deployment's default), or None.
     queue: str | None
+    #: Who admits the job: GATE, KUEUE or WORKLOAD (:func:`admission_of`).
+    admission: str
     tensorboard: TensorBoardPlan | None
     service: dict[str, Any]
     #: The shard assignments' ConfigMap, when shards were given.
@@ -90,6 +99,9 @@ class JobPlan:
     #: One per replica, as :attr:`replicas`: gated, labelled, admitted.
     pods: tuple[dict[str, Any], ...]
     tensorboard_pod: dict[str, Any] | None
+    #: Under WORKLOAD admission: the job's Workload and its first attempt's PodGroup (else None).
+    workload: dict[str, Any] | None = None
+    pod_group: dict[str, Any] | None = None
     #: The owner reference every object but the Service carries (:meth:`owned`); None before.
     owner: Mapping[str, Any] | None = None
 
@@ -101,12 +113,14 @@ class JobPlan:
     @property
     def support_objects(self) -> list[dict[str, Any]]:
         """The objects between the Service and the pods: the shard ConfigMap (when given), the
-        templates ConfigMap, the NetworkPolicy. Setup creates each of them with its mark."""
-        return [*([self.shards] if self.shards is not None else []), self.templates, self.network_policy]
+        templates ConfigMap, the NetworkPolicy, the Workload and PodGroup (under WORKLOAD admission).
+        Setup creates each of them with its mark."""
+        gang = [o for o in (self.workload, self.pod_group) if o is not None]
+        return [*([self.shards] if self.shards is not None else []), self.templates, self.network_policy, *gang]
 
     def objects(self) -> list[dict[str, Any]]:
         """Every object, in creation order: Service, shard ConfigMap, templates ConfigMap,
-        NetworkPolicy, the replica pods, the TensorBoard pod."""
+        NetworkPolicy, Workload and PodGroup, the replica pods, the TensorBoard pod."""
         tensorboard = [self.tensorboard_pod] if self.tensorboard_pod is not None else []
         return [self.service, *self.support_objects, *self.pods, *tensorboard]
 
@@ -124,6 +138,8 @@ class JobPlan:
             self, shards=owned_by(self.shards, reference) if self.shards is not None else None,
             templates=templates, network_policy=owned_by(self.network_policy, reference), pods=pods,
             tensorboard_pod=owned_by(self.tensorboard_pod, reference) if self.tensorboard_pod is not None else None,
+            workload=owned_by(self.workload, reference) if self.workload is not None else None,
+            pod_group=owned_by(self.pod_group, reference) if self.pod_group is not None else None,
             owner=dict(reference))
 
 
@@ -132,35 +148,83 @@ def _templates(spec: TFJobSpec, names: JobNames, pods: Sequence[Mapping[str, Any
                                pods)
 
 
+def may_use_workload_api(spec: TFJobSpec, policy: DeploymentPolicy) -> bool:
+    """Whether the job's admission depends on the cluster serving the Workload API (setup asks it then)."""
+    asked = spec.admission or policy.admission
+    queue = spec.queue or policy.default_queue
+    return asked == WORKLOAD or (asked == "auto" and not queue and policy.auto_workload)
+
+
+def admission_of(spec: TFJobSpec, policy: DeploymentPolicy, workload_api: bool) -> tuple[str, str | None]:
+    """(who admits the job, its Kueue queue or None): the one place this is chosen.
+
+    The spec's ``admission``, else the deployment's ``[tfk8s] admission``. ``auto``: KUEUE when a queue is in
+    effect (the spec's, else the deployment's ``default_queue``), WORKLOAD when the cluster serves the Workload
+    API (``workload_api``) and the deployment's ``auto_workload`` allows it, GATE otherwise. SpecError naming
+    ``admission`` for a choice the job or the cluster cannot honour.
+    """
+    asked = spec.admission or policy.admission
+    queue = spec.queue or policy.default_queue or None
+    where = "admission" if spec.admission else "[tfk8s] admission"
+    if asked == "auto":
+        if queue:
+            return KUEUE, queue
+        return (WORKLOAD if workload_api and policy.auto_workload else GATE), None
+    if asked == KUEUE and not queue:
+        raise SpecError([Problem(where, "is kueue but the job has no queue and the deployment no default_queue",
+                                 "add queue: <LocalQueue>, or write admission: auto")])
+    if asked in (GATE, WORKLOAD) and queue:
+        raise SpecError([Problem(where, f"is {asked} but the deployment's default_queue {queue} puts every job in "
+                                        "Kueue, which admits it", "write admission: kueue, or an administrator "
+                                        "removes [tfk8s] default_queue")])
+    if asked == WORKLOAD and not workload_api:
+        raise SpecError([Problem(where, "is workload but the cluster does not serve Kubernetes' Workload API "
+                                        f"({podgroup.API_VERSION} {podgroup.POD_GROUPS}); nothing was created",
+                                 "write admission: auto, or enable the API (Kubernetes 1.37+: feature gate "
+                                 "GenericWorkload on the API server, controller manager and scheduler, and "
+                                 f"--runtime-config={podgroup.API_VERSION}=true)")])
+    return asked, queue if asked == KUEUE else None
+
+
 def plan_job(spec: TFJobSpec, names: JobNames, policy: DeploymentPolicy,
              shards: Mapping[str, Sequence[str]] | None = None, *, dag_id: str = "", task_id: str = REPLICA_TASK,
-             run_id: str = "", realpath: Callable[[str], str] = os.path.realpath) -> JobPlan:
+             run_id: str = "", realpath: Callable[[str], str] = os.path.realpath,
+             workload_api: bool = False) -> JobPlan:
     """The job's plan: every object setup creates for ``spec`` under ``names``, not yet owned.
 
     ``policy``: the deployment's (deadlines, security contexts, the default queue, the admission).
     ``shards``: the normalized assignments (:func:`~tfk8s_airflow.job.builders.shardmap.normalize_shards`),
     or None for a job without. ``dag_id``, ``task_id`` (the replica tasks', :func:`replica_task_id`) and
     ``run_id``: what the replica pods' task labels say (:func:`replica_task_labels`). ``realpath``: how a
-    ``hostPath`` is resolved by the admission. SpecError when the deployment's policy refuses a pod.
+    ``hostPath`` is resolved by the admission. ``workload_api``: whether the cluster serves Kubernetes'
+    Workload API (:func:`admission_of`). SpecError when the deployment's policy refuses a pod, or the
+    job's admission cannot be honoured.
     """
     replicas = plan_replicas(spec, names, shards, policy)
     pods = [pod_manifest(spec, names, r, gated=True, extra_labels=replica_task_labels(dag_id, task_id, run_id, i))
             for i, r in enumerate(replicas)]
-    # Admission: who decides that the whole job may start. With a queue, Kueue does: the pods form one
-    # pod group, which its ClusterQueue admits whole when the quota allows. Without one, setup releases
-    # the gates as soon as every pod exists. The one place this is chosen.
-    queue = spec.queue or policy.default_queue or None
-    if queue:
-        group = kueue.group_name(names.job)
-        pods = [kueue.in_group(p, queue, group, len(pods), spec.priority_class) for p in pods]
+    # Admission: who decides that the whole job may start. KUEUE: the pods form one Kueue pod group, which
+    # its ClusterQueue admits whole when the quota allows. WORKLOAD: the pods form one PodGroup, which
+    # kube-scheduler places all together or none. GATE: setup releases the gates as soon as every pod exists,
+    # and each is then scheduled on its own.
+    admission, queue = admission_of(spec, policy, workload_api)
+    workload = group = None
+    if admission == KUEUE and queue:
+        name = kueue.group_name(names.job)
+        pods = [kueue.in_group(p, queue, name, len(pods), spec.priority_class) for p in pods]
+    elif admission == WORKLOAD:
+        labels = job_labels(spec, names)
+        workload = podgroup.workload_manifest(names.job, names.namespace, labels, len(pods))
+        group = podgroup.pod_group_manifest(names.job, names.namespace, labels, len(pods))
+        pods = [podgroup.in_pod_group(p, group["metadata"]["name"]) for p in pods]
     # Every pod as the deployment admits it now (host paths resolved, read-only ones mounted read-only).
     pods = admit_pods(pods, policy, realpath=realpath)
     tensorboard = plan_tensorboard(spec, names, policy)
     tensorboard_pod = (admit_pod(tensorboard_manifest(tensorboard, names), policy, realpath=realpath)
                        if tensorboard is not None else None)
     return JobPlan(
-        spec=spec, names=names, replicas=tuple(replicas), queue=queue, tensorboard=tensorboard,
+        spec=spec, names=names, replicas=tuple(replicas), queue=queue, admission=admission, tensorboard=tensorboard,
         service=service_manifest(spec, names),
         shards=configmap_manifest(spec, names, shards) if shards is not None else None,
         templates=_templates(spec, names, pods), network_policy=network_policy_manifest(spec, names, policy, pods),
-        pods=tuple(pods), tensorboard_pod=tensorboard_pod)
+        pods=tuple(pods), tensorboard_pod=tensorboard_pod, workload=workload, pod_group=group)

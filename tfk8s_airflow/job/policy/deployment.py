@@ -37,6 +37,7 @@ from tfk8s_airflow.job.policy.confinement import apparmor_annotation_problems, s
 from tfk8s_airflow.job.policy.preflight import ENFORCE, parse_mode
 from tfk8s_airflow.job.policy.tensorboard_url import url_template_problem
 from tfk8s_airflow.job.spec.fields import MAX_DURATION_S, check_dns_label, parse_duration, show
+from tfk8s_airflow.job.spec.model import ADMISSIONS
 from tfk8s_airflow.job.spec.podtemplate import merge
 from tfk8s_airflow.pathrules import has_parent_segment
 from tfk8s_airflow.volume.hostpath import HostPathView, walk_host_path
@@ -165,6 +166,14 @@ def _queue(raw: Any) -> str | Problem:
     return text
 
 
+def _admission(raw: Any) -> str | Problem:
+    text = str(raw).strip().lower()
+    if text in ADMISSIONS:
+        return text
+    return Problem("", f"must be one of {', '.join(ADMISSIONS)}, got {show(raw)}",
+                   "correct the setting (docs/jobs.md#admission)")
+
+
 @dataclass(frozen=True)
 class DeploymentPolicy:
     """The deployment's bounds on every job; each field is a setting of ``[tfk8s]``."""
@@ -228,6 +237,14 @@ class DeploymentPolicy:
     default_queue: str = field(default="", metadata=setting(
         "the Kueue LocalQueue of every job whose spec names no queue (its namespace must have one and be managed by "
         "Kueue; docs/jobs.md)", "unset: no queue", _queue, example="team-a"))
+    admission: str = field(default="auto", metadata=setting(
+        "who admits a job whose spec names no admission: auto, gate, kueue or workload (the spec's `admission`, "
+        "docs/jobs.md#admission)", "auto", _admission))
+    auto_workload: bool = field(default=False, metadata=setting(
+        "whether admission auto uses Kubernetes' Workload API (kube-scheduler places a job's pods all together or "
+        "none) where the cluster serves it (scheduling.k8s.io/v1beta1 PodGroups, Kubernetes 1.37+ with the "
+        "GenericWorkload feature gate); the Airflow connection then needs the Workload and PodGroup rights of "
+        "deploy/rbac.yaml", "false", _bool))
     max_schedule_timeout: int = field(default=DEFAULT_MAX_SCHEDULE_TIMEOUT_S, metadata=setting(
         "the longest schedule_timeout a spec may set (a duration): setup's pre-flight may wait that long for room "
         "while it holds a worker slot", "86400 (24 h)", _duration))

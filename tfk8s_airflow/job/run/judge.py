@@ -29,6 +29,7 @@ from tfk8s_airflow.contract import (
     LABEL_ROLE,
     is_retryable_exit,
 )
+from tfk8s_airflow.job import podgroup
 from tfk8s_airflow.job.kueue import KUEUE_GATES
 from tfk8s_airflow.job.states import EndState, JobState
 from tfk8s_airflow.redaction import redact_text
@@ -131,7 +132,7 @@ class ReplicaState:
     waiting_message: str | None = None
     unschedulable: str | None = None  # the scheduler's message
     gated: bool = False  # held by scheduling gates (setup releases them once every pod exists)
-    held_by: tuple[str, ...] = ()  # scheduling gates of other controllers (a queue's admission, e.g. Kueue's)
+    held_by: tuple[str, ...] = ()  # other controllers' gates (a queue's admission, e.g. Kueue's), its PodGroup's wait
     reason: str | None = None  # pod-level reason (DeadlineExceeded, Evicted...)
     message: str | None = None  # the training container's termination message
     node: str | None = None
@@ -362,6 +363,11 @@ def read_replica(pod: Any, known: tuple[str, int] | None = None) -> tuple[Replic
     if gates:
         gated = True
     held_by = tuple(g for g in gates if g != GANG_GATE)
+    group = _text(_get(pod, "spec", "schedulingGroup", "podGroupName"))
+    if group and podgroup.waits_for_group(unschedulable):
+        # Kubernetes' gang scheduling holds the whole group (admission workload): a wait for room, as behind
+        # a queue, judged by admission_timeout, not an Unschedulable pod judged by schedule_timeout.
+        held_by, unschedulable = (*held_by, podgroup.held_by(group, unschedulable or "")), None
     cs = next((c for c in _items(_get(status, "containerStatuses")) if _get(c, "name") == CONTAINER_NAME), None)
     exit_code = last_exit = started = finished = message = None
     waiting = waiting_msg = container_id = None
@@ -541,13 +547,15 @@ def _judge_states(states: dict[str, ReplicaState], policy: JobPolicy, now: float
 
 def _waiting_state(states: Mapping[str, ReplicaState]) -> JobState:
     """A job not ended: QUEUED while no replica has started and Kueue's gate holds one (its queue admits the
-    job whole), HELD while no replica has started and another controller's gate holds one, else RUNNING."""
+    job whole) or the scheduler holds its PodGroup (admission workload: placed whole), HELD while no replica
+    has started and another controller's gate holds one, else RUNNING."""
     if not states or any(st.phase != "Pending" for st in states.values()):
         return JobState.RUNNING
     gates = {g for st in states.values() for g in st.held_by}
     if not gates:
         return JobState.RUNNING
-    return JobState.QUEUED if gates & set(KUEUE_GATES) else JobState.HELD
+    whole = gates & set(KUEUE_GATES) or any(podgroup.is_group_hold(g) for g in gates)
+    return JobState.QUEUED if whole else JobState.HELD
 
 
 def _stragglers(status: JobStatus, policy: JobPolicy, now: float) -> JobStatus:

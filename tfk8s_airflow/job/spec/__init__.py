@@ -7,6 +7,7 @@ The modules of this layer import each other directly, never this face.
 """
 
 from tfk8s_airflow.job.spec.model import (
+    ADMISSIONS,
     CHIEF_NAMES,
     CLEAN_POD_POLICIES,
     DEFAULT_MAX_REPLICAS,
@@ -37,7 +38,7 @@ from tfk8s_airflow.job.spec.model import (
 from tfk8s_airflow.job.spec.parse import parse_spec, parse_spec_file
 
 __all__ = ["ROLES", "DEFAULT_MAX_REPLICAS", "WIRINGS", "SUCCESS_POLICIES", "RESTART_POLICIES", "PULL_POLICIES",
-           "CHIEF_NAMES", "CLEAN_POD_POLICIES", "SPEC_KEYS", "ROLE_KEYS", "VALUE_SOURCES",
+           "CHIEF_NAMES", "CLEAN_POD_POLICIES", "ADMISSIONS", "SPEC_KEYS", "ROLE_KEYS", "VALUE_SOURCES",
            "ENV_FROM_SOURCES", "VOLUME_KINDS", "ValueFrom",
            "EnvFrom", "EmptyDir", "Resources", "Volume", "CodeSource", "RoleSpec", "TFJobSpec", "key", "spec_fields",
            "plain", "apply_overrides", "load_spec_file", "parse_spec", "parse_spec_file"]

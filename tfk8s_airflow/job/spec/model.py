@@ -27,7 +27,7 @@ from tfk8s_airflow.job.defaults import duration_text
 from tfk8s_airflow.job.spec.document import apply_overrides, load_spec_file
 
 __all__ = ["ROLES", "DEFAULT_MAX_REPLICAS", "WIRINGS", "SUCCESS_POLICIES", "RESTART_POLICIES", "PULL_POLICIES",
-           "CHIEF_NAMES", "CLEAN_POD_POLICIES", "SPEC_KEYS", "ROLE_KEYS", "VALUE_SOURCES",
+           "CHIEF_NAMES", "CLEAN_POD_POLICIES", "ADMISSIONS", "SPEC_KEYS", "ROLE_KEYS", "VALUE_SOURCES",
            "ENV_FROM_SOURCES", "VOLUME_KINDS", "ValueFrom",
            "EnvFrom", "EmptyDir", "Resources", "Volume", "CodeSource", "RoleSpec", "TFJobSpec", "key", "spec_fields",
            "plain", "apply_overrides", "load_spec_file"]
@@ -43,6 +43,8 @@ PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 #: What teardown does with the job's finished pods: All deletes them with the rest; Running and None keep the
 #: finished ones (phase Succeeded or Failed) for ``finished_pod_ttl``. Running pods are always deleted.
 CLEAN_POD_POLICIES = ("All", "Running", "None")
+#: Who decides that the whole job may start (docs/jobs.md, "Admission").
+ADMISSIONS = ("auto", "gate", "kueue", "workload")
 
 #: How a role block treats a job-wide key: replaces the job's value, adds to it, or is merged over it
 #: with the strategic-merge rules (:func:`tfk8s_airflow.job.spec.podtemplate.merge_templates`).
@@ -379,6 +381,12 @@ class TFJobSpec:
         "a Kueue LocalQueue of the job's namespace: the pods form one Kueue pod group, admitted whole by the "
         "cluster's quota (docs/jobs.md, \"Gang admission with Kueue\"); a TFJob's `kueue.x-k8s.io/queue-name` label "
         "maps to it", default="the deployment's default_queue, else none"))
+    admission: str | None = field(metadata=key(
+        "who decides that the whole job may start: gate (setup releases the pods once all exist; each is then "
+        "scheduled on its own), kueue (a Kueue queue admits them whole against its quota; needs queue), workload "
+        "(kube-scheduler places all of them or none: Kubernetes' Workload API, 1.37+), or auto (kueue with a queue, "
+        "workload where the cluster serves it and the deployment's auto_workload allows it, gate otherwise); "
+        "docs/jobs.md, \"Admission\"", default="the deployment's admission, else auto"))
     priority_class: str | None = field(metadata=key(
         "with `queue`: a Kueue WorkloadPriorityClass of the cluster (the label `kueue.x-k8s.io/priority-class`); a "
         "higher one may preempt a running job of the same ClusterQueue", default="none"))

@@ -31,6 +31,7 @@ from tfk8s_airflow.job.spec import fields as v
 from tfk8s_airflow.job.spec import tfjob
 from tfk8s_airflow.job.spec.document import apply_overrides, document_problems, load_spec_file
 from tfk8s_airflow.job.spec.model import (
+    ADMISSIONS,
     CHIEF_NAMES,
     CLEAN_POD_POLICIES,
     PULL_POLICIES,
@@ -126,6 +127,7 @@ def _parse(data: Mapping[str, Any], max_replicas: int, overrides: Iterable[str])
         startup_timeout=r.duration(d, "startup_timeout", "startup_timeout", STARTUP_TIMEOUT_S) or STARTUP_TIMEOUT_S,
         admission_timeout=r.duration(d, "admission_timeout", "admission_timeout", None),
         queue=_queue_name(r, d, "queue"), priority_class=_queue_name(r, d, "priority_class"),
+        admission=r.choice(d, "admission", "admission", ADMISSIONS, "auto") if d.get("admission") is not None else None,
         active_deadline=r.duration(d, "active_deadline", "active_deadline", None),
         labels=metadata.job_labels(r, d), service_account=service_account, automount_service_account_token=token,
         volumes=volumes.volumes(r, d), hide_evaluator=hide_evaluator, code=code.code(r, d),
@@ -146,6 +148,9 @@ def _parse(data: Mapping[str, Any], max_replicas: int, overrides: Iterable[str])
     if job["priority_class"] and not job["queue"]:
         r.add("priority_class", "is Kueue's WorkloadPriorityClass and needs queue", "add queue: <LocalQueue>, or "
               "remove priority_class (a Kubernetes PriorityClass goes in pod_template.spec.priorityClassName)")
+    if job["admission"] in ("gate", "workload") and job["queue"]:
+        r.add("admission", f"is {job['admission']} but the job has a Kueue queue, which admits it",
+              "remove queue, or write admission: kueue")
     if r.problems:
         raise SpecError(r.problems)
     for key in ("env", "node_selector", "annotations", "labels"):

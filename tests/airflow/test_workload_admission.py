@@ -1,0 +1,115 @@
+"""Admission by Kubernetes' Workload API (``admission: workload``) against the real kube-scheduler's gang scheduling.
+
+Real parts: the devstack's kube-apiserver, kube-controller-manager and kube-scheduler 1.37 with the feature gate
+``GenericWorkload`` and ``scheduling.k8s.io/v1beta1`` served, and KWOK nodes. Each test makes two KWOK nodes of 4
+GPUs of its own (``gpu_nodes``: labelled and tainted for it, so no other test's pods land there), fills 3 GPUs of
+each with another job's pods, and runs a job of 3 workers of one GPU each with ``dag.test()``: 2 GPUs are free, the
+job needs 3. A WATCH records when each pod was bound.
+
+Under the Workload API no pod of the job is bound while it cannot fit whole, and all are bound together once the
+other job ends; under the gate alone (the same scenario) two of the three are bound and hold their GPUs while the
+third is Unschedulable: the partial binding the Workload API prevents.
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.airflow.test_preflight_kwok import TAINT_KEY, gpu_nodes, job_spec, occupy_gpus  # noqa: F401 (fixture)
+from tests.airflow.test_recovery_kwok import in_background
+from tests.airflow.test_tfjob_k8s import leftovers, run_dag
+from tests.dagrun import states, xcom
+from tests.fixtures.waiting import wait_until
+from tests.kueue.test_kueue_admission import output, wait_for_said
+from tests.podwatch import PodWatch
+
+pytestmark = [pytest.mark.k8s, pytest.mark.airflow]
+
+GROUP, VERSION = "scheduling.k8s.io", "v1beta1"
+OK = {"tfk8s.io/sim-duration": "3s", "tfk8s.io/sim-exit-code": "0"}
+
+
+def gang_objects(custom, namespace: str) -> dict[str, list[dict]]:
+    return {plural: custom.list_namespaced_custom_object(GROUP, VERSION, namespace, plural)["items"]
+            for plural in ("workloads", "podgroups")}
+
+
+def job_lives(watch: PodWatch) -> list:
+    return [life for life in watch.lives.values() if life.labels.get("tfk8s.io/role")]
+
+
+def test_under_admission_workload_no_pod_is_bound_until_the_job_fits_whole_then_all_together(
+        k8s_cluster, k8s_namespace, airflow_db, gpu_nodes, capfd):  # noqa: F811 (the fixture imported above)
+    from kubernetes import client
+
+    core, custom = k8s_cluster.core_v1, client.CustomObjectsApi(k8s_cluster.api_client)
+    tag, nodes = gpu_nodes
+    occupy_gpus(core, k8s_namespace, nodes, gpus=3)
+    seen: dict = {}
+
+    def free_the_gpus_once_the_job_waits_whole():
+        # The job's tasks say where it waits before the other job ends: "... (held by PodGroup <job> (minCount (3)
+        # cannot be satisfied))"; meanwhile no pod of it is bound (the WATCH would have recorded it).
+        seen["said"] = wait_for_said("held by PodGroup", 120)
+        lives = job_lives(watch)
+        seen["bound_before"] = [life.name for life in lives if life.bound is not None]
+        seen["pods_before"] = len(lives)
+        seen["objects"] = gang_objects(custom, k8s_namespace)
+        seen["freed"] = time.monotonic()
+        for i in range(len(nodes)):
+            core.delete_namespaced_pod(f"other-{i}", k8s_namespace, grace_period_seconds=0)
+
+    join = in_background(free_the_gpus_once_the_job_waits_whole)
+    spec = job_spec(k8s_namespace, tag, gpus=1, workers=3, admission="workload")
+    spec["worker"]["annotations"] = OK
+    with PodWatch(core, k8s_namespace) as watch:
+        dr = run_dag("tfk8s_t_from_conf", k8s_namespace, spec=spec)
+    join()
+    said = output(capfd)
+    assert dr.state == "success", (states(dr), said[-3000:])
+    assert seen["pods_before"] == 3 and seen["bound_before"] == [], seen
+    # The pre-flight saw that the job does not fit now and let the PodGroup wait on the cluster instead.
+    assert xcom(dr, "train.setup", "preflight")["verdict"] == "waits"
+    assert "admission workload: the 3 pods form the PodGroup" in said
+    # The objects setup made: the job's Workload (one gang template of 3) and its PodGroup, both owned by the
+    # job's Service; every pod names the PodGroup.
+    [workload], [group] = seen["objects"]["workloads"], seen["objects"]["podgroups"]
+    assert workload["spec"]["podGroupTemplates"][0]["schedulingPolicy"] == {"gang": {"minCount": 3}}
+    assert group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 3}}
+    assert group["spec"]["workloadRef"] == {"workloadName": workload["metadata"]["name"], "templateName": "replicas"}
+    for obj in (workload, group):
+        assert [r["kind"] for r in obj["metadata"]["ownerReferences"]] == ["Service"], obj["metadata"]
+    lives = job_lives(watch)
+    assert {life.pod.spec.scheduling_group.pod_group_name for life in lives} == {group["metadata"]["name"]}
+    # All three bound after the other job's pods were deleted, together (one scheduling cycle of the group).
+    bound = sorted(life.bound for life in lives)
+    assert len(bound) == 3 and bound[0] > seen["freed"], (bound, seen["freed"])
+    assert bound[-1] - bound[0] < 2.0, bound
+    # Teardown deleted the Service; the garbage collector takes its Workload and PodGroup with it.
+    wait_until(lambda: gang_objects(custom, k8s_namespace) == {"workloads": [], "podgroups": []}, 60,
+               "the job's Workload and PodGroup deleted with its Service")
+    assert [p for p in leftovers(core, k8s_namespace) if not p.startswith("other-")] == []
+
+
+def test_under_the_gate_alone_the_same_job_binds_partly_and_holds_gpus_it_cannot_use(
+        k8s_cluster, k8s_namespace, airflow_db, gpu_nodes, monkeypatch):  # noqa: F811
+    core = k8s_cluster.core_v1
+    tag, nodes = gpu_nodes
+    occupy_gpus(core, k8s_namespace, nodes, gpus=3)
+    # The pre-flight would keep setup waiting for room: off, so that the gate alone decides, as on a cluster
+    # with an autoscaler (preflight = warn creates the job the same way).
+    monkeypatch.setenv("AIRFLOW__TFK8S__PREFLIGHT", "off")
+    # Workers that run a minute: the two bound ones keep their GPUs while the third waits (with 3 s ones, their
+    # end would free room for it within schedule_timeout).
+    spec = job_spec(k8s_namespace, tag, gpus=1, workers=3, admission="gate", schedule_timeout="8s")
+    spec["worker"]["annotations"] = {**OK, "tfk8s.io/sim-duration": "60s"}
+    with PodWatch(core, k8s_namespace) as watch:
+        dr = run_dag("tfk8s_t_from_conf", k8s_namespace, spec=spec)
+    assert dr.state == "failed", states(dr)
+    lives = job_lives(watch)
+    bound = [life for life in lives if life.bound is not None]
+    assert len(lives) == 3 and len(bound) == 2, [(life.name, life.bound) for life in lives]
+    reason = xcom(dr, "train.wait", "summary")["reason"]
+    assert "Unschedulable" in reason and "schedule_timeout 8s" in reason and "nvidia.com/gpu" in reason, reason
+    assert all(life.pod.spec.scheduling_group is None for life in lives)
