@@ -266,3 +266,18 @@ def test_an_admission_that_cannot_be_honoured_is_refused_naming_its_field(doc, p
 def test_a_spec_with_a_queue_cannot_ask_for_another_admission():
     with pytest.raises(SpecError, match="admission: is workload but the job has a Kueue queue"):
         parse_spec({**BASE, "queue": "q", "admission": "workload"})
+
+
+def test_topology_puts_kueues_placement_annotation_on_every_pod_and_needs_kueue():
+    required = planned({**BASE, "queue": "team-a", "topology": {"required": "example.com/block"}})
+    assert {p["metadata"]["annotations"][kueue.TOPOLOGY_ANNOTATIONS["required"]] for p in required.pods} == {
+        "example.com/block"}
+    preferred = planned({**BASE, "queue": "team-a", "topology": {"preferred": "example.com/rack"}})
+    assert all(p["metadata"]["annotations"]["kueue.x-k8s.io/podset-preferred-topology"] == "example.com/rack"
+               and "kueue.x-k8s.io/podset-required-topology" not in p["metadata"]["annotations"]
+               for p in preferred.pods)
+    assert all(not any(k.endswith("-topology") for k in p["metadata"].get("annotations") or {})
+               for p in planned({**BASE, "queue": "team-a"}).pods)
+    with pytest.raises(SpecError) as err:
+        planned({**BASE, "topology": {"required": "example.com/block"}})
+    assert err.value.problems[0].field == "topology" and "admission is gate" in str(err.value)

@@ -29,6 +29,10 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
 #: How many pods the group has (Kueue admits none before that many exist).
 GROUP_TOTAL_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
+#: Topology-aware scheduling of the pod group (the spec's ``topology``), by its mode: the node label whose
+#: domain (a block, a rack) must hold, or should hold, every pod of the group.
+TOPOLOGY_ANNOTATIONS = {"required": "kueue.x-k8s.io/podset-required-topology",
+                        "preferred": "kueue.x-k8s.io/podset-preferred-topology"}
 #: A WorkloadPriorityClass of the cluster (the spec's ``priority_class``).
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 #: Added by Kueue's webhook to every pod it manages, with the finalizer of the same name.
@@ -79,11 +83,14 @@ def group_labels(queue: str, group: str, priority_class: str | None = None) -> d
 
 
 def in_group(pod: Mapping[str, Any], queue: str, group: str, total: int,
-             priority_class: str | None = None) -> dict[str, Any]:
-    """A copy of a pod manifest as a member of the group ``group`` of ``total`` pods in ``queue``."""
+             priority_class: str | None = None, topology: tuple[str, str] | None = None) -> dict[str, Any]:
+    """A copy of a pod manifest as a member of the group ``group`` of ``total`` pods in ``queue``;
+    ``topology``: (``required`` or ``preferred``, the node label of the level) for Kueue's topology-aware
+    scheduling (every pod carries it: Kueue reads a plain-pod group's pod sets from its pods)."""
     meta = dict(pod["metadata"])
     meta["labels"] = {**(meta.get("labels") or {}), **group_labels(queue, group, priority_class)}
-    meta["annotations"] = {**(meta.get("annotations") or {}), GROUP_TOTAL_ANNOTATION: str(total)}
+    placement = {TOPOLOGY_ANNOTATIONS[topology[0]]: topology[1]} if topology else {}
+    meta["annotations"] = {**(meta.get("annotations") or {}), GROUP_TOTAL_ANNOTATION: str(total), **placement}
     return {**pod, "metadata": meta}
 
 

@@ -208,10 +208,15 @@ def plan_job(spec: TFJobSpec, names: JobNames, policy: DeploymentPolicy,
     # kube-scheduler places all together or none. GATE: setup releases the gates as soon as every pod exists,
     # and each is then scheduled on its own.
     admission, queue = admission_of(spec, policy, workload_api)
+    if spec.topology is not None and admission != KUEUE:
+        raise SpecError([Problem("topology", f"is Kueue's topology-aware scheduling, but the job's admission is "
+                                             f"{admission}", "add queue: <LocalQueue of a ClusterQueue whose flavor "
+                                             "has a topology>, or remove topology")])
     workload = group = None
     if admission == KUEUE and queue:
         name = kueue.group_name(names.job)
-        pods = [kueue.in_group(p, queue, name, len(pods), spec.priority_class) for p in pods]
+        placement = (spec.topology.mode, spec.topology.level) if spec.topology is not None else None
+        pods = [kueue.in_group(p, queue, name, len(pods), spec.priority_class, placement) for p in pods]
     elif admission == WORKLOAD:
         labels = job_labels(spec, names)
         workload = podgroup.workload_manifest(names.job, names.namespace, labels, len(pods))

@@ -27,7 +27,8 @@ from tfk8s_airflow.job.defaults import duration_text
 from tfk8s_airflow.job.spec.document import apply_overrides, load_spec_file
 
 __all__ = ["ROLES", "DEFAULT_MAX_REPLICAS", "WIRINGS", "SUCCESS_POLICIES", "RESTART_POLICIES", "PULL_POLICIES",
-           "CHIEF_NAMES", "CLEAN_POD_POLICIES", "ADMISSIONS", "SPEC_KEYS", "ROLE_KEYS", "VALUE_SOURCES",
+           "CHIEF_NAMES", "CLEAN_POD_POLICIES", "ADMISSIONS", "TOPOLOGY_MODES", "Topology", "SPEC_KEYS", "ROLE_KEYS",
+           "VALUE_SOURCES",
            "ENV_FROM_SOURCES", "VOLUME_KINDS", "ValueFrom",
            "EnvFrom", "EmptyDir", "Resources", "Volume", "CodeSource", "RoleSpec", "TFJobSpec", "key", "spec_fields",
            "plain", "apply_overrides", "load_spec_file"]
@@ -45,6 +46,8 @@ PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 CLEAN_POD_POLICIES = ("All", "Running", "None")
 #: Who decides that the whole job may start (docs/jobs.md, "Admission").
 ADMISSIONS = ("auto", "gate", "kueue", "workload")
+#: How strictly Kueue keeps a job's pods within one topology domain (``topology:``).
+TOPOLOGY_MODES = ("required", "preferred")
 
 #: How a role block treats a job-wide key: replaces the job's value, adds to it, or is merged over it
 #: with the strategic-merge rules (:func:`tfk8s_airflow.job.spec.podtemplate.merge_templates`).
@@ -213,6 +216,19 @@ class CodeSource:
         if self.image:
             out["image"] = self.image
         return out
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Kueue's topology-aware placement of a queued job's pods (``topology:``): every pod within one domain of
+    the node label ``level`` (a block, a rack), ``required`` (the job waits for a domain with room) or
+    ``preferred`` (as few domains as fit)."""
+
+    mode: str  # "required" or "preferred"
+    level: str  # a node label key, a level of the cluster's Kueue Topology
+
+    def to_dict(self) -> dict[str, Any]:
+        return {self.mode: self.level}
 
 
 @dataclass(frozen=True)
@@ -387,6 +403,12 @@ class TFJobSpec:
         "(kube-scheduler places all of them or none: Kubernetes' Workload API, 1.37+), or auto (kueue with a queue, "
         "workload where the cluster serves it and the deployment's auto_workload allows it, gate otherwise); "
         "docs/jobs.md, \"Admission\"", default="the deployment's admission, else auto"))
+    topology: Topology | None = field(metadata=key(
+        "with Kueue admission: `{required: <node label>}` or `{preferred: <node label>}`, a level of the cluster's "
+        "Kueue Topology (e.g. a block or rack label): Kueue places every pod within one domain of that level "
+        "(required: the job waits for one with room) or as few as fit (preferred); docs/jobs.md, \"Gang admission "
+        "with Kueue\"",
+        default="none"))
     priority_class: str | None = field(metadata=key(
         "with `queue`: a Kueue WorkloadPriorityClass of the cluster (the label `kueue.x-k8s.io/priority-class`); a "
         "higher one may preempt a running job of the same ClusterQueue", default="none"))

@@ -37,8 +37,10 @@ from tfk8s_airflow.job.spec.model import (
     PULL_POLICIES,
     SPEC_KEYS,
     SUCCESS_POLICIES,
+    TOPOLOGY_MODES,
     WIRINGS,
     TFJobSpec,
+    Topology,
 )
 from tfk8s_airflow.job.spec.parse import code, metadata, podtemplate, recovery, roles, tensorboard, volumes
 from tfk8s_airflow.job.spec.parse.reader import Reader
@@ -128,6 +130,7 @@ def _parse(data: Mapping[str, Any], max_replicas: int, overrides: Iterable[str])
         admission_timeout=r.duration(d, "admission_timeout", "admission_timeout", None),
         queue=_queue_name(r, d, "queue"), priority_class=_queue_name(r, d, "priority_class"),
         admission=r.choice(d, "admission", "admission", ADMISSIONS, "auto") if d.get("admission") is not None else None,
+        topology=_topology(r, d),
         active_deadline=r.duration(d, "active_deadline", "active_deadline", None),
         labels=metadata.job_labels(r, d), service_account=service_account, automount_service_account_token=token,
         volumes=volumes.volumes(r, d), hide_evaluator=hide_evaluator, code=code.code(r, d),
@@ -156,6 +159,27 @@ def _parse(data: Mapping[str, Any], max_replicas: int, overrides: Iterable[str])
     for key in ("env", "node_selector", "annotations", "labels"):
         job[key] = MappingProxyType(dict(job[key]))
     return TFJobSpec(roles=MappingProxyType(role_specs), **job)
+
+
+def _topology(r: Reader, d: Mapping[str, Any]) -> Topology | None:
+    """``topology: {required: <node label>}`` or ``{preferred: ...}``: exactly one, a label key."""
+    raw = d.get("topology")
+    if raw is None:
+        return None
+    fix = "write topology: {required: <a node label of the cluster's Kueue Topology>}"
+    if not isinstance(raw, Mapping) or len(raw) != 1:
+        r.add("topology", f"must be a mapping of one key, required or preferred, got {v.show(raw)}", fix)
+        return None
+    r.unknown(raw, TOPOLOGY_MODES, "topology.")
+    mode, level = next(iter(raw.items()))
+    if mode not in TOPOLOGY_MODES:
+        return None
+    if not isinstance(level, str) or not level:
+        r.add(f"topology.{mode}", f"must be a node label key, got {v.show(level)}", fix)
+        return None
+    problems = v.check_label_key(level, f"topology.{mode}")
+    r.extend(problems)
+    return None if problems else Topology(mode, level)
 
 
 def _queue_name(r: Reader, d: Mapping[str, Any], key: str) -> str | None:
