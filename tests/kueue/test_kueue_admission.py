@@ -347,3 +347,50 @@ def test_teardown_leaves_a_stranger_in_its_own_kueue_group_alone(k8s_cluster, qu
     assert pod.metadata.deletion_timestamp is None and pod.status.phase == "Running"
     assert leftovers(core, queue_ns) == [stranger]
     custom.delete_namespaced_custom_object(GROUP, VERSION, queue_ns, "workloads", stranger)
+
+
+def test_a_group_not_ready_within_kueues_timeout_is_evicted_and_recovered_as_infrastructure(
+        k8s_cluster, queue_ns, custom, kueue, airflow_db):
+    """Kueue's waitForPodsReady (the devstack's: ``TFK8S_KUEUE_PODS_READY_TIMEOUT``, 30 s) evicts an admitted group
+    whose pods are not all Ready in time. Here Kueue's quota admits a worker of 4 GPUs, but pods outside Kueue
+    hold a GPU of each KWOK node, so no node can take it: it stays Pending until Kueue evicts the group. Those
+    pods then go, and the job's recovery (a new pod group, attempt 2) runs it: an infrastructure attempt, the
+    code budget (``group_restarts``) untouched."""
+    assert kueue["TFK8S_KUEUE_PODS_READY_TIMEOUT"] == "30s", kueue
+    core = k8s_cluster.core_v1
+    outside = [f"outside-{i}" for i in range(2)]
+    for i, name in enumerate(outside):
+        core.create_namespaced_pod(queue_ns, {  # no queue label: not Kueue's, not counted in its quota
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"nodeSelector": {"kubernetes.io/hostname": f"kwok-node-{i}"}, "restartPolicy": "Never",
+                     "containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}})
+    wait_until(lambda: all(core.read_namespaced_pod(n, queue_ns).spec.node_name for n in outside), 60,
+               "the pods outside Kueue bound")
+    seen: dict[str, float] = {}
+
+    def leave_once_evicted():
+        def evicted():
+            for name in workloads(custom, queue_ns):
+                wl = custom.get_namespaced_custom_object(GROUP, VERSION, queue_ns, "workloads", name)
+                for cond in wl.get("status", {}).get("conditions", []):
+                    if cond["type"] == "Evicted" and cond["status"] == "True":
+                        return cond["reason"]
+            return None
+        seen["reason"] = wait_until(evicted, 180, "Kueue's eviction of the job's group")
+        seen["at"] = time.monotonic()
+        for name in outside:
+            core.delete_namespaced_pod(name, queue_ns, grace_period_seconds=0)
+    join = in_background(leave_once_evicted)
+    t0 = time.monotonic()
+    dr = run_dag("tfk8s_t_from_conf", queue_ns, spec=spec(queue_ns, workers=1, gpus=4, seconds="3s",
+                                                         schedule_timeout="10m", restart_backoff="1s"))
+    join()
+    assert dr.state == "success", states(dr)
+    assert seen["reason"] == "PodsReadyTimeout", seen
+    assert seen["at"] - t0 >= 30  # not before Kueue's timeout
+    summary = xcom(dr, "train.wait", "summary")
+    attempts = summary.get("attempts") or []
+    assert len(attempts) == 1 and attempts[0]["number"] == 2, summary
+    assert attempts[0]["failure_class"] == "infrastructure", attempts
+    assert "evicted by Kueue from queue lq (PodsReadyTimeout)" in attempts[0]["reason"], attempts[0]
+    assert workloads(custom, queue_ns) == [] and leftovers(core, queue_ns) == []

@@ -64,6 +64,11 @@ class QueueWatch:
                 why = admission.message or "a higher-priority job took the quota"
                 reason = f"preempted by Kueue in queue {self.queue}: {why} ({status.reason})"
                 return dataclasses.replace(status, reason=reason), admission
+            if admission.state == kueue.EVICTED:  # e.g. PodsReadyTimeout: Kueue's waitForPodsReady
+                why = f": {admission.message}" if admission.message else ""
+                reason = (f"evicted by Kueue from queue {self.queue} ({admission.reason or 'Evicted'}){why} "
+                          f"({status.reason})")
+                return dataclasses.replace(status, reason=reason), admission
             return status, admission
         if is_final(status.state):  # e.g. admission_timeout: where Kueue had it, in the reason
             if admission.state == kueue.QUEUED:

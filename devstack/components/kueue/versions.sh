@@ -18,6 +18,10 @@ KUEUE_FLAVOR="tfk8s-default"
 KUEUE_CLUSTER_QUEUE="tfk8s-test"
 KUEUE_NAMESPACE="tfk8s-kueue"
 KUEUE_LOCAL_QUEUE="test"
+# Kueue's waitForPodsReady timeout (its default is 30 minutes): an admitted pod group whose pods are not all
+# Ready this long after admission is evicted whole (docs/jobs.md, "Gang admission with Kueue"). Short on the
+# devstack, so that a test sees it; KWOK's pods are Ready within a second of being bound.
+KUEUE_PODS_READY_TIMEOUT="${TFK8S_KUEUE_PODS_READY_TIMEOUT:-30s}"
 # Webhook configurations registered by `up` (names from Kueue's manifests).
 KUEUE_MUTATING_WEBHOOK="kueue-mutating-webhook-configuration"
 KUEUE_VALIDATING_WEBHOOK="kueue-validating-webhook-configuration"
