@@ -2,9 +2,10 @@
 
 Real parts: the devstack's kube-apiserver, kube-controller-manager and kube-scheduler 1.37 with the feature gate
 ``GenericWorkload`` and ``scheduling.k8s.io/v1beta1`` served, and KWOK nodes. Each test makes two KWOK nodes of 4
-GPUs of its own (``gpu_nodes``: labelled and tainted for it, so no other test's pods land there), fills 3 GPUs of
-each with another job's pods, and runs a job of 3 workers of one GPU each with ``dag.test()``: 2 GPUs are free, the
-job needs 3. A WATCH records when each pod was bound.
+GPUs of its own (``gpu_nodes``: labelled and tainted for it, so no other test's pods land there), fills 6 of the 8
+GPUs with a first job, and runs a job of 3 workers of one GPU each with ``dag.test()``: 2 GPUs are free, the
+job needs 3. A WATCH records when each pod was bound. The first job is another team's gang under the Workload API,
+made through the API as its controller would: a Workload, a PodGroup of 6 and 6 one-GPU pods naming it.
 
 Under the Workload API no pod of the job is bound while it cannot fit whole, and all are bound together once the
 other job ends; under the gate alone (the same scenario) two of the three are bound and hold their GPUs while the
@@ -16,7 +17,7 @@ import time
 
 import pytest
 
-from tests.airflow.test_preflight_kwok import TAINT_KEY, gpu_nodes, job_spec, occupy_gpus  # noqa: F401 (fixture)
+from tests.airflow.test_preflight_kwok import TAINT_KEY, gpu_nodes, job_spec  # noqa: F401 (fixture)
 from tests.airflow.test_recovery_kwok import in_background
 from tests.airflow.test_tfjob_k8s import leftovers, run_dag
 from tests.dagrun import states, xcom
@@ -35,6 +36,39 @@ def gang_objects(custom, namespace: str) -> dict[str, list[dict]]:
             for plural in ("workloads", "podgroups")}
 
 
+class FirstJob:
+    """Another team's gang job of ``size`` one-GPU pods under the Workload API, on the test's nodes; bound whole."""
+
+    def __init__(self, core, custom, namespace: str, tag: str, size: int = 6):
+        self.core, self.namespace = core, namespace
+        self.pods = [f"first-{i}" for i in range(size)]
+        gang = {"gang": {"minCount": size}}
+        one_gpu = {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "workloads", {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "Workload", "metadata": {"name": "first"},
+            "spec": {"podGroupTemplates": [{"name": "all", "schedulingPolicy": gang}]}})
+        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "podgroups", {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "PodGroup", "metadata": {"name": "first"},
+            "spec": {"workloadRef": {"workloadName": "first", "templateName": "all"}, "schedulingPolicy": gang}})
+        for pod in self.pods:
+            core.create_namespaced_pod(namespace, {
+                "apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod, "labels": {"app": "first"}},
+                "spec": {"schedulingGroup": {"podGroupName": "first"}, "nodeSelector": {"tfk8s-pf": tag},
+                         "tolerations": [{"key": TAINT_KEY, "operator": "Exists"}], "restartPolicy": "Never",
+                         "containers": [one_gpu]}})
+        def bound():
+            pods = core.list_namespaced_pod(namespace, label_selector="app=first").items
+            return len(pods) == size and all(p.spec.node_name for p in pods)
+        wait_until(bound, 60, "the first job's pods bound", 0.3)
+
+    def end(self) -> float:
+        """The first job ends: its pods go. When (monotonic)."""
+        at = time.monotonic()
+        for pod in self.pods:
+            self.core.delete_namespaced_pod(pod, self.namespace, grace_period_seconds=0)
+        return at
+
+
 def job_lives(watch: PodWatch) -> list:
     return [life for life in watch.lives.values() if life.labels.get("tfk8s.io/role")]
 
@@ -44,8 +78,8 @@ def test_under_admission_workload_no_pod_is_bound_until_the_job_fits_whole_then_
     from kubernetes import client
 
     core, custom = k8s_cluster.core_v1, client.CustomObjectsApi(k8s_cluster.api_client)
-    tag, nodes = gpu_nodes
-    occupy_gpus(core, k8s_namespace, nodes, gpus=3)
+    tag, _ = gpu_nodes
+    first = FirstJob(core, custom, k8s_namespace, tag)
     seen: dict = {}
 
     def free_the_gpus_once_the_job_waits_whole():
@@ -55,10 +89,9 @@ def test_under_admission_workload_no_pod_is_bound_until_the_job_fits_whole_then_
         lives = job_lives(watch)
         seen["bound_before"] = [life.name for life in lives if life.bound is not None]
         seen["pods_before"] = len(lives)
-        seen["objects"] = gang_objects(custom, k8s_namespace)
-        seen["freed"] = time.monotonic()
-        for i in range(len(nodes)):
-            core.delete_namespaced_pod(f"other-{i}", k8s_namespace, grace_period_seconds=0)
+        seen["objects"] = {plural: [o for o in objs if o["metadata"]["name"] != "first"]
+                           for plural, objs in gang_objects(custom, k8s_namespace).items()}
+        seen["freed"] = first.end()
 
     join = in_background(free_the_gpus_once_the_job_waits_whole)
     spec = job_spec(k8s_namespace, tag, gpus=1, workers=3, admission="workload")
@@ -82,21 +115,25 @@ def test_under_admission_workload_no_pod_is_bound_until_the_job_fits_whole_then_
         assert [r["kind"] for r in obj["metadata"]["ownerReferences"]] == ["Service"], obj["metadata"]
     lives = job_lives(watch)
     assert {life.pod.spec.scheduling_group.pod_group_name for life in lives} == {group["metadata"]["name"]}
-    # All three bound after the other job's pods were deleted, together (one scheduling cycle of the group).
+    # All three bound after the first job's pods were deleted, together (one scheduling cycle of the group).
     bound = sorted(life.bound for life in lives)
     assert len(bound) == 3 and bound[0] > seen["freed"], (bound, seen["freed"])
     assert bound[-1] - bound[0] < 2.0, bound
     # Teardown deleted the Service; the garbage collector takes its Workload and PodGroup with it.
-    wait_until(lambda: gang_objects(custom, k8s_namespace) == {"workloads": [], "podgroups": []}, 60,
-               "the job's Workload and PodGroup deleted with its Service")
-    assert [p for p in leftovers(core, k8s_namespace) if not p.startswith("other-")] == []
+    def own_objects():
+        return [o["metadata"]["name"] for objs in gang_objects(custom, k8s_namespace).values() for o in objs
+                if o["metadata"]["name"] != "first"]
+    wait_until(lambda: own_objects() == [], 60, "the job's Workload and PodGroup deleted with its Service")
+    assert leftovers(core, k8s_namespace) == []
 
 
 def test_under_the_gate_alone_the_same_job_binds_partly_and_holds_gpus_it_cannot_use(
         k8s_cluster, k8s_namespace, airflow_db, gpu_nodes, monkeypatch):  # noqa: F811
+    from kubernetes import client
+
     core = k8s_cluster.core_v1
-    tag, nodes = gpu_nodes
-    occupy_gpus(core, k8s_namespace, nodes, gpus=3)
+    tag, _ = gpu_nodes
+    FirstJob(core, client.CustomObjectsApi(k8s_cluster.api_client), k8s_namespace, tag)
     # The pre-flight would keep setup waiting for room: off, so that the gate alone decides, as on a cluster
     # with an autoscaler (preflight = warn creates the job the same way).
     monkeypatch.setenv("AIRFLOW__TFK8S__PREFLIGHT", "off")
