@@ -107,10 +107,7 @@ class TFReplicaPodOperator(KubernetesPodOperator):
         if self.log_bytes:
             kwargs["log_bytes"] = self.log_bytes
         on_trigger_queue(self)
-        # Ended by the trigger (as when it starts there), never resumed on a worker: a trigger that fires at once
-        # (the replica already ended) would otherwise race Airflow's scheduler, which fails a resumed task that it
-        # has queued again before it saw the executor's success for the deferring run (apache/airflow#67287).
-        self.defer(trigger=TFReplicaTrigger(**kwargs, end_in_trigger=True), method_name="execute_complete")
+        self.defer(trigger=TFReplicaTrigger(**kwargs), method_name="execute_complete")
 
     def execute_complete(self, context: Any, event: Any = None) -> Any:
         with fail_permanently():

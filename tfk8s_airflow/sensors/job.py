@@ -120,9 +120,8 @@ class TFJobSensor(BaseSensorOperator):
         if self.trigger_queue:
             self.log.info("%s", trigger_queue_note(self.trigger_queue))
         on_trigger_queue(self)
-        # Ended by the trigger, never resumed on a worker (the race of apache/airflow#67287: see the replica task).
-        self.defer(trigger=TFJobTrigger(job=record.to_xcom(), log_bytes=self.log_bytes, timeout=self._timeout_s(),
-                                        end_in_trigger=True), method_name="execute_complete")
+        self.defer(trigger=TFJobTrigger(job=record.to_xcom(), log_bytes=self.log_bytes, timeout=self._timeout_s()),
+                   method_name="execute_complete")
 
     def poke(self, context: Any) -> bool:
         record = self._record()
