@@ -104,7 +104,7 @@ def test_under_admission_workload_no_pod_is_bound_until_the_job_fits_whole_then_
     assert seen["pods_before"] == 3 and seen["bound_before"] == [], seen
     # The pre-flight saw that the job does not fit now and let the PodGroup wait on the cluster instead.
     assert xcom(dr, "train.setup", "preflight")["verdict"] == "waits"
-    assert "admission workload: the 3 pods form the PodGroup" in said
+    assert "admission workload: 3 pods form the PodGroup" in said
     # The objects setup made: the job's Workload (one gang template of 3) and its PodGroup, both owned by the
     # job's Service; every pod names the PodGroup.
     [workload], [group] = seen["objects"]["workloads"], seen["objects"]["podgroups"]
@@ -125,6 +125,52 @@ def test_under_admission_workload_no_pod_is_bound_until_the_job_fits_whole_then_
                 if o["metadata"]["name"] != "first"]
     wait_until(lambda: own_objects() == [], 60, "the job's Workload and PodGroup deleted with its Service")
     assert leftovers(core, k8s_namespace) == []
+
+
+def test_with_gang_min_a_role_starts_with_its_minimum_and_its_other_replicas_join_as_room_frees(
+        k8s_cluster, k8s_namespace, airflow_db, gpu_nodes, capfd):  # noqa: F811
+    from kubernetes import client
+
+    core, custom = k8s_cluster.core_v1, client.CustomObjectsApi(k8s_cluster.api_client)
+    tag, _ = gpu_nodes
+    first = FirstJob(core, custom, k8s_namespace, tag)
+    seen: dict = {}
+
+    def workers(bound: bool) -> list:
+        return [life for life in job_lives(watch) if life.labels.get("tfk8s.io/role") == "worker"
+                and (life.bound is not None) == bound]
+
+    def free_the_gpus_once_the_minimum_runs():
+        # 2 GPUs free, 3 workers of one GPU, gang_min 2: the worker PodGroup is placed with 2 of them.
+        wait_until(lambda: len(workers(True)) == 2, 120, "the worker group's minimum (2) bound", 0.3)
+        seen["waiting"] = [life.name for life in workers(False)]
+        seen["objects"] = {plural: sorted(((o["metadata"]["name"], o["spec"]) for o in objs
+                                           if o["metadata"]["name"] != "first"), key=lambda o: o[0])
+                           for plural, objs in gang_objects(custom, k8s_namespace).items()}
+        seen["freed"] = first.end()
+
+    # all_workers: the job succeeds only once the third worker has run too.
+    spec = job_spec(k8s_namespace, tag, gpus=1, workers=3, admission="workload", ps=1, success_policy="all_workers")
+    spec["worker"].update(annotations=OK, gang_min=2)
+    with PodWatch(core, k8s_namespace) as watch:
+        join = in_background(free_the_gpus_once_the_minimum_runs)
+        dr = run_dag("tfk8s_t_from_conf", k8s_namespace, spec=spec)
+    join()
+    said = output(capfd)
+    assert dr.state == "success", (states(dr), said[-3000:])
+    # Each role has its PodGroup: the PS's of 1 (all of it), the workers' of minimum 2.
+    [(job, workload)] = seen["objects"]["workloads"]  # the Workload is named after the job
+    assert [(t["name"], t["schedulingPolicy"]) for t in workload["podGroupTemplates"]] == [
+        ("ps", {"gang": {"minCount": 1}}), ("worker", {"gang": {"minCount": 2}})]
+    assert [(name, spec["schedulingPolicy"]["gang"]["minCount"]) for name, spec in seen["objects"]["podgroups"]] \
+        == [(f"{job}-ps", 1), (f"{job}-worker", 2)]
+    # Two workers ran while the third could not fit; under a gang of the whole job none would have been bound
+    # (the first test). The third was bound once the other job's GPUs were freed.
+    assert len(seen["waiting"]) == 1, seen
+    lives = {life.name: life for life in job_lives(watch)}
+    assert lives[seen["waiting"][0]].bound > seen["freed"]
+    assert {life.pod.spec.scheduling_group.pod_group_name for life in lives.values()} == {f"{job}-ps", f"{job}-worker"}
+    assert "admission workload: 3 pods form the PodGroup" in said and "before 2 can be placed together" in said
 
 
 def test_under_the_gate_alone_the_same_job_binds_partly_and_holds_gpus_it_cannot_use(

@@ -222,15 +222,41 @@ def test_admission_workload_adds_the_workload_and_the_podgroup_and_every_pod_nam
     assert kinds_and_names(plan.objects())[3:6] == [("Workload", job), ("PodGroup", job), ("Pod", f"{job}-ps-0")]
     assert plan.workload["spec"]["podGroupTemplates"] == [{"name": "replicas",
                                                            "schedulingPolicy": {"gang": {"minCount": 3}}}]
-    assert plan.pod_group["spec"] == {"workloadRef": {"workloadName": job, "templateName": "replicas"},
-                                      "schedulingPolicy": {"gang": {"minCount": 3}}}
+    (group,) = plan.pod_groups
+    assert group["spec"] == {"workloadRef": {"workloadName": job, "templateName": "replicas"},
+                             "schedulingPolicy": {"gang": {"minCount": 3}}}
     assert {podgroup.pod_group_of(p) for p in plan.pods} == {job}
     assert all(p["spec"]["schedulingGates"] == [{"name": GANG_GATE}] for p in plan.pods)  # created together too
     # Owned by the Service with everything else, and kept in the templates recovery recreates from.
     owned = plan.owned(owner_reference(plan.names.service, "uid-1"))
     assert owned.workload["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
-    assert owned.pod_group["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+    assert owned.pod_groups[0]["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
     assert {podgroup.pod_group_of(p) for p in read_templates(owned.templates["binaryData"], "plan")} == {job}
+
+
+def test_gang_min_gives_each_role_a_podgroup_with_its_minimum():
+    from tfk8s_airflow.job import podgroup
+
+    plan = planned({**BASE, "admission": "workload", "ps": 2, "worker": {"replicas": 4, "gang_min": 3}},
+                   workload_api=True)
+    job = plan.names.job
+    assert plan.workload["spec"]["podGroupTemplates"] == [
+        {"name": "ps", "schedulingPolicy": {"gang": {"minCount": 2}}},  # a role without gang_min: all of it
+        {"name": "worker", "schedulingPolicy": {"gang": {"minCount": 3}}}]
+    assert [(g["metadata"]["name"], g["spec"]["workloadRef"]["templateName"], podgroup.gang_of(g)[1])
+            for g in plan.pod_groups] == [(f"{job}-ps", "ps", 2), (f"{job}-worker", "worker", 3)]
+    assert [podgroup.pod_group_of(p) for p in plan.pods] == [f"{job}-ps"] * 2 + [f"{job}-worker"] * 4
+    assert kinds_and_names(plan.objects())[3:7] == [("Workload", job), ("PodGroup", f"{job}-ps"),
+                                                    ("PodGroup", f"{job}-worker"), ("Pod", f"{job}-ps-0")]
+
+
+@pytest.mark.parametrize("doc", [{"worker": {"replicas": 2, "gang_min": 1}},
+                                 {"queue": "q", "worker": {"replicas": 2, "gang_min": 1}}])
+def test_gang_min_is_refused_unless_the_workload_api_admits_the_job(doc):
+    with pytest.raises(SpecError) as err:
+        planned({**BASE, **doc}, workload_api=True)
+    assert err.value.problems[0].field == "worker.gang_min"
+    assert "admission: workload" in err.value.problems[0].fix
 
 
 @pytest.mark.parametrize(("doc", "policy", "served", "expected"), [
@@ -281,3 +307,17 @@ def test_topology_puts_kueues_placement_annotation_on_every_pod_and_needs_kueue(
     with pytest.raises(SpecError) as err:
         planned({**BASE, "topology": {"required": "example.com/block"}})
     assert err.value.problems[0].field == "topology" and "admission is gate" in str(err.value)
+
+
+def test_a_recovery_attempt_names_the_pod_group_of_the_template_setup_gave_the_pod():
+    from tfk8s_airflow.job import podgroup
+
+    # Setup's groups: the job's (no gang_min) or the role's; a recovery attempt's is named from the same template.
+    assert podgroup.template_of("j", "worker", "j") == podgroup.TEMPLATE
+    assert podgroup.template_of("j", "worker", "j-worker") == "worker"
+    assert podgroup.group_name("j", 3, podgroup.template_of("j", "worker", "j-worker")) == "j-worker-a3"
+    assert podgroup.group_name("j", 3) == "j-a3"
+    assert podgroup.gangs({"ps": (1, None), "worker": (4, None)}) == {podgroup.TEMPLATE: 5}
+    assert podgroup.gangs({"ps": (1, None), "worker": (4, 2), "evaluator": (0, None)}) == {"ps": 1, "worker": 2}
+    assert podgroup.gang_of({"spec": {"workloadRef": {"templateName": "worker"},
+                                      "schedulingPolicy": {"gang": {"minCount": 2}}}}) == ("worker", 2)

@@ -5,7 +5,10 @@ places a job's pods all together or none (KEP-4671, ``scheduling.k8s.io/v1beta1`
 feature gate ``GenericWorkload``). The job has one Workload (what the group is: one pod group
 template, gang, its minimum the job's size) and one PodGroup per attempt (the runtime group the
 scheduler counts; a recovery attempt makes a new one, so a replacement is never counted with the
-pods it replaces); every pod names its attempt's PodGroup in ``spec.schedulingGroup.podGroupName``,
+pods it replaces). A job whose roles state a gang minimum (``gang_min``) has one template and one
+PodGroup per role instead, each gang with the role's minimum: Kubernetes 1.37 places a PodGroup
+whole, not a Workload, so its roles are then placed each on its own. Every pod names its attempt's
+PodGroup in ``spec.schedulingGroup.podGroupName``,
 a field that cannot change once the pod exists. The scheduler holds every pod of a group until
 ``minCount`` of them exist and fit, then binds them together; a group that does not fit leaves
 each pod ``PodScheduled=False`` (reason ``Unschedulable``, the scheduler's message starting
@@ -24,7 +27,8 @@ from typing import Any
 from tfk8s_airflow.job import naming
 
 __all__ = ["API_VERSION", "GROUP", "VERSION", "WORKLOADS", "POD_GROUPS", "TEMPLATE", "HELD_BY",
-           "group_name", "workload_manifest", "pod_group_manifest", "in_pod_group", "pod_group_of",
+           "group_name", "template_of", "gangs", "workload_manifest", "pod_group_manifest", "gang_of",
+           "in_pod_group", "pod_group_of",
            "waits_for_group", "held_by", "is_group_hold"]
 
 GROUP, VERSION = "scheduling.k8s.io", "v1beta1"
@@ -39,28 +43,56 @@ HELD_BY = "PodGroup"
 _GROUP_UNSCHEDULABLE = "pod group is unschedulable"
 
 
-def group_name(job: str, attempt: int = 1) -> str:
-    """The PodGroup of a job's attempt: the job's name, then ``<job>-a<N>`` for recovery attempts."""
-    return naming.attempt_group_name(job, attempt)
+def group_name(job: str, attempt: int = 1, template: str = TEMPLATE) -> str:
+    """The PodGroup of a job's attempt: the job's name (``<job>-<role>`` for a role's group when the roles
+    have gang minimums), then ``<job>-a<N>`` (``<job>-<role>-a<N>``) for recovery attempts."""
+    return naming.attempt_group_name(job if template == TEMPLATE else f"{job}-{template}", attempt)
 
 
-def workload_manifest(job: str, namespace: str, labels: Mapping[str, str], size: int) -> dict[str, Any]:
-    """The job's Workload: one gang template of ``size`` pods (every replica), pointing back at the job's
-    Service, which owns it (``controllerRef``: for the people and tools reading it)."""
+def template_of(job: str, role: str, group: str) -> str:
+    """The Workload template of a pod of ``role`` that setup put in PodGroup ``group``: the role's when the
+    group is the role's (the roles state ``gang_min``), else :data:`TEMPLATE`."""
+    return role if role and group == group_name(job, 1, role) else TEMPLATE
+
+
+def gangs(roles: Mapping[str, tuple[int, int | None]]) -> dict[str, int]:
+    """The Workload's templates and their gang minimums, from each role's ``(replicas, gang_min)``: one
+    template of every replica (:data:`TEMPLATE`) when no role states a minimum, else one per role with
+    replicas, its minimum the role's ``gang_min`` or all its replicas."""
+    if all(low is None for _, low in roles.values()):
+        return {TEMPLATE: sum(n for n, _ in roles.values())}
+    return {role: (n if low is None else low) for role, (n, low) in roles.items() if n}
+
+
+def workload_manifest(job: str, namespace: str, labels: Mapping[str, str],
+                      templates: Mapping[str, int]) -> dict[str, Any]:
+    """The job's Workload: a gang template per entry of ``templates`` (:func:`gangs`: name -> minimum),
+    pointing back at the job's Service, which owns it (``controllerRef``: for the people and tools reading it)."""
     return {"apiVersion": API_VERSION, "kind": "Workload",
             "metadata": {"name": job, "namespace": namespace, "labels": dict(labels)},
             "spec": {"controllerRef": {"apiGroup": "", "kind": "Service", "name": naming.service_name(job)},
-                     "podGroupTemplates": [{"name": TEMPLATE, "schedulingPolicy": {"gang": {"minCount": size}}}]}}
+                     "podGroupTemplates": [{"name": name, "schedulingPolicy": {"gang": {"minCount": low}}}
+                                           for name, low in templates.items()]}}
 
 
 def pod_group_manifest(job: str, namespace: str, labels: Mapping[str, str], size: int,
-                       attempt: int = 1) -> dict[str, Any]:
-    """The PodGroup of an attempt: ``size`` pods placed all together or none (setup's: every replica; a
-    recovery attempt's: the replicas it recreates), made from the Workload's template."""
+                       attempt: int = 1, template: str = TEMPLATE) -> dict[str, Any]:
+    """The PodGroup of an attempt, made from the Workload's ``template``: at least ``size`` of its pods placed
+    together or none (setup's: the template's minimum; a recovery attempt's: as many of the replicas it
+    recreates, at most that minimum)."""
     return {"apiVersion": API_VERSION, "kind": "PodGroup",
-            "metadata": {"name": group_name(job, attempt), "namespace": namespace, "labels": dict(labels)},
-            "spec": {"workloadRef": {"workloadName": job, "templateName": TEMPLATE},
+            "metadata": {"name": group_name(job, attempt, template), "namespace": namespace,
+                         "labels": dict(labels)},
+            "spec": {"workloadRef": {"workloadName": job, "templateName": template},
                      "schedulingPolicy": {"gang": {"minCount": size}}}}
+
+
+def gang_of(group: Mapping[str, Any]) -> tuple[str, int | None]:
+    """(template name, gang minimum or None) of a PodGroup as the API returns it."""
+    spec = group.get("spec") or {}
+    template = (spec.get("workloadRef") or {}).get("templateName") or TEMPLATE
+    low = ((spec.get("schedulingPolicy") or {}).get("gang") or {}).get("minCount")
+    return str(template), low if isinstance(low, int) and not isinstance(low, bool) else None
 
 
 def in_pod_group(pod: Mapping[str, Any], group: str) -> dict[str, Any]:

@@ -254,18 +254,22 @@ class Recoverer:
         # that could never be made, and every watch of the job fails naming them, not a spent budget.
         templates = await self.templates()
         group = (kueue.group_name(rec.job, attempt.number), len(keys)) if rec.queue else None
-        # Admitted by the Workload API (setup's pods name a PodGroup): the attempt's pods form a new PodGroup.
-        gang = any(podgroup.pod_group_of(templates[k]) for k in keys)
-        pod_group = podgroup.group_name(rec.job, attempt.number) if gang else None
-        pods = self._admitted([rebuilt(templates[k], attempt.number, overrides.get(k, {}), group, pod_group)
+        # Admitted by the Workload API (setup's pods name a PodGroup: the job's, or their role's): the attempt's
+        # pods of each first-attempt group form a new PodGroup.
+        firsts = {k: g for k in keys if (g := podgroup.pod_group_of(templates[k]))}
+        gang = {k: podgroup.template_of(rec.job, _labels(templates[k]).get(LABEL_ROLE, ""), g)
+                for k, g in firsts.items()}
+        new_groups = {k: podgroup.group_name(rec.job, attempt.number, t) for k, t in gang.items()}
+        pods = self._admitted([rebuilt(templates[k], attempt.number, overrides.get(k, {}), group, new_groups.get(k))
                                for k in keys])
+        pod_group = ", ".join(sorted(set(new_groups.values()))) or None
         if self.verdict is not None or not await self._lease(attempt, overrides):
             return None  # another watch acted first, or the job has its verdict (teardown may be deleting it)
         what = "restarting the group" if whole else f"replacing {', '.join(keys)}"
         if rec.queue:
             what += f" as Kueue pod group {kueue.group_name(rec.job, attempt.number)} in queue {rec.queue}"
         if pod_group is not None:
-            what += f" as PodGroup {pod_group}"
+            what += f" as PodGroup{'s' if ',' in pod_group else ''} {pod_group}"
         log.warning("TF job %s: attempt %d: %s (%s: %s)", rec.job, attempt.number, what, attempt.failure_class,
                     attempt.reason)
         current = await self._current_pods(keys)
@@ -273,8 +277,10 @@ class Recoverer:
             await self._delete_workloads()
         await self._delete(current)
         await asyncio.sleep(backoff)
-        if pod_group is not None:
-            await self._create_pod_group(pod_group, templates[keys[0]], len(keys), attempt.number)
+        for template in sorted(set(gang.values())):
+            members = [k for k in keys if gang.get(k) == template]
+            await self._create_pod_group(firsts[members[0]], template, templates[members[0]], len(members),
+                                         attempt.number)
         uids = await self._create(pods)
         await self._record_pods([(uids[p["metadata"]["name"]], p["metadata"]["name"], k, attempt.number)
                                  for k, p in zip(keys, pods, strict=True) if p["metadata"]["name"] in uids])
@@ -411,18 +417,30 @@ class Recoverer:
             await asyncio.sleep(0.5)
         raise KubernetesApiError("waiting for replaced pods to go", None, f"still there after {GONE_TIMEOUT_S:.0f}s")
 
-    async def _create_pod_group(self, name: str, template: Mapping[str, Any], size: int, attempt: int) -> None:
-        """The attempt's PodGroup (gang ``size``), owned by the job's Service as setup's is; one of that name
-        that exists already (another try of this attempt) is taken only when the Service owns it."""
+    async def _create_pod_group(self, first: str, gang: str, template: Mapping[str, Any], size: int,
+                                attempt: int) -> None:
+        """The attempt's PodGroup for the ``size`` pods recreated from setup's PodGroup ``first`` (of the
+        Workload's template ``gang``): its gang minimum ``size``, or the first group's when lower (a role's
+        ``gang_min``),
+        owned by the job's Service as setup's is; one of that name that exists already (another try of this
+        attempt) is taken only when the Service owns it."""
         from kubernetes_asyncio import client as async_client
 
         rec = self.record
-        labels = {k: v for k, v in ((template.get("metadata") or {}).get("labels") or {}).items()
+        custom = async_client.CustomObjectsApi(self.api)
+        try:
+            setup_group = await custom.get_namespaced_custom_object(
+                podgroup.GROUP, podgroup.VERSION, rec.namespace, podgroup.POD_GROUPS, first,
+                _request_timeout=REQUEST_TIMEOUT_S)
+        except async_client.ApiException as exc:
+            raise wrap_api_error(f"reading PodGroup {rec.namespace}/{first} (setup's)", exc) from exc
+        low = podgroup.gang_of(setup_group)[1]
+        labels = {k: v for k, v in _labels(template).items()
                   if k.startswith("tfk8s.io/") and k not in (LABEL_ROLE, LABEL_INDEX, LABEL_ATTEMPT)}
-        body = podgroup.pod_group_manifest(rec.job, rec.namespace, labels, size, attempt)
+        body = podgroup.pod_group_manifest(rec.job, rec.namespace, labels, min(size, low or size), attempt, gang)
+        name = body["metadata"]["name"]
         if rec.service_uid:
             body["metadata"]["ownerReferences"] = [owner_reference(rec.service, rec.service_uid)]
-        custom = async_client.CustomObjectsApi(self.api)
         try:
             await custom.create_namespaced_custom_object(podgroup.GROUP, podgroup.VERSION, rec.namespace,
                                                          podgroup.POD_GROUPS, body, _request_timeout=REQUEST_TIMEOUT_S)
@@ -477,3 +495,7 @@ def dataclass_dict(attempt: Attempt) -> dict[str, Any]:
 
 
 __all__ = ["ATTEMPTS_ANNOTATION", "Recoverer", "read_templates", "rebuilt", "memory_of", "REPLACE"]
+
+
+def _labels(manifest: Mapping[str, Any]) -> Mapping[str, str]:
+    return (manifest.get("metadata") or {}).get("labels") or {}

@@ -187,10 +187,12 @@ class TFJobSetupOperator(BaseOperator):
         plan = plan_job(spec, names, policy, shards, dag_id=dag.dag_id, run_id=context["run_id"],
                         task_id=self.replica_task_id or replica_task_id(group), workload_api=served)
         pods, queue = list(plan.pods), plan.queue
-        if plan.admission == WORKLOAD:
-            self.log.info("admission workload: the %d pods form the PodGroup %s (Workload %s, gang minCount %d); "
-                          "kube-scheduler binds all of them together or none", len(pods),
-                          podgroup.group_name(names.job), names.job, len(pods))
+        for pod_group in plan.pod_groups:
+            name, low = pod_group["metadata"]["name"], podgroup.gang_of(pod_group)[1]
+            members = sum(podgroup.pod_group_of(p) == name for p in pods)
+            self.log.info("admission workload: %d pods form the PodGroup %s (Workload %s, gang minCount %s); "
+                          "kube-scheduler binds none of them before %s can be placed together", members, name,
+                          names.job, low, low)
         if queue:
             priority = f" (priority class {spec.priority_class})" if spec.priority_class else ""
             self.log.info("queue %s: the %d pods form the Kueue pod group %s%s; Kueue admits them together", queue,

@@ -99,9 +99,10 @@ class JobPlan:
     #: One per replica, as :attr:`replicas`: gated, labelled, admitted.
     pods: tuple[dict[str, Any], ...]
     tensorboard_pod: dict[str, Any] | None
-    #: Under WORKLOAD admission: the job's Workload and its first attempt's PodGroup (else None).
+    #: Under WORKLOAD admission: the job's Workload (else None) and its first attempt's PodGroups (one of the
+    #: whole job, or one per role when the roles state ``gang_min``).
     workload: dict[str, Any] | None = None
-    pod_group: dict[str, Any] | None = None
+    pod_groups: tuple[dict[str, Any], ...] = ()
     #: The owner reference every object but the Service carries (:meth:`owned`); None before.
     owner: Mapping[str, Any] | None = None
 
@@ -115,7 +116,7 @@ class JobPlan:
         """The objects between the Service and the pods: the shard ConfigMap (when given), the
         templates ConfigMap, the NetworkPolicy, the Workload and PodGroup (under WORKLOAD admission).
         Setup creates each of them with its mark."""
-        gang = [o for o in (self.workload, self.pod_group) if o is not None]
+        gang = [*([self.workload] if self.workload is not None else []), *self.pod_groups]
         return [*([self.shards] if self.shards is not None else []), self.templates, self.network_policy, *gang]
 
     def objects(self) -> list[dict[str, Any]]:
@@ -139,7 +140,7 @@ class JobPlan:
             templates=templates, network_policy=owned_by(self.network_policy, reference), pods=pods,
             tensorboard_pod=owned_by(self.tensorboard_pod, reference) if self.tensorboard_pod is not None else None,
             workload=owned_by(self.workload, reference) if self.workload is not None else None,
-            pod_group=owned_by(self.pod_group, reference) if self.pod_group is not None else None,
+            pod_groups=tuple(owned_by(g, reference) for g in self.pod_groups),
             owner=dict(reference))
 
 
@@ -212,16 +213,25 @@ def plan_job(spec: TFJobSpec, names: JobNames, policy: DeploymentPolicy,
         raise SpecError([Problem("topology", f"is Kueue's topology-aware scheduling, but the job's admission is "
                                              f"{admission}", "add queue: <LocalQueue of a ClusterQueue whose flavor "
                                              "has a topology>, or remove topology")])
-    workload = group = None
+    gang_min = [f"{role}.gang_min" for role, rs in spec.roles.items() if rs.gang_min is not None]
+    if gang_min and admission != WORKLOAD:
+        raise SpecError([Problem(gang_min[0], f"is a PodGroup's minimum, but the job's admission is {admission}",
+                                 "write admission: workload (Kubernetes 1.37+), or remove gang_min")])
+    workload: dict[str, Any] | None = None
+    groups: tuple[dict[str, Any], ...] = ()
     if admission == KUEUE and queue:
         name = kueue.group_name(names.job)
         placement = (spec.topology.mode, spec.topology.level) if spec.topology is not None else None
         pods = [kueue.in_group(p, queue, name, len(pods), spec.priority_class, placement) for p in pods]
     elif admission == WORKLOAD:
         labels = job_labels(spec, names)
-        workload = podgroup.workload_manifest(names.job, names.namespace, labels, len(pods))
-        group = podgroup.pod_group_manifest(names.job, names.namespace, labels, len(pods))
-        pods = [podgroup.in_pod_group(p, group["metadata"]["name"]) for p in pods]
+        templates = podgroup.gangs({role: (spec.replicas(role), rs.gang_min) for role, rs in spec.roles.items()})
+        workload = podgroup.workload_manifest(names.job, names.namespace, labels, templates)
+        groups = tuple(podgroup.pod_group_manifest(names.job, names.namespace, labels, low, template=name)
+                       for name, low in templates.items())
+        template_of = (lambda r: r.role) if podgroup.TEMPLATE not in templates else (lambda r: podgroup.TEMPLATE)
+        pods = [podgroup.in_pod_group(p, podgroup.group_name(names.job, 1, template_of(r)))
+                for p, r in zip(pods, replicas, strict=True)]
     # Every pod as the deployment admits it now (host paths resolved, read-only ones mounted read-only).
     pods = admit_pods(pods, policy, realpath=realpath)
     tensorboard = plan_tensorboard(spec, names, policy)
@@ -232,4 +242,4 @@ def plan_job(spec: TFJobSpec, names: JobNames, policy: DeploymentPolicy,
         service=service_manifest(spec, names),
         shards=configmap_manifest(spec, names, shards) if shards is not None else None,
         templates=_templates(spec, names, pods), network_policy=network_policy_manifest(spec, names, policy, pods),
-        pods=tuple(pods), tensorboard_pod=tensorboard_pod, workload=workload, pod_group=group)
+        pods=tuple(pods), tensorboard_pod=tensorboard_pod, workload=workload, pod_groups=groups)

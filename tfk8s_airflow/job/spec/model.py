@@ -294,7 +294,7 @@ class Resources:
 class RoleSpec:
     """One role's replicas and its overrides of the job-wide settings (already merged).
 
-    Its keys are ``replicas`` and ``tracked`` (declared here) and every job-wide key declared
+    Its keys are ``replicas``, ``tracked`` and ``gang_min`` (declared here) and every job-wide key declared
     with ``role=`` (see :data:`ROLE_KEYS`).
     """
 
@@ -315,6 +315,10 @@ class RoleSpec:
         default="true (ps: false)"))
     annotations: Mapping[str, str] = field(default_factory=dict)
     pod_template: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    gang_min: int | None = field(default=None, metadata=key(
+        "with `admission: workload`: how many of the role's replicas kube-scheduler must place together before "
+        "it binds any of them; stating it on any role gives every role a PodGroup of its own (docs/jobs.md, "
+        "\"Admission\")", default="all the role's replicas, in one PodGroup of the whole job"))
 
     @property
     def pod_restart_policy(self) -> str:
@@ -329,7 +333,8 @@ class RoleSpec:
             value = getattr(self, name)
             how = _JOB_ROLE_KEYS.get(name)
             if how is None:
-                out[name] = plain(value)
+                if value is not None:  # gang_min left out
+                    out[name] = plain(value)
                 continue
             job_value = getattr(job, name)
             if how == PATCH:  # the merged template: merging it over the job's again gives itself
@@ -521,5 +526,5 @@ class TFJobSpec:
 _JOB_ROLE_KEYS: dict[str, str] = {f.name: f.metadata["role"] for f in spec_fields(TFJobSpec) if "role" in f.metadata}
 #: Every key of a spec document: the job-wide ones and the role blocks.
 SPEC_KEYS: tuple[str, ...] = tuple(f.name for f in spec_fields(TFJobSpec)) + ROLES
-#: Every key of a role block: its own (replicas, tracked) and the job-wide ones it may set.
+#: Every key of a role block: its own (replicas, tracked, gang_min) and the job-wide ones it may set.
 ROLE_KEYS: tuple[str, ...] = tuple(f.name for f in spec_fields(RoleSpec)) + tuple(_JOB_ROLE_KEYS)

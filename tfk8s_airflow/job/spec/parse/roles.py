@@ -56,11 +56,16 @@ def role_block(r: Reader, role: str, block: Mapping[str, Any], job: Mapping[str,
     tracked = r.boolean(block, "tracked", p + "tracked", role != "ps")
     if role == "ps" and tracked:
         r.add(p + "tracked", "parameter servers never exit, so they cannot be tracked", "remove tracked from ps")
+    gang_min = None
+    if block.get("gang_min") is not None:
+        gang_min = r.integer(block, "gang_min", p + "gang_min", max(replicas, 1), low=1, high=max(replicas, 1))
+        if not replicas:
+            r.add(p + "gang_min", "the role has no replicas", f"remove gang_min from {role}")
     metadata.check_annotation_size(r, values["annotations"], p + "annotations" if block.get("annotations") is not None
                                    else "annotations")
     for name in ("env", "node_selector", "annotations"):
         values[name] = MappingProxyType(dict(values[name]))
-    return RoleSpec(role=role, replicas=replicas, tracked=tracked, **values)
+    return RoleSpec(role=role, replicas=replicas, tracked=tracked, gang_min=gang_min, **values)
 
 
 def check_roles(r: Reader, roles: dict[str, RoleSpec], success: str, hide_evaluator: bool, image: str,
