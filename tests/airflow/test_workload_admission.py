@@ -200,3 +200,39 @@ def test_under_the_gate_alone_the_same_job_binds_partly_and_holds_gpus_it_cannot
     reason = xcom(dr, "train.wait", "summary")["reason"]
     assert "Unschedulable" in reason and "schedule_timeout 8s" in reason and "nvidia.com/gpu" in reason, reason
     assert all(life.pod.spec.scheduling_group is None for life in lives)
+
+
+def test_recovery_puts_a_replacement_in_a_new_podgroup_of_its_roles_template(k8s_cluster, k8s_namespace, airflow_db):
+    from kubernetes import client
+
+    from tests.airflow.test_recovery_kwok import spec as recovery_spec
+    from tests.airflow.test_recovery_kwok import summary_of
+
+    core, custom = k8s_cluster.core_v1, client.CustomObjectsApi(k8s_cluster.api_client)
+    seen: dict = {}
+    # Per-role groups (gang_min on the workers: both of them); worker-1 is evicted once running (infrastructure).
+    doc = recovery_spec(k8s_namespace, admission="workload", worker={"gang_min": 2})
+    with PodWatch(core, k8s_namespace) as watch:
+        def evict_then_read_the_groups():
+            life = watch.wait_for(lambda p: p.key == "worker-1" and "Running" in p.phases, what="running worker-1")
+            core.create_namespaced_pod_eviction(life.name, k8s_namespace, client.V1Eviction(
+                metadata=client.V1ObjectMeta(name=life.name, namespace=k8s_namespace)))
+            watch.wait_for(lambda p: p.key == "worker-1" and p.attempt == 2, what="worker-1's replacement")
+            seen["groups"] = {o["metadata"]["name"]: (o["spec"]["workloadRef"]["templateName"],
+                                                      o["spec"]["schedulingPolicy"]["gang"]["minCount"])
+                              for o in gang_objects(custom, k8s_namespace)["podgroups"]}
+        join = in_background(evict_then_read_the_groups)
+        dr = run_dag("tfk8s_t_from_conf", k8s_namespace, spec=doc)
+        join()
+    assert dr.state == "success", states(dr)
+    attempts = summary_of(dr)["attempts"]
+    assert [(a["failure_class"], a["replicas"]) for a in attempts] == [("infrastructure", ["worker-1"])], attempts
+    first, second = watch.history("worker-1")
+    job = first.pod.spec.scheduling_group.pod_group_name.removesuffix("-worker")
+    # The replacement is in the attempt's own PodGroup of the workers' template, minCount the one pod it recreates
+    # (at most the first group's 2): a group of 2 would never be placed with one pod.
+    assert second.pod.spec.scheduling_group.pod_group_name == f"{job}-worker-a2"
+    assert seen["groups"] == {f"{job}-ps": ("ps", 1), f"{job}-worker": ("worker", 2),
+                              f"{job}-worker-a2": ("worker", 1)}, seen
+    assert second.bound is not None
+    assert leftovers(core, k8s_namespace) == []
