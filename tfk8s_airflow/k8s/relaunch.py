@@ -421,9 +421,8 @@ class Recoverer:
                                 attempt: int) -> None:
         """The attempt's PodGroup for the ``size`` pods recreated from setup's PodGroup ``first`` (of the
         Workload's template ``gang``): its gang minimum ``size``, or the first group's when lower (a role's
-        ``gang_min``),
-        owned by the job's Service as setup's is; one of that name that exists already (another try of this
-        attempt) is taken only when the Service owns it."""
+        ``gang_min``; ``size`` when that group is gone), owned by the job's Service as setup's is; one of that
+        name that exists already (another try of this attempt) is taken only when the Service owns it."""
         from kubernetes_asyncio import client as async_client
 
         rec = self.record
@@ -433,7 +432,9 @@ class Recoverer:
                 podgroup.GROUP, podgroup.VERSION, rec.namespace, podgroup.POD_GROUPS, first,
                 _request_timeout=REQUEST_TIMEOUT_S)
         except async_client.ApiException as exc:
-            raise wrap_api_error(f"reading PodGroup {rec.namespace}/{first} (setup's)", exc) from exc
+            if exc.status != 404:
+                raise wrap_api_error(f"reading PodGroup {rec.namespace}/{first} (setup's)", exc) from exc
+            setup_group = {}
         low = podgroup.gang_of(setup_group)[1]
         labels = {k: v for k, v in _labels(template).items()
                   if k.startswith("tfk8s.io/") and k not in (LABEL_ROLE, LABEL_INDEX, LABEL_ATTEMPT)}
@@ -494,8 +495,8 @@ def dataclass_dict(attempt: Attempt) -> dict[str, Any]:
     return out
 
 
-__all__ = ["ATTEMPTS_ANNOTATION", "Recoverer", "read_templates", "rebuilt", "memory_of", "REPLACE"]
-
-
 def _labels(manifest: Mapping[str, Any]) -> Mapping[str, str]:
     return (manifest.get("metadata") or {}).get("labels") or {}
+
+
+__all__ = ["ATTEMPTS_ANNOTATION", "Recoverer", "read_templates", "rebuilt", "memory_of", "REPLACE"]
